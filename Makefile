@@ -1,0 +1,82 @@
+# parkway -- top-level Makefile.
+#
+#   make deps          install the Debian packages everything below needs
+#   make               libparkway.a, libparkway.so, parkway.pc (in build/)
+#   make demo          build and run the demo (parallel work, then idle CPU)
+#   make test          unit tests + SPIN models + sched_ext VM tests
+#   make test-tsan     unit tests under ThreadSanitizer
+#   make test-asan     unit tests under AddressSanitizer + UBSan
+#   make bench         benchmarks against oneTBB, OpenMP, ... (not in test)
+#   make install PREFIX=/usr/local
+#
+# Each area keeps its rules in its own fragment (tests/tests.mk,
+# docs/spec/spec.mk, bpf/bpf.mk, tools/tools.mk, tools/vm/vm.mk,
+# tests/bench/bench.mk); this file holds the library and the shared flags.
+
+PREFIX   ?= /usr/local
+CXX      ?= g++
+BUILD    ?= build
+VERSION  := 0.1.0
+
+WARN      := -Wall -Wextra -Wno-interference-size
+CXXSTD    := -std=c++20
+OPT       ?= -O2 -g
+CPPFLAGS  += -Iinclude -Iuserspace -D_GNU_SOURCE
+CXXFLAGS  += $(CXXSTD) $(OPT) $(WARN) -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -pthread
+LDLIBS    += -pthread
+
+# clang warns about unknown warning options; keep one flag set for both.
+ifneq (,$(findstring clang,$(CXX)))
+WARN := -Wall -Wextra
+endif
+
+LIB_SRCS := $(wildcard userspace/*.cpp userspace/*/*.cpp)
+LIB_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(LIB_SRCS))
+LIB_A    := $(BUILD)/libparkway.a
+LIB_SO   := $(BUILD)/libparkway.so
+PC_FILE  := $(BUILD)/parkway.pc
+HEADERS  := $(wildcard include/parkway/*.hpp)
+
+.PHONY: all deps lib demo test test-unit test-tsan test-asan bench install clean check-warnings
+all: lib
+lib: $(LIB_A) $(LIB_SO) $(PC_FILE)
+
+deps:
+	@bash tools/install-deps.sh
+
+$(BUILD)/obj/%.o: %.cpp $(HEADERS) $(wildcard userspace/*.hpp userspace/*/*.hpp)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(LIB_A): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# Only parkway:: symbols leave the shared library (userspace/exports.map).
+$(LIB_SO): $(LIB_OBJS) userspace/exports.map
+	$(CXX) -shared -o $@ $(LIB_OBJS) -Wl,--version-script=userspace/exports.map \
+	  -Wl,-soname,libparkway.so.0 $(LDLIBS)
+
+$(PC_FILE): Makefile
+	@mkdir -p $(dir $@)
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: parkway\nDescription: work-stealing task runtime whose idle workers sleep on futex words\nVersion: %s\nCflags: -I$${includedir} -std=c++20 -pthread\nLibs: -L$${libdir} -lparkway -pthread\n' \
+	  "$(PREFIX)" "$(VERSION)" > $@
+
+install: lib
+	install -d $(DESTDIR)$(PREFIX)/include/parkway $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/parkway/
+	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libparkway.so.$(VERSION)
+	ln -sfn libparkway.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libparkway.so.0
+	ln -sfn libparkway.so.0 $(DESTDIR)$(PREFIX)/lib/libparkway.so
+	install -m 644 $(PC_FILE) $(DESTDIR)$(PREFIX)/lib/pkgconfig/parkway.pc
+
+clean:
+	rm -rf $(BUILD)
+
+-include tests/tests.mk
+-include docs/spec/spec.mk
+-include bpf/bpf.mk
+-include tools/tools.mk
+-include tools/vm/vm.mk
+-include tests/bench/bench.mk

@@ -1,0 +1,15 @@
+// parkway/errors.hpp -- exceptions parkway throws.
+#pragma once
+
+#include <stdexcept>
+
+namespace parkway {
+
+// Thrown by Runtime::submit/run (and TaskGroup::spawn from outside the pool)
+// once the runtime has begun shutting down. The task was not accepted.
+class RuntimeShutdown : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace parkway

@@ -1,0 +1,99 @@
+// parkway/future.hpp -- the handle Runtime::submit returns.
+#pragma once
+
+#include <atomic>
+#include <exception>
+#include <new>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+#include "parkway/task.hpp"
+
+namespace parkway {
+namespace detail {
+
+// Shared between the submitted task and its Future; freed by whichever of
+// the two lets go last.
+template <class T>
+struct SharedState {
+  CompletionWord done;  // count 1 until the task has finished
+  std::atomic<int> refs{2};
+  std::exception_ptr error;
+  alignas(T) unsigned char storage[sizeof(T)];
+  bool has_value = false;
+
+  SharedState() { done.add(1); }
+  ~SharedState() {
+    if (has_value) std::launder(reinterpret_cast<T*>(storage))->~T();
+  }
+  T& value() { return *std::launder(reinterpret_cast<T*>(storage)); }
+  void release() noexcept {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+};
+
+template <>
+struct SharedState<void> {
+  CompletionWord done;
+  std::atomic<int> refs{2};
+  std::exception_ptr error;
+  SharedState() { done.add(1); }
+  void release() noexcept {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+};
+
+}  // namespace detail
+
+// Future<T>: get() waits and returns the result or rethrows the task's
+// exception; wait() only waits. Dropping a Future never blocks: the task
+// still runs. get() may be called once (it moves the value out).
+template <class T>
+class Future {
+ public:
+  Future() = default;
+  explicit Future(detail::SharedState<T>* s) noexcept : st_(s) {}
+  Future(Future&& o) noexcept : st_(std::exchange(o.st_, nullptr)) {}
+  Future& operator=(Future&& o) noexcept {
+    if (this != &o) {
+      reset();
+      st_ = std::exchange(o.st_, nullptr);
+    }
+    return *this;
+  }
+  Future(const Future&) = delete;
+  Future& operator=(const Future&) = delete;
+  ~Future() { reset(); }
+
+  bool valid() const noexcept { return st_ != nullptr; }
+  bool ready() const {
+    check();
+    return st_->done.is_zero();
+  }
+  void wait() const {
+    check();
+    st_->done.wait();
+  }
+  T get() {
+    wait();
+    detail::SharedState<T>* s = std::exchange(st_, nullptr);
+    struct Releaser {
+      detail::SharedState<T>* s;
+      ~Releaser() { s->release(); }
+    } r{s};
+    if (s->error) std::rethrow_exception(s->error);
+    if constexpr (!std::is_void_v<T>) return std::move(s->value());
+  }
+
+ private:
+  void check() const {
+    if (!st_) throw std::logic_error("parkway::Future: no state (default-constructed, moved from, or get() already called)");
+  }
+  void reset() noexcept {
+    if (st_) std::exchange(st_, nullptr)->release();
+  }
+  detail::SharedState<T>* st_ = nullptr;
+};
+
+}  // namespace parkway

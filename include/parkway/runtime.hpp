@@ -1,0 +1,124 @@
+// parkway/runtime.hpp -- a pool of workers that steal work and sleep when idle.
+#pragma once
+
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include "parkway/errors.hpp"
+#include "parkway/future.hpp"
+#include "parkway/options.hpp"
+#include "parkway/stats.hpp"
+#include "parkway/task.hpp"
+
+namespace parkway {
+
+namespace detail {
+class RuntimeImpl;
+}
+
+class Runtime {
+ public:
+  // Starts opts.workers threads. Throws std::invalid_argument naming the
+  // option when an option is out of range, std::system_error if threads
+  // cannot be created.
+  explicit Runtime(Options opts = Options{});
+
+  // shutdown(): finishes every accepted task, then joins the workers.
+  ~Runtime();
+
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Runs f on a worker; the returned Future yields its result or rethrows
+  // its exception. Callable from any thread. Throws RuntimeShutdown once
+  // shutdown has begun (from outside the pool; tasks already running may
+  // still submit, and what they submit runs before the workers exit).
+  template <class F>
+  auto submit(F&& f) -> Future<std::invoke_result_t<std::decay_t<F>&>> {
+    using R = std::invoke_result_t<std::decay_t<F>&>;
+    auto* st = new detail::SharedState<R>();
+    detail::Task* t;
+    try {
+      t = detail::new_task<Submitted<std::decay_t<F>, R>>(static_cast<F&&>(f), st);
+    } catch (...) {
+      delete st;
+      throw;
+    }
+    try {
+      enqueue(t);
+    } catch (...) {
+      detail::delete_task(static_cast<Submitted<std::decay_t<F>, R>*>(t));
+      delete st;
+      throw;
+    }
+    return Future<R>(st);
+  }
+
+  // Runs f on a worker and blocks the caller until it is done; returns its
+  // result or rethrows its exception. Called on one of this runtime's
+  // workers, runs f inline.
+  template <class F>
+  auto run(F&& f) -> std::invoke_result_t<std::decay_t<F>&> {
+    if (current() == this) return std::invoke(f);
+    return submit(static_cast<F&&>(f)).get();
+  }
+
+  // Stop accepting work from outside the pool, run everything accepted,
+  // join the workers. Idempotent; must not be called from a worker.
+  void shutdown();
+
+  // Counters, per worker and in total (relaxed snapshots).
+  Stats stats() const;
+
+  unsigned workers() const noexcept;
+  const Options& options() const noexcept;
+
+  // The runtime the calling worker thread belongs to, or nullptr.
+  static Runtime* current() noexcept;
+  // Index of the calling worker in its runtime, or -1 outside any pool.
+  static int current_worker_index() noexcept;
+
+  // A process-wide runtime with default options, created on first use and
+  // shut down at exit. Used by TaskGroup/parallel_for outside any pool.
+  static Runtime& default_runtime();
+
+  detail::RuntimeImpl& impl() noexcept { return *impl_; }
+
+ private:
+  template <class Fn, class R>
+  struct Submitted final : detail::Task {
+    Fn fn;
+    detail::SharedState<R>* st;
+    template <class G>
+    Submitted(G&& g, detail::SharedState<R>* s) : detail::Task{&run}, fn(static_cast<G&&>(g)), st(s) {}
+    static void run(detail::Task* t) noexcept {
+      auto* self = static_cast<Submitted*>(t);
+      detail::SharedState<R>* s = self->st;
+      try {
+        if constexpr (std::is_void_v<R>) {
+          self->fn();
+        } else {
+          ::new (static_cast<void*>(s->storage)) R(self->fn());
+          s->has_value = true;
+        }
+      } catch (...) {
+        s->error = std::current_exception();
+      }
+      detail::delete_task(self);
+      s->done.done();
+      s->release();
+    }
+  };
+
+  // Pushes a task: to the calling worker's deque if it is one of ours,
+  // otherwise to the injection queue (throws RuntimeShutdown when closed).
+  void enqueue(detail::Task* t);
+
+  detail::RuntimeImpl* impl_;
+};
+
+}  // namespace parkway

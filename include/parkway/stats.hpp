@@ -1,0 +1,33 @@
+// parkway/stats.hpp -- scheduler counters, per worker and in total.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace parkway {
+
+struct WorkerStats {
+  std::uint64_t spawned = 0;       // tasks pushed to this worker's deque
+  std::uint64_t executed = 0;      // tasks this worker ran
+  std::uint64_t steals = 0;        // tasks taken from other workers' deques
+  std::uint64_t failed_steals = 0; // steal attempts that found nothing or lost a race
+  std::uint64_t injected = 0;      // tasks taken from the injection queue
+  std::uint64_t parks = 0;         // times this worker went to sleep on its futex word
+  std::uint64_t wakeups = 0;       // times this worker woke another (unpark of an idle worker)
+
+  WorkerStats& operator+=(const WorkerStats& o) noexcept {
+    spawned += o.spawned; executed += o.executed; steals += o.steals;
+    failed_steals += o.failed_steals; injected += o.injected;
+    parks += o.parks; wakeups += o.wakeups;
+    return *this;
+  }
+};
+
+struct Stats {
+  std::vector<WorkerStats> workers;  // index = worker index
+  WorkerStats total;                 // sum over workers
+  std::uint64_t submitted = 0;       // tasks accepted from outside the pool
+  std::uint64_t external_wakeups = 0;  // idle workers woken by non-worker threads
+};
+
+}  // namespace parkway

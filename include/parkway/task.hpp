@@ -1,0 +1,82 @@
+// parkway/task.hpp -- the unit of work and the completion counter that
+// TaskGroup and Future share. Users do not name these types; they are public
+// only because the spawning templates are inline.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <new>
+
+namespace parkway {
+
+class Runtime;
+
+namespace detail {
+
+// A type-erased task: `invoke` runs the body and frees the task. `next`
+// links tasks in the injection queue. Deques hold Task*.
+struct Task {
+  void (*invoke)(Task*) noexcept;
+  Task* next = nullptr;
+};
+
+// Task memory: a per-thread cache of fixed-size blocks in front of malloc.
+void* allocate_task(std::size_t bytes);
+void free_task(void* p, std::size_t bytes) noexcept;
+
+template <class T, class... A>
+T* new_task(A&&... a) {
+  void* mem = allocate_task(sizeof(T));
+  try {
+    return ::new (mem) T(static_cast<A&&>(a)...);
+  } catch (...) {
+    free_task(mem, sizeof(T));
+    throw;
+  }
+}
+template <class T>
+void delete_task(T* t) noexcept {
+  t->~T();
+  free_task(t, sizeof(T));
+}
+
+// Wakes the thread whose parker id is `waiter` (see userspace/parker.hpp).
+void wake_waiter(std::uint32_t waiter) noexcept;
+
+// CompletionWord: how many tasks are outstanding, and who waits for zero.
+//
+// One 64-bit word: low 32 bits = outstanding count, high 32 bits = the
+// parker id + 1 of the one thread waiting for zero (0: nobody). Putting both
+// in one word lets the task that brings the count to zero learn who to wake
+// from the value its fetch_sub returned, without touching the (possibly
+// already destroyed) owner of the word afterwards. Parker ids name
+// immortal futex words, so a late wake is at worst spurious.
+class CompletionWord {
+ public:
+  static constexpr std::uint64_t kCountMask = 0xffffffffu;
+
+  void add(std::uint32_t n = 1) noexcept { word_.fetch_add(n, std::memory_order_relaxed); }
+
+  // One outstanding task finished. acq_rel: the finished task's writes
+  // happen-before the waiter's return (pairs with the acquire in is_zero).
+  void done() noexcept {
+    std::uint64_t old = word_.fetch_sub(1, std::memory_order_acq_rel);
+    if ((old & kCountMask) == 1 && (old >> 32) != 0) wake_waiter(std::uint32_t(old >> 32) - 1);
+  }
+
+  bool is_zero() const noexcept {
+    return (word_.load(std::memory_order_acquire) & kCountMask) == 0;
+  }
+
+  // Block until the count is zero. On a worker thread this runs other tasks
+  // while it waits (helping); elsewhere it sleeps on the caller's futex word.
+  void wait() noexcept;
+
+  std::atomic<std::uint64_t>& raw() noexcept { return word_; }
+
+ private:
+  std::atomic<std::uint64_t> word_{0};
+};
+
+}  // namespace detail
+}  // namespace parkway

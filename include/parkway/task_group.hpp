@@ -1,0 +1,89 @@
+// parkway/task_group.hpp -- structured fork/join.
+//
+//   parkway::TaskGroup g;
+//   g.spawn([&] { left(); });
+//   right();
+//   g.wait();   // runs other tasks while it waits; rethrows a task's exception
+#pragma once
+
+#include <atomic>
+#include <exception>
+#include <type_traits>
+#include <utility>
+
+#include "parkway/task.hpp"
+
+namespace parkway {
+
+class Runtime;
+
+class TaskGroup {
+ public:
+  // Binds to the runtime of the calling worker, or, on a thread outside any
+  // pool, to Runtime::default_runtime() at the first spawn.
+  TaskGroup() noexcept;
+  explicit TaskGroup(Runtime& rt) noexcept : rt_(&rt) {}
+  TaskGroup(const TaskGroup&) = delete;
+  TaskGroup& operator=(const TaskGroup&) = delete;
+
+  // Waits for the tasks still running. An exception that no wait() observed
+  // is reported on stderr (a destructor cannot rethrow it).
+  ~TaskGroup();
+
+  // Runs f() on some worker. From a worker the task goes to that worker's
+  // deque; from another thread to the runtime's injection queue (which
+  // throws RuntimeShutdown once the runtime is shutting down).
+  template <class F>
+  void spawn(F&& f) {
+    using Fn = std::decay_t<F>;
+    auto* t = detail::new_task<Body<Fn>>(static_cast<F&&>(f), this);
+    pending_.add(1);
+    try {
+      schedule(t);
+    } catch (...) {
+      pending_.done();
+      detail::delete_task(t);
+      throw;
+    }
+  }
+
+  // Returns once every spawned task has finished. Rethrows the first
+  // exception a task threw (and forgets it, so the group can be reused).
+  void wait();
+
+  // Number of spawned tasks not yet finished (a snapshot).
+  std::uint32_t pending() const noexcept {
+    return std::uint32_t(const_cast<detail::CompletionWord&>(pending_).raw().load(std::memory_order_acquire) &
+                         detail::CompletionWord::kCountMask);
+  }
+
+ private:
+  template <class Fn>
+  struct Body final : detail::Task {
+    Fn fn;
+    TaskGroup* group;
+    template <class G>
+    Body(G&& g, TaskGroup* tg) : detail::Task{&run}, fn(static_cast<G&&>(g)), group(tg) {}
+    static void run(detail::Task* t) noexcept {
+      auto* self = static_cast<Body*>(t);
+      TaskGroup* g = self->group;
+      try {
+        self->fn();
+      } catch (...) {
+        g->record_exception(std::current_exception());
+      }
+      detail::delete_task(self);
+      g->pending_.done();  // last touch of *g: the waiter may return now
+    }
+  };
+
+  void schedule(detail::Task* t);
+  void record_exception(std::exception_ptr e) noexcept;
+
+  detail::CompletionWord pending_;
+  Runtime* rt_ = nullptr;
+  std::atomic<bool> failed_{false};
+  std::exception_ptr error_;
+};
+
+}  // namespace parkway
