@@ -74,9 +74,17 @@ install: lib
 clean:
 	rm -rf $(BUILD)
 
+# Fragments. A fragment that has a test suite appends its make target to
+# TEST_SUITES; the target must end its output with a line
+# "N passed, N failed, N skipped" and exit non-zero when something failed.
+TEST_SUITES :=
 -include tests/tests.mk
--include docs/spec/spec.mk
+-include $(wildcard docs/spec/*.mk)
 -include bpf/bpf.mk
 -include tools/tools.mk
 -include tools/vm/vm.mk
 -include tests/bench/bench.mk
+
+# make test: every suite, each in its own make, then one total line.
+test: deps
+	@bash tests/run-suites.sh $(MAKE) $(TEST_SUITES)
