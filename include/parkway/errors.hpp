@@ -3,11 +3,13 @@
 
 #include <stdexcept>
 
+#include "parkway/export.hpp"
+
 namespace parkway {
 
 // Thrown by Runtime::submit/run (and TaskGroup::spawn from outside the pool)
 // once the runtime has begun shutting down. The task was not accepted.
-class RuntimeShutdown : public std::runtime_error {
+class PARKWAY_API RuntimeShutdown : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };

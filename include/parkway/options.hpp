@@ -3,10 +3,12 @@
 
 #include <cstddef>
 
+#include "parkway/export.hpp"
+
 namespace parkway {
 
 // Number of CPUs this process may run on (sched_getaffinity), at least 1.
-unsigned online_cpus() noexcept;
+PARKWAY_API unsigned online_cpus() noexcept;
 
 struct Options {
   // Worker threads. Valid: 1..4096. Default: the CPUs this process may use.

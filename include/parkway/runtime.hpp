@@ -20,7 +20,7 @@ namespace detail {
 class RuntimeImpl;
 }
 
-class Runtime {
+class PARKWAY_API Runtime {
  public:
   // Starts opts.workers threads. Throws std::invalid_argument naming the
   // option when an option is out of range, std::system_error if threads

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <new>
 
+#include "parkway/export.hpp"
+
 namespace parkway {
 
 class Runtime;
@@ -21,8 +23,8 @@ struct Task {
 };
 
 // Task memory: a per-thread cache of fixed-size blocks in front of malloc.
-void* allocate_task(std::size_t bytes);
-void free_task(void* p, std::size_t bytes) noexcept;
+PARKWAY_API void* allocate_task(std::size_t bytes);
+PARKWAY_API void free_task(void* p, std::size_t bytes) noexcept;
 
 template <class T, class... A>
 T* new_task(A&&... a) {
@@ -41,7 +43,7 @@ void delete_task(T* t) noexcept {
 }
 
 // Wakes the thread whose parker id is `waiter` (see userspace/parker.hpp).
-void wake_waiter(std::uint32_t waiter) noexcept;
+PARKWAY_API void wake_waiter(std::uint32_t waiter) noexcept;
 
 // CompletionWord: how many tasks are outstanding, and who waits for zero.
 //
@@ -51,7 +53,7 @@ void wake_waiter(std::uint32_t waiter) noexcept;
 // from the value its fetch_sub returned, without touching the (possibly
 // already destroyed) owner of the word afterwards. Parker ids name
 // immortal futex words, so a late wake is at worst spurious.
-class CompletionWord {
+class PARKWAY_API CompletionWord {
  public:
   static constexpr std::uint64_t kCountMask = 0xffffffffu;
 

@@ -17,7 +17,7 @@ namespace parkway {
 
 class Runtime;
 
-class TaskGroup {
+class PARKWAY_API TaskGroup {
  public:
   // Binds to the runtime of the calling worker, or, on a thread outside any
   // pool, to Runtime::default_runtime() at the first spawn.

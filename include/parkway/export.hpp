@@ -1,0 +1,4 @@
+// parkway/export.hpp -- marks what libparkway.so exports.
+#pragma once
+
+#define PARKWAY_API __attribute__((visibility("default")))

@@ -1,0 +1,70 @@
+// completion.cpp -- waiting for a CompletionWord to reach zero.
+//
+// The waiter names itself in the word's high half (its ParkWord id + 1)
+// before it sleeps; the task whose done() brings the count to zero reads
+// that id from its own fetch_sub result and leaves a token on the ParkWord.
+// Because the registration and the decrements are RMWs of one word, either
+// the registration comes first (and the last done() sees it) or it sees a
+// zero count (and the waiter does not sleep). Tested by tests/test_taskgroup.cpp.
+#include <ctime>
+
+#include "parker.hpp"
+#include "parkway/task.hpp"
+#include "worker.hpp"
+
+namespace parkway::detail {
+
+namespace {
+
+enum class Reg { kDone, kRegistered, kOccupied };
+
+Reg register_waiter(std::atomic<std::uint64_t>& word, std::uint32_t id) noexcept {
+  const std::uint64_t me = std::uint64_t(id) + 1;
+  std::uint64_t v = word.load(std::memory_order_acquire);
+  for (;;) {
+    if ((v & CompletionWord::kCountMask) == 0) return Reg::kDone;
+    std::uint64_t who = v >> 32;
+    if (who == me) return Reg::kRegistered;
+    if (who != 0) return Reg::kOccupied;  // a second waiter: it polls
+    if (word.compare_exchange_weak(v, v | (me << 32), std::memory_order_acq_rel, std::memory_order_acquire))
+      return Reg::kRegistered;
+  }
+}
+
+bool is_zero_fn(void* p) noexcept { return static_cast<CompletionWord*>(p)->is_zero(); }
+
+}  // namespace
+
+void wake_waiter(std::uint32_t waiter) noexcept { park_word(waiter).notify(); }
+
+void CompletionWord::wait() noexcept {
+  if (is_zero()) return;
+  Worker* me = Worker::current();
+  const std::uint32_t id = me ? me->park_id() : this_thread_park_id();
+  Reg r = register_waiter(word_, id);
+  if (r == Reg::kDone) return;
+  const bool timed = r == Reg::kOccupied;
+  if (me) {
+    me->run_until(&is_zero_fn, this, timed);  // helps while it waits
+  } else {
+    ParkWord& pw = park_word(id);
+    while (!is_zero()) {
+      if (pw.announce() != kAwake) continue;  // a token: look again
+      if (is_zero()) {
+        pw.cancel();
+        break;
+      }
+      if (timed) {
+        timespec ts{0, 1000000};
+        pw.sleep_for(ts);
+      } else {
+        pw.sleep();
+      }
+    }
+  }
+  // Count is zero and nobody else touches the word until the owner spawns
+  // again: drop the registration so the next wait starts clean.
+  if (r == Reg::kRegistered) word_.fetch_and(kCountMask, std::memory_order_relaxed);
+}
+
+}  // namespace parkway::detail

@@ -1,0 +1,95 @@
+// parker.hpp -- a futex word with a wake token that persists.
+//
+// Every thread that ever sleeps in parkway sleeps on its own ParkWord: each
+// worker, and each outside thread that waits for a Future or a TaskGroup.
+// A ParkWord is one 32-bit futex word with four values:
+//
+//   kAwake     the owner is running (or about to decide to sleep)
+//   kParked    the owner announced it will sleep; a waker must FUTEX_WAKE
+//   kNotified  a wake token: someone asked the owner to look again
+//   kHandedOff a wake token from the idle list: the waker took the owner
+//              off the idle list and counted it as a searcher (parking.md)
+//
+// Tokens persist: a wake that lands before the owner sleeps leaves the word
+// != kParked, so the owner's FUTEX_WAIT(kParked) returns at once and the
+// wake is not lost. A token is consumed only by the owner (exchange to
+// kAwake). Wakers never overwrite kHandedOff with kNotified.
+//
+// ParkWords live in a process-wide registry that never frees memory; a
+// word is named by a 32-bit id (CompletionWord stores it). A stale id can
+// therefore only cause a spurious wake of the id's next owner, never a
+// use-after-free; every sleeper re-checks its condition in a loop.
+//
+// The same word is what an io_uring IORING_OP_FUTEX_WAIT would wait on.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "futex.hpp"
+
+namespace parkway::detail {
+
+enum : std::uint32_t { kAwake = 0, kParked = 1, kNotified = 2, kHandedOff = 3 };
+
+struct alignas(64) ParkWord {
+  std::atomic<std::uint32_t> word{kAwake};
+
+  // Owner: announce the intent to sleep. Returns the token if one was
+  // already there (then the owner must not sleep; the token is consumed).
+  std::uint32_t announce() noexcept {
+    std::uint32_t v = kAwake;
+    // seq_cst: a notify() that read kAwake before this is ordered before
+    // it, so its token is visible to the owner's recheck that follows.
+    if (word.compare_exchange_strong(v, kParked, std::memory_order_seq_cst)) return kAwake;
+    return word.exchange(kAwake, std::memory_order_acquire);
+  }
+
+  // Owner: sleep until a token arrives; consume and return it.
+  std::uint32_t sleep() noexcept {
+    while (word.load(std::memory_order_acquire) == kParked) futex_wait(&word, kParked);
+    return word.exchange(kAwake, std::memory_order_acquire);
+  }
+
+  // Owner: sleep until a token arrives or the timeout passes; returns the
+  // token, or kAwake on timeout (the announcement is withdrawn).
+  std::uint32_t sleep_for(const timespec& ts) noexcept {
+    if (word.load(std::memory_order_acquire) == kParked) futex_wait(&word, kParked, &ts);
+    return word.exchange(kAwake, std::memory_order_acquire);
+  }
+
+  // Owner: withdraw the announcement (found something to do). Returns a
+  // token that arrived meanwhile, or kAwake.
+  std::uint32_t cancel() noexcept { return word.exchange(kAwake, std::memory_order_acquire); }
+
+  // Anyone: leave a kNotified token; FUTEX_WAKE if the owner may be asleep.
+  // Returns true if a futex_wake was issued.
+  bool notify() noexcept {
+    std::uint32_t v = word.load(std::memory_order_relaxed);
+    do {
+      if (v == kNotified || v == kHandedOff) return false;
+    } while (!word.compare_exchange_weak(v, kNotified, std::memory_order_seq_cst,
+                                         std::memory_order_relaxed));
+    if (v == kParked) {
+      futex_wake(&word);
+      return true;
+    }
+    return false;
+  }
+
+  // Idle-list waker: leave kHandedOff (model step W3 in parking.md).
+  void hand_off() noexcept {
+    if (word.exchange(kHandedOff, std::memory_order_seq_cst) == kParked) futex_wake(&word);
+  }
+};
+
+// Registry of immortal ParkWords.
+std::uint32_t acquire_park_word() noexcept;     // a free id (may allocate)
+void release_park_word(std::uint32_t id) noexcept;
+ParkWord& park_word(std::uint32_t id) noexcept;
+
+// The calling thread's ParkWord id (acquired on first use, released at
+// thread exit). Workers set theirs explicitly.
+std::uint32_t this_thread_park_id() noexcept;
+
+}  // namespace parkway::detail

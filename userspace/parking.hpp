@@ -1,0 +1,93 @@
+// parking.hpp -- who searches for work, who sleeps, and who wakes whom.
+//
+// The protocol (docs/design/parking.md has the invariants and the proof
+// sketch; docs/spec/parking.pml is its SPIN model; the step names below,
+// e.g. [P1], are the model's):
+//
+//   state_ = (idle << 32) | searching, one word, updated only by RMWs.
+//
+//   Worker out of local work:
+//     start_searching()  [S1]  S += 1 unless 2*S >= N (cap: ~half search)
+//     ... steal / take from the injection queue ...
+//     found work:  stop_searching() [S2] S -= 1; if that was the last
+//                  searcher and work is still visible, wake_one() [the
+//                  last searcher that finds work wakes the next one]
+//     no work:     ParkWord::announce() [P0]; announce_idle() [P1]: push
+//                  self on the idle list, idle += 1, S -= 1 if searching;
+//                  then RECHECK every queue [P2]; work seen -> withdraw()
+//                  [P3] and search again; else sleep on the ParkWord [P4];
+//                  woken by a hand-off -> counted as a searcher already.
+//   Producer after making a task visible (deque push, injection push):
+//     should_wake() [N1 fence, N2 load]: S == 0 && idle > 0 -> wake_one()
+//     [W1 lock, re-check, pop the idle list, idle -= 1, S += 1 (the wakee
+//     starts as a searcher, so later producers do not wake more), W2 hand
+//     off on the wakee's ParkWord].
+//
+// No lost wakeup: a producer's push, fence, load of state_ and a parker's
+// RMW of state_, recheck are a Dekker pair: either the producer sees the
+// parker idle (and S == 0 -> it wakes someone), or the parker's recheck
+// sees the task. If the producer sees S > 0, each searcher either finds
+// work (and the last one re-checks after its S -= 1) or parks (and
+// re-checks after its S -= 1): the same Dekker pair.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace parkway::detail {
+
+class Parking {
+ public:
+  explicit Parking(unsigned nworkers);
+
+  static unsigned searching_of(std::uint64_t s) noexcept { return unsigned(s & 0xffffffffu); }
+  static unsigned idle_of(std::uint64_t s) noexcept { return unsigned(s >> 32); }
+
+  // [S1] Become a searcher unless about half the workers already are.
+  bool start_searching() noexcept;
+  // [S2] Stop searching; true if this was the last searcher.
+  bool stop_searching() noexcept;
+
+  // [N1, N2] Producer, after publishing work: is a wake needed?
+  bool should_wake() const noexcept;
+  // [W1, W2] Wake one idle worker as a searcher, if still nobody searches.
+  // Returns the index of the worker woken, or -1.
+  int wake_one() noexcept;
+
+  // [P1] Worker `w` goes on the idle list (and stops searching if it was).
+  void announce_idle(unsigned w, bool searching) noexcept;
+  // [P3]/[P5] Worker `w` is awake again. Returns true if a waker took it
+  // off the idle list (it then counts as a searcher), false if it removed
+  // itself (it is neither idle nor searching).
+  bool withdraw(unsigned w) noexcept;
+
+  void set_park_id(unsigned w, std::uint32_t park_id) noexcept {
+    park_ids_[w].store(park_id, std::memory_order_release);
+  }
+  std::uint32_t park_id(unsigned w) const noexcept { return park_ids_[w].load(std::memory_order_acquire); }
+
+  std::uint64_t snapshot() const noexcept { return state_.load(std::memory_order_seq_cst); }
+
+ private:
+  const unsigned n_;
+  alignas(64) std::atomic<std::uint64_t> state_{0};
+  alignas(64) std::mutex mu_;        // guards idle_ and pos_ (slow path only)
+  std::vector<unsigned> idle_;       // LIFO: the most recently parked is woken first
+  std::vector<int> pos_;             // index of each worker in idle_, or -1
+  std::unique_ptr<std::atomic<std::uint32_t>[]> park_ids_;
+};
+
+// A full StoreLoad barrier (the [N1] fence). On x86 a locked RMW of the own
+// stack line is cheaper than mfence; elsewhere the C++ fence.
+inline void store_load_fence() noexcept {
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+  asm volatile("lock orq $0, (%%rsp)" ::: "memory", "cc");
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
+}  // namespace parkway::detail

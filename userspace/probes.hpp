@@ -1,0 +1,19 @@
+// probes.hpp -- USDT probes, provider "parkway" (see docs/design/tracing.md).
+//
+// Each is a nop until a tracer attaches (perf probe sdt_parkway:*, or
+// bpftrace -e 'usdt:/path/libparkway.so:parkway:steal { ... }').
+//   spawn(worker, task)            a task pushed on a worker's deque
+//   inject(task)                   a task pushed from outside the pool
+//   run(worker, task)              a worker starts a task
+//   steal(thief, victim, count)    tasks moved between deques
+//   inject_take(worker, count)     tasks taken from the injection queue
+//   search_begin(worker) / search_end(worker, found)
+//   park(worker) / unpark(worker, handed_off)
+//   wake(waker, wakee)             waker == -1: a thread outside the pool
+#pragma once
+
+#include <sys/sdt.h>
+
+#define PW_PROBE1(name, a) DTRACE_PROBE1(parkway, name, a)
+#define PW_PROBE2(name, a, b) DTRACE_PROBE2(parkway, name, a, b)
+#define PW_PROBE3(name, a, b, c) DTRACE_PROBE3(parkway, name, a, b, c)

@@ -1,0 +1,173 @@
+// runtime.cpp -- Runtime: options, start, submission, stats, shutdown.
+#include <pthread.h>
+#include <sched.h>
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "parker.hpp"
+#include "probes.hpp"
+#include "runtime_impl.hpp"
+
+namespace parkway {
+
+unsigned online_cpus() noexcept {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return unsigned(n);
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? unsigned(n) : 1u;
+}
+
+namespace detail {
+namespace {
+
+void validate(const Options& o) {
+  if (o.workers < 1 || o.workers > kMaxWorkers)
+    throw std::invalid_argument("parkway::Options::workers must be in [1, " + std::to_string(kMaxWorkers) +
+                                "], got " + std::to_string(o.workers));
+  if (o.search_rounds < 1 || o.search_rounds > 1000000)
+    throw std::invalid_argument("parkway::Options::search_rounds must be in [1, 1000000], got " +
+                                std::to_string(o.search_rounds));
+  if (o.name == nullptr) throw std::invalid_argument("parkway::Options::name must not be null");
+  std::size_t len = std::strlen(o.name);
+  if (len < 1 || len > 8 || std::strchr(o.name, '/'))
+    throw std::invalid_argument(std::string("parkway::Options::name must be 1..8 characters without '/', got \"") +
+                                o.name + "\"");
+}
+
+const Options& validated(const Options& o) {
+  validate(o);
+  return o;
+}
+
+}  // namespace
+
+RuntimeImpl::RuntimeImpl(Runtime& rt, const Options& o)
+    : owner(rt), opts(validated(o)), n(o.workers), parking(o.workers), injection(o.priority_tags) {
+  workers.reserve(n);
+  for (unsigned i = 0; i < n; ++i) workers.push_back(std::make_unique<Worker>(*this, i));
+}
+
+void RuntimeImpl::start() {
+  threads.reserve(n);
+  try {
+    for (unsigned i = 0; i < n; ++i) {
+      threads.emplace_back([this, i] {
+        char name[16];
+        std::snprintf(name, sizeof name, "%s-w%u", opts.name, i);
+        pthread_setname_np(pthread_self(), name);
+        workers[i]->main_loop();
+      });
+    }
+  } catch (...) {
+    shutdown();
+    throw;
+  }
+}
+
+void RuntimeImpl::inject(Task* t) {
+  // [I1] Announce the push before checking `closing`; shutdown sets
+  // `closing` and then waits for `injecting` to drain (a Dekker pair), so
+  // either we see closing and refuse, or shutdown waits for our push.
+  injecting.fetch_add(1, std::memory_order_seq_cst);
+  if (closing.load(std::memory_order_seq_cst)) {
+    injecting.fetch_sub(1, std::memory_order_release);
+    throw RuntimeShutdown("parkway: the runtime is shutting down; the task was not accepted");
+  }
+  injection.push(t);
+  submitted.fetch_add(1, std::memory_order_relaxed);
+  PW_PROBE1(inject, t);
+  notify_work(-1);
+  injecting.fetch_sub(1, std::memory_order_release);  // last touch of *this
+}
+
+void RuntimeImpl::notify_work(int waker) noexcept {
+  if (!parking.should_wake()) return;
+  int w = parking.wake_one();
+  if (w >= 0) {
+    external_wakeups.fetch_add(1, std::memory_order_relaxed);
+    PW_PROBE2(wake, waker, w);
+  }
+}
+
+void RuntimeImpl::shutdown() {
+  if (joined) return;
+  closing.store(true, std::memory_order_seq_cst);
+  while (injecting.load(std::memory_order_seq_cst) != 0) sched_yield();
+  stop.store(true, std::memory_order_seq_cst);
+  for (unsigned i = 0; i < threads.size(); ++i) park_word(parking.park_id(i)).notify();
+  for (auto& th : threads)
+    if (th.joinable()) th.join();
+  joined = true;
+}
+
+}  // namespace detail
+
+Runtime::Runtime(Options opts) : impl_(nullptr) {
+  auto* impl = new detail::RuntimeImpl(*this, opts);
+  impl_ = impl;
+  try {
+    impl->start();
+  } catch (...) {
+    delete impl;
+    throw;
+  }
+}
+
+Runtime::~Runtime() {
+  shutdown();
+  delete impl_;
+}
+
+void Runtime::shutdown() {
+  if (current() == this)
+    throw std::logic_error("parkway::Runtime::shutdown: called from one of its own workers (it would wait for itself)");
+  impl_->shutdown();
+}
+
+void Runtime::enqueue(detail::Task* t) {
+  detail::Worker* w = detail::Worker::current();
+  if (w && &w->runtime() == impl_) {
+    impl_->submitted.fetch_add(1, std::memory_order_relaxed);
+    w->spawn(t);
+    return;
+  }
+  impl_->inject(t);
+}
+
+Stats Runtime::stats() const {
+  Stats s;
+  s.workers.reserve(impl_->n);
+  for (const auto& w : impl_->workers) {
+    s.workers.push_back(w->counters().snapshot());
+    s.total += s.workers.back();
+  }
+  s.submitted = impl_->submitted.load(std::memory_order_relaxed);
+  s.external_wakeups = impl_->external_wakeups.load(std::memory_order_relaxed);
+  return s;
+}
+
+unsigned Runtime::workers() const noexcept { return impl_->n; }
+const Options& Runtime::options() const noexcept { return impl_->opts; }
+
+Runtime* Runtime::current() noexcept {
+  detail::Worker* w = detail::Worker::current();
+  return w ? &w->runtime().owner : nullptr;
+}
+
+int Runtime::current_worker_index() noexcept {
+  detail::Worker* w = detail::Worker::current();
+  return w ? int(w->index()) : -1;
+}
+
+Runtime& Runtime::default_runtime() {
+  static Runtime rt{Options{}};
+  return rt;
+}
+
+}  // namespace parkway

@@ -1,0 +1,50 @@
+// runtime_impl.hpp -- what a Runtime owns: workers, the parking state, the
+// injection queue, and the shutdown flags.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "injection_queue.hpp"
+#include "parking.hpp"
+#include "parkway/options.hpp"
+#include "parkway/runtime.hpp"
+#include "worker.hpp"
+
+namespace parkway::detail {
+
+class RuntimeImpl {
+ public:
+  RuntimeImpl(Runtime& owner, const Options& opts);
+
+  // From a thread outside the pool: enqueue on the injection queue and wake
+  // a worker if needed. Throws RuntimeShutdown once shutdown has begun.
+  void inject(Task* t);
+  // Wake an idle worker if nobody searches ([N1]..[W2]); waker is the index
+  // of the calling worker, or -1 for a thread outside the pool.
+  void notify_work(int waker) noexcept;
+
+  void start();
+  void shutdown();
+
+  Runtime& owner;
+  const Options opts;
+  const unsigned n;
+  std::vector<std::unique_ptr<Worker>> workers;
+  Parking parking;
+  InjectionQueue injection;
+
+  // Shutdown: closing_ refuses outside submissions; once no submission is
+  // in flight, stop_ tells workers to exit when they find no work.
+  std::atomic<bool> closing{false};
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> injecting{0};
+  std::atomic<std::uint64_t> submitted{0};
+  std::atomic<std::uint64_t> external_wakeups{0};
+  std::vector<std::thread> threads;
+  bool joined = false;
+};
+
+}  // namespace parkway::detail

@@ -1,0 +1,202 @@
+// worker.cpp -- the scheduling loop of one worker (protocol: parking.hpp).
+#include "worker.hpp"
+
+#include <ctime>
+
+#include "parker.hpp"
+#include "probes.hpp"
+#include "runtime_impl.hpp"
+
+namespace parkway::detail {
+
+namespace {
+thread_local Worker* tls_worker __attribute__((tls_model("initial-exec"))) = nullptr;
+
+constexpr std::size_t kStealBatch = 32;   // most tasks one steal moves
+constexpr std::size_t kInjectBatch = 32;  // most tasks one injection take moves
+constexpr std::uint32_t kInjectEvery = 61;  // check outside work every N local tasks
+
+bool never(void*) noexcept { return false; }
+}  // namespace
+
+WorkerStats WorkerCounters::snapshot() const noexcept {
+  WorkerStats s;
+  s.spawned = spawned.load(std::memory_order_relaxed);
+  s.executed = executed.load(std::memory_order_relaxed);
+  s.steals = steals.load(std::memory_order_relaxed);
+  s.failed_steals = failed_steals.load(std::memory_order_relaxed);
+  s.injected = injected.load(std::memory_order_relaxed);
+  s.parks = parks.load(std::memory_order_relaxed);
+  s.wakeups = wakeups.load(std::memory_order_relaxed);
+  return s;
+}
+
+Worker::Worker(RuntimeImpl& rt, unsigned index)
+    : rt_(rt), index_(index), victims_(rt.n, 0x9E3779B97F4A7C15ull * (index + 1)) {}
+
+Worker* Worker::current() noexcept { return tls_worker; }
+
+void Worker::main_loop() {
+  tls_worker = this;
+  park_id_ = this_thread_park_id();
+  rt_.parking.set_park_id(index_, park_id_);
+  loop(&never, nullptr, /*main=*/true, /*timed=*/false);
+  tls_worker = nullptr;
+}
+
+void Worker::run_until(DoneFn done, void* ctx, bool timed) { loop(done, ctx, /*main=*/false, timed); }
+
+void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
+  for (;;) {
+    if (done(ctx)) {
+      if (searching_) found_work();
+      return;
+    }
+    if (Task* t = next_local()) {
+      execute(t);
+      continue;
+    }
+    if (Task* t = search(done, ctx)) {
+      execute(t);
+      continue;
+    }
+    if (main && rt_.stop.load(std::memory_order_acquire)) {
+      // Shutting down: leave only when nothing is left anywhere we can see.
+      if (searching_) found_work();
+      Task* t = take_injected();
+      if (!t) t = steal_round();
+      if (t) {
+        execute(t);
+        continue;
+      }
+      if (any_work_visible()) {
+        cpu_relax();
+        continue;
+      }
+      return;
+    }
+    park(done, ctx, timed);
+  }
+}
+
+void Worker::after_push() noexcept {
+  if (rt_.parking.should_wake()) wake_one();
+}
+
+void Worker::wake_one() noexcept {
+  int w = rt_.parking.wake_one();
+  if (w >= 0) {
+    WorkerCounters::bump(counters_.wakeups);
+    PW_PROBE2(wake, int(index_), w);
+  }
+}
+
+Task* Worker::next_local() noexcept {
+  if (++tick_ == kInjectEvery) {  // fairness: outside work is not starved by a busy deque
+    tick_ = 0;
+    if (Task* t = take_injected()) return t;
+  }
+  return deque_.pop();
+}
+
+Task* Worker::take_injected() noexcept {
+  if (!rt_.injection.maybe_nonempty()) return nullptr;
+  std::size_t want = rt_.injection.size_hint() / rt_.n + 1;
+  if (want > kInjectBatch) want = kInjectBatch;
+  std::size_t n = 0;
+  Task* first = rt_.injection.pop_batch(want, &n);
+  if (!first) return nullptr;
+  for (Task* t = first->next; t;) {
+    Task* next = t->next;
+    deque_.push(t);
+    t = next;
+  }
+  first->next = nullptr;
+  WorkerCounters::bump(counters_.injected, n);
+  PW_PROBE2(inject_take, int(index_), n);
+  return first;
+}
+
+Task* Worker::steal_round() noexcept {
+  const unsigned n = rt_.n;
+  unsigned v = victims_.begin();
+  for (unsigned k = 0; k < n; ++k, v = victims_.next()) {
+    if (v == index_) continue;
+    std::size_t taken;
+    bool lost;
+    Task* t = deque_.steal_batch(rt_.workers[v]->deque(), kStealBatch, &taken, &lost);
+    if (t) {
+      WorkerCounters::bump(counters_.steals, taken);
+      PW_PROBE3(steal, int(index_), int(v), taken);
+      return t;
+    }
+    WorkerCounters::bump(counters_.failed_steals);
+  }
+  return nullptr;
+}
+
+Task* Worker::search(DoneFn done, void* ctx) noexcept {
+  if (!searching_) searching_ = rt_.parking.start_searching();  // [S1]
+  if (!searching_) return take_injected();  // over the searcher cap: park soon
+  PW_PROBE1(search_begin, int(index_));
+  const unsigned rounds = rt_.opts.search_rounds;
+  for (unsigned r = 0; r < rounds; ++r) {
+    Task* t = take_injected();
+    if (!t) t = steal_round();
+    if (t) {
+      found_work();
+      PW_PROBE2(search_end, int(index_), 1);
+      return t;
+    }
+    if (done(ctx) || rt_.stop.load(std::memory_order_relaxed)) break;
+    for (unsigned i = 0, spins = 1u << (r < 6 ? r : 6); i < spins; ++i) cpu_relax();
+  }
+  PW_PROBE2(search_end, int(index_), 0);
+  return nullptr;  // still counted as a searcher; park() stops that
+}
+
+// The last searcher that finds work wakes the next one, if there is more
+// work to find ([S2] then the recheck; parking.md "baton").
+void Worker::found_work() noexcept {
+  searching_ = false;
+  if (rt_.parking.stop_searching() && any_work_visible()) wake_one();
+}
+
+bool Worker::any_work_visible() const noexcept {
+  if (rt_.injection.maybe_nonempty()) return true;
+  for (const auto& w : rt_.workers)
+    if (w->deque_.maybe_nonempty()) return true;
+  return false;
+}
+
+void Worker::park(DoneFn done, void* ctx, bool timed) noexcept {
+  ParkWord& pw = park_word(park_id_);
+  if (pw.announce() != kAwake) return;  // [P0] a token was waiting: look again
+  rt_.parking.announce_idle(index_, searching_);  // [P1]
+  searching_ = false;
+  // [P2] recheck, ordered after [P1]'s seq_cst RMW.
+  if (done(ctx) || rt_.stop.load(std::memory_order_seq_cst) || any_work_visible()) {
+    searching_ = rt_.parking.withdraw(index_);  // [P3]
+    pw.cancel();
+    return;
+  }
+  WorkerCounters::bump(counters_.parks);
+  PW_PROBE1(park, int(index_));
+  std::uint32_t token;
+  if (timed) {
+    timespec ts{0, 1000000};
+    token = pw.sleep_for(ts);
+  } else {
+    token = pw.sleep();  // [P4]
+  }
+  searching_ = token == kHandedOff || rt_.parking.withdraw(index_);  // [P5]
+  PW_PROBE2(unpark, int(index_), int(searching_));
+}
+
+void Worker::execute(Task* t) noexcept {
+  WorkerCounters::bump(counters_.executed);
+  PW_PROBE2(run, int(index_), t);
+  t->invoke(t);
+}
+
+}  // namespace parkway::detail

@@ -1,0 +1,79 @@
+// worker.hpp -- one worker thread: its deque, its counters, its loop.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "deque.hpp"
+#include "parkway/stats.hpp"
+#include "random.hpp"
+
+namespace parkway::detail {
+
+class RuntimeImpl;
+
+// Counters written only by the owning worker (relaxed load + store, no
+// RMW); read by Runtime::stats() from any thread.
+struct WorkerCounters {
+  std::atomic<std::uint64_t> spawned{0}, executed{0}, steals{0}, failed_steals{0}, injected{0},
+      parks{0}, wakeups{0};
+  static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  WorkerStats snapshot() const noexcept;
+};
+
+class alignas(64) Worker {
+ public:
+  Worker(RuntimeImpl& rt, unsigned index);
+
+  // Thread body: runs tasks until the runtime stops and no work is left.
+  void main_loop();
+
+  // Push a task spawned on this worker and wake a sleeper if nobody
+  // searches. Owner thread only.
+  void spawn(Task* t) {
+    deque_.push(t);
+    WorkerCounters::bump(counters_.spawned);
+    after_push();
+  }
+
+  // Run tasks (own deque first, then steal) until done(ctx) holds; sleep
+  // on this worker's ParkWord when there is nothing to run. `timed`: wake
+  // up every millisecond to re-check done (for a waiter nobody can name).
+  // Owner thread only.
+  using DoneFn = bool (*)(void*) noexcept;
+  void run_until(DoneFn done, void* ctx, bool timed = false);
+
+  unsigned index() const noexcept { return index_; }
+  std::uint32_t park_id() const noexcept { return park_id_; }
+  RuntimeImpl& runtime() const noexcept { return rt_; }
+  Deque& deque() noexcept { return deque_; }
+  const WorkerCounters& counters() const noexcept { return counters_; }
+
+  static Worker* current() noexcept;
+
+ private:
+  void after_push() noexcept;
+  Task* next_local() noexcept;
+  Task* take_injected() noexcept;
+  Task* search(DoneFn done, void* ctx) noexcept;
+  Task* steal_round() noexcept;
+  void found_work() noexcept;
+  void wake_one() noexcept;
+  bool any_work_visible() const noexcept;
+  void park(DoneFn done, void* ctx, bool timed) noexcept;
+  void execute(Task* t) noexcept;
+  void loop(DoneFn done, void* ctx, bool main, bool timed);
+
+  RuntimeImpl& rt_;
+  const unsigned index_;
+  std::uint32_t park_id_ = 0;
+  bool searching_ = false;
+  std::uint32_t tick_ = 0;
+  VictimOrder victims_;
+  Deque deque_;
+  alignas(64) WorkerCounters counters_;
+};
+
+}  // namespace parkway::detail
