@@ -1,0 +1,52 @@
+# tests/bench/bench.mk -- `make bench`: parkway against oneTBB task_group,
+# OpenMP tasks (libgomp) and a bare futex floor. Not part of `make test`.
+#
+#   make bench                  build, run everything (~4 min), print the
+#                               ratio table, write $(BUILD)/bench/results.json
+#   make bench BENCH_ARGS=--quick   fewer repetitions (a smoke run, ~1 min)
+#   make bench-build            only build the binaries
+#
+# One binary per runtime (same driver, tests/bench/common.hpp), so no two
+# runtimes share a process or a getrusage total; run_bench.py interleaves
+# their repetitions. See docs/benchmarks.md.
+
+BENCH_DIR   := $(BUILD)/bench
+BENCH_CXX   := $(CXXSTD) $(OPT) $(WARN) -pthread
+BENCH_DEPS  := tests/bench/common.hpp tests/bench/bench.mk
+BENCH_BINS  := $(BENCH_DIR)/bench_parkway $(BENCH_DIR)/bench_tbb $(BENCH_DIR)/bench_omp $(BENCH_DIR)/bench_floor
+BENCH_ARGS  ?=
+
+# bench_submit.cpp (external submission benchmark) is self-contained, with
+# its own main(); it is built and run when present.
+ifneq (,$(wildcard tests/bench/bench_submit.cpp))
+BENCH_SUBMIT := $(BENCH_DIR)/bench_submit
+endif
+
+.PHONY: bench-build
+bench-build: $(BENCH_BINS) $(BENCH_SUBMIT)
+
+$(BENCH_DIR)/bench_parkway: tests/bench/bench_parkway.cpp $(BENCH_DEPS) $(LIB_A) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(BENCH_CXX) $< -o $@ $(LIB_A) $(LDLIBS)
+
+$(BENCH_DIR)/bench_tbb: tests/bench/bench_tbb.cpp $(BENCH_DEPS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(BENCH_CXX) $< -o $@ -ltbb $(LDLIBS)
+
+$(BENCH_DIR)/bench_omp: tests/bench/bench_omp.cpp $(BENCH_DEPS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(BENCH_CXX) -fopenmp $< -o $@ $(LDLIBS)
+
+$(BENCH_DIR)/bench_floor: tests/bench/bench_floor.cpp $(BENCH_DEPS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(BENCH_CXX) $< -o $@ $(LDLIBS)
+
+$(BENCH_DIR)/bench_submit: tests/bench/bench_submit.cpp $(LIB_A) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(BENCH_CXX) $< -o $@ $(LIB_A) $(LDLIBS)
+
+bench: $(BENCH_BINS) $(BENCH_SUBMIT)
+	python3 tests/bench/run_bench.py --bin $(BENCH_DIR) --out $(BENCH_DIR)/results.json $(BENCH_ARGS)
+ifneq (,$(BENCH_SUBMIT))
+	$(BENCH_SUBMIT) | tee $(BENCH_DIR)/submit.txt
+endif

@@ -1,0 +1,187 @@
+// test_runtime.cpp -- Runtime: options, submit/run, outside producers,
+// shutdown with work in flight, stats.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "parkway/parkway.hpp"
+#include "test_util.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+std::string invalid_message(parkway::Options o) {
+  try {
+    parkway::Runtime rt(o);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Options, InvalidOptionsAreNamed) {
+  EXPECT_NE(invalid_message(parkway::Options{.workers = 0}).find("workers"), std::string::npos);
+  EXPECT_NE(invalid_message(parkway::Options{.workers = 4097}).find("workers"), std::string::npos);
+  EXPECT_NE(invalid_message(parkway::Options{.workers = 1, .search_rounds = 0}).find("search_rounds"),
+            std::string::npos);
+  EXPECT_NE(invalid_message(parkway::Options{.workers = 1, .name = "much-too-long"}).find("name"),
+            std::string::npos);
+  EXPECT_NE(invalid_message(parkway::Options{.workers = 1, .name = ""}).find("name"), std::string::npos);
+}
+
+TEST(Options, DefaultIsOnlineCpus) {
+  parkway::Runtime rt;
+  EXPECT_EQ(rt.workers(), parkway::online_cpus());
+  EXPECT_GE(rt.workers(), 1u);
+}
+
+TEST(Runtime, RunReturnsAndRethrows) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  EXPECT_EQ(rt.run([] { return 6 * 7; }), 42);
+  EXPECT_EQ(rt.run([] { return std::string("hi"); }), "hi");
+  EXPECT_THROW(rt.run([]() -> int { throw std::domain_error("x"); }), std::domain_error);
+  int side = 0;
+  rt.run([&] { side = 1; });
+  EXPECT_EQ(side, 1);
+  // run() on one of the runtime's own workers runs inline instead of deadlocking.
+  EXPECT_EQ(rt.run([&] { return rt.run([] { return 3; }); }), 3);
+}
+
+TEST(Runtime, RunsOnWorkers) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  EXPECT_EQ(parkway::Runtime::current(), nullptr);
+  EXPECT_EQ(rt.run([] { return parkway::Runtime::current(); }), &rt);
+  int idx = rt.run([] { return parkway::Runtime::current_worker_index(); });
+  EXPECT_TRUE(idx == 0 || idx == 1);
+}
+
+TEST(Runtime, FutureApi) {
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  auto f = rt.submit([] { return 5; });
+  f.wait();
+  EXPECT_TRUE(f.ready());
+  EXPECT_EQ(f.get(), 5);
+  EXPECT_FALSE(f.valid());
+  EXPECT_THROW(f.get(), std::logic_error);
+  // Dropping a future does not block and the task still runs.
+  std::atomic<bool> ran{false};
+  std::atomic<bool> release{false};
+  {
+    auto g = rt.submit([&] {
+      while (!release.load()) std::this_thread::sleep_for(1ms);
+      ran = true;
+    });
+  }
+  release = true;
+  rt.shutdown();
+  EXPECT_TRUE(ran.load());
+}
+
+TEST(Runtime, EightOutsideProducers) {
+  pwtest::Watchdog w("Runtime.EightOutsideProducers", 300);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  const int per = 50000 / pwtest::kSlow;
+  std::atomic<long> sum{0};
+  std::vector<std::thread> producers;
+  for (int p = 0; p < 8; ++p)
+    producers.emplace_back([&, p] {
+      std::vector<parkway::Future<int>> keep;
+      for (int i = 0; i < per; ++i) {
+        if (i % 10 == 0) {
+          keep.push_back(rt.submit([p] { return p; }));
+        } else {
+          rt.submit([&sum] { sum.fetch_add(1, std::memory_order_relaxed); });  // dropped handle
+        }
+      }
+      for (auto& f : keep) EXPECT_EQ(f.get(), p);
+    });
+  for (auto& t : producers) t.join();
+  rt.shutdown();
+  EXPECT_EQ(sum.load(), 8L * (per - per / 10));
+  EXPECT_EQ(rt.stats().submitted, std::uint64_t(8 * per));
+}
+
+TEST(Runtime, ShutdownRunsAllPendingWork) {
+  pwtest::Watchdog w("Runtime.ShutdownRunsAllPendingWork", 120);
+  std::atomic<int> ran{0};
+  std::atomic<int> nested{0};
+  {
+    parkway::Runtime rt(parkway::Options{.workers = 2});
+    for (int i = 0; i < 2000; ++i)
+      rt.submit([&] {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+        ran.fetch_add(1);
+      });
+    // A task that submits more work while the runtime is shutting down.
+    rt.submit([&] {
+      std::this_thread::sleep_for(20ms);
+      for (int i = 0; i < 100; ++i) parkway::Runtime::current()->submit([&] { nested.fetch_add(1); });
+    });
+  }  // ~Runtime: finishes everything accepted
+  EXPECT_EQ(ran.load(), 2000);
+  EXPECT_EQ(nested.load(), 100);
+}
+
+TEST(Runtime, SubmitAfterShutdownFailsClearly) {
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  rt.shutdown();
+  rt.shutdown();  // idempotent
+  try {
+    rt.submit([] {});
+    ADD_FAILURE() << "submit after shutdown was accepted";
+  } catch (const parkway::RuntimeShutdown& e) {
+    EXPECT_NE(std::string(e.what()).find("shutting down"), std::string::npos);
+  }
+  parkway::TaskGroup g(rt);
+  EXPECT_THROW(g.spawn([] {}), parkway::RuntimeShutdown);
+  g.wait();  // the refused spawn left nothing pending
+}
+
+TEST(Runtime, ShutdownRacingSubmittersLosesNothing) {
+  pwtest::Watchdog w("Runtime.ShutdownRacingSubmittersLosesNothing", 300);
+  for (int round = 0; round < 20 / (pwtest::kSlow > 1 ? 4 : 1); ++round) {
+    std::atomic<long> accepted{0}, ran{0};
+    {
+      auto rt = std::make_unique<parkway::Runtime>(parkway::Options{.workers = 2});
+      std::vector<std::thread> ps;
+      for (int p = 0; p < 4; ++p)
+        ps.emplace_back([&] {
+          for (;;) {
+            try {
+              rt->submit([&] { ran.fetch_add(1); });
+              accepted.fetch_add(1);
+            } catch (const parkway::RuntimeShutdown&) {
+              return;
+            }
+          }
+        });
+      std::this_thread::sleep_for(2ms);
+      rt->shutdown();
+      for (auto& t : ps) t.join();
+    }
+    EXPECT_EQ(ran.load(), accepted.load()) << "round " << round;
+  }
+}
+
+TEST(Runtime, StatsCountWork) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  rt.run([] {
+    parkway::TaskGroup g;
+    for (int i = 0; i < 1000; ++i) g.spawn([] {});
+    g.wait();
+  });
+  parkway::Stats s = rt.stats();
+  ASSERT_EQ(s.workers.size(), 2u);
+  parkway::WorkerStats sum;
+  for (auto& w : s.workers) sum += w;
+  EXPECT_EQ(sum.executed, s.total.executed);
+  EXPECT_GE(s.total.executed, 1001u);
+  EXPECT_EQ(s.total.spawned, 1000u);
+  EXPECT_EQ(s.submitted, 1u);
+}

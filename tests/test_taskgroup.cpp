@@ -1,0 +1,206 @@
+// test_taskgroup.cpp -- spawn/join: results, volume, nesting, exceptions.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <vector>
+
+#include "parkway/parkway.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+long fib(int n) {
+  if (n < 2) return n;
+  long a = 0, b = 0;
+  parkway::TaskGroup g;
+  g.spawn([&] { a = fib(n - 1); });
+  b = fib(n - 2);
+  g.wait();
+  return a + b;
+}
+
+long fib_seq(int n) { return n < 2 ? n : fib_seq(n - 1) + fib_seq(n - 2); }
+
+// A deep, unbalanced tree: node d has (d % 3) children and depth decreases
+// by 1 or 2; returns the node count.
+long tree(int depth, unsigned seed) {
+  if (depth <= 0) return 1;
+  std::atomic<long> count{1};
+  parkway::TaskGroup g;
+  int kids = int(seed % 4);
+  for (int k = 0; k < kids; ++k) {
+    unsigned s = seed * 1103515245u + 12345u + unsigned(k);
+    int d = depth - 1 - int(s % 2);
+    g.spawn([&count, d, s] { count += tree(d, s); });
+  }
+  g.wait();
+  return count.load();
+}
+long tree_seq(int depth, unsigned seed) {
+  if (depth <= 0) return 1;
+  long c = 1;
+  for (int k = 0; k < int(seed % 4); ++k) {
+    unsigned s = seed * 1103515245u + 12345u + unsigned(k);
+    c += tree_seq(depth - 1 - int(s % 2), s);
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST(TaskGroup, Fib) {
+  pwtest::Watchdog w("TaskGroup.Fib", 120);
+  for (unsigned workers : {1u, 2u, 4u}) {
+    parkway::Runtime rt(parkway::Options{.workers = workers});
+    EXPECT_EQ(rt.run([] { return fib(22); }), fib_seq(22)) << workers << " workers";
+  }
+}
+
+TEST(TaskGroup, MillionTasks) {
+  pwtest::Watchdog w("TaskGroup.MillionTasks", 300);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  const long n = 1000000 / pwtest::kSlow;
+  std::atomic<long> ran{0};
+  rt.run([&] {
+    parkway::TaskGroup g;
+    for (long i = 0; i < n; ++i) g.spawn([&] { ran.fetch_add(1, std::memory_order_relaxed); });
+    g.wait();
+  });
+  EXPECT_EQ(ran.load(), n);
+  parkway::Stats s = rt.stats();
+  EXPECT_GE(s.total.executed, std::uint64_t(n));
+  EXPECT_GE(s.total.spawned, std::uint64_t(n));
+}
+
+TEST(TaskGroup, UnbalancedTree) {
+  pwtest::Watchdog w("TaskGroup.UnbalancedTree", 120);
+  parkway::Runtime rt(parkway::Options{.workers = 3});
+  for (unsigned seed : {7u, 11u, 2024u}) {
+    int depth = pwtest::kSanitized ? 14 : 19;
+    EXPECT_EQ(rt.run([&] { return tree(depth, seed); }), tree_seq(depth, seed)) << "seed " << seed;
+  }
+}
+
+TEST(TaskGroup, NestedGroups) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  std::atomic<int> leaves{0};
+  rt.run([&] {
+    parkway::TaskGroup outer;
+    for (int i = 0; i < 16; ++i)
+      outer.spawn([&] {
+        parkway::TaskGroup mid;
+        for (int j = 0; j < 16; ++j)
+          mid.spawn([&] {
+            parkway::TaskGroup inner;
+            for (int k = 0; k < 8; ++k) inner.spawn([&] { leaves.fetch_add(1); });
+            inner.wait();
+          });
+        mid.wait();
+      });
+    outer.wait();
+  });
+  EXPECT_EQ(leaves.load(), 16 * 16 * 8);
+}
+
+TEST(TaskGroup, ExceptionReachesWait) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  std::atomic<int> ran{0};
+  EXPECT_THROW(rt.run([&] {
+    parkway::TaskGroup g;
+    for (int i = 0; i < 100; ++i)
+      g.spawn([&, i] {
+        ran.fetch_add(1);
+        if (i == 37) throw std::runtime_error("task 37 failed");
+      });
+    g.wait();
+  }),
+               std::runtime_error);
+  EXPECT_EQ(ran.load(), 100);  // the others still ran: nothing accepted is dropped
+}
+
+TEST(TaskGroup, ExceptionMessageAndReuse) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  rt.run([] {
+    parkway::TaskGroup g;
+    g.spawn([] { throw std::logic_error("first"); });
+    try {
+      g.wait();
+      ADD_FAILURE() << "wait() did not rethrow";
+    } catch (const std::logic_error& e) {
+      EXPECT_STREQ(e.what(), "first");
+    }
+    int x = 0;
+    g.spawn([&] { x = 5; });
+    g.wait();  // reusable, and the old exception is gone
+    EXPECT_EQ(x, 5);
+  });
+}
+
+TEST(TaskGroup, NestedExceptionPropagatesOutward) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  auto f = rt.submit([] {
+    parkway::TaskGroup outer;
+    outer.spawn([] {
+      parkway::TaskGroup inner;
+      inner.spawn([] { throw std::out_of_range("deep"); });
+      inner.wait();
+    });
+    outer.wait();
+  });
+  EXPECT_THROW(f.get(), std::out_of_range);
+}
+
+TEST(TaskGroup, FromOutsideThePool) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  parkway::TaskGroup g(rt);
+  std::atomic<int> n{0};
+  for (int i = 0; i < 1000; ++i) g.spawn([&] { n.fetch_add(1); });
+  g.wait();
+  EXPECT_EQ(n.load(), 1000);
+}
+
+TEST(ParallelFor, CoversEveryIndexOnce) {
+  pwtest::Watchdog w("ParallelFor.CoversEveryIndexOnce", 120);
+  parkway::Runtime rt(parkway::Options{.workers = 3});
+  for (std::size_t size : {0ul, 1ul, 2ul, 3ul, 7ul, 97ul, 1000ul, 4099ul, 100003ul}) {
+    for (std::size_t grain : {1ul, 2ul, 3ul, 16ul, 1000ul, 1000000ul}) {
+      if (pwtest::kSanitized && size > 5000 && grain < 16) continue;
+      std::vector<std::atomic<int>> hits(size + 3);
+      for (auto& h : hits) h.store(0);
+      parkway::parallel_for(rt, 3, size + 3, grain, [&](std::size_t i) { hits[i].fetch_add(1); });
+      for (std::size_t i = 0; i < hits.size(); ++i)
+        ASSERT_EQ(hits[i].load(), i < 3 ? 0 : 1) << "size " << size << " grain " << grain << " index " << i;
+    }
+  }
+}
+
+TEST(ParallelFor, InsideTasksAndDefaultRuntime) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  std::atomic<long> sum{0};
+  rt.run([&] { parkway::parallel_for(0, 1000, 10, [&](std::size_t i) { sum += long(i); }); });
+  EXPECT_EQ(sum.load(), 999L * 1000 / 2);
+  sum = 0;
+  parkway::parallel_for(0, 100, 7, [&](std::size_t i) { sum += long(i); });  // default runtime
+  EXPECT_EQ(sum.load(), 99L * 100 / 2);
+}
+
+TEST(ParallelFor, BadArgumentsAreNamed) {
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  try {
+    parkway::parallel_for(rt, 0, 10, 0, [](std::size_t) {});
+    ADD_FAILURE();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("grain"), std::string::npos);
+  }
+  EXPECT_THROW(parkway::parallel_for(rt, 10, 5, 1, [](std::size_t) {}), std::invalid_argument);
+}
+
+TEST(ParallelFor, ExceptionPropagates) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  EXPECT_THROW(parkway::parallel_for(rt, 0, 1000, 1,
+                                     [](std::size_t i) {
+                                       if (i == 500) throw std::runtime_error("index 500");
+                                     }),
+               std::runtime_error);
+}

@@ -1,0 +1,100 @@
+// test_util.hpp -- helpers shared by the tests: a watchdog that fails a
+// hung test instead of hanging CI, sanitizer-aware sizes, CPU-time probes.
+#pragma once
+
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace pwtest {
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#if defined(__SANITIZE_THREAD__)
+inline constexpr int kSlow = 20;  // TSAN: shrink iteration counts
+#elif defined(__SANITIZE_ADDRESS__)
+inline constexpr int kSlow = 4;
+#else
+inline constexpr int kSlow = 1;
+#endif
+
+// Aborts the process with a message if not destroyed within `seconds`.
+class Watchdog {
+ public:
+  Watchdog(const char* what, int seconds) : what_(what) {
+    th_ = std::thread([this, seconds] {
+      std::unique_lock<std::mutex> l(mu_);
+      if (!cv_.wait_for(l, std::chrono::seconds(seconds), [this] { return done_; })) {
+        std::fprintf(stderr, "WATCHDOG: %s did not finish within %d s (hang?)\n", what_, seconds);
+        std::fflush(stderr);
+        std::_Exit(3);
+      }
+    });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    th_.join();
+  }
+
+ private:
+  const char* what_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread th_;
+};
+
+// Whole-process CPU time (user + system), in seconds.
+inline double process_cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+// CPU time of this process's threads whose name starts with `prefix`, in
+// seconds, from each thread's CPU clock (ns resolution).
+inline double threads_cpu_seconds(const char* prefix, int* nthreads = nullptr) {
+  double sum = 0;
+  int n = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return -1;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    pid_t tid = pid_t(std::atoi(e->d_name));
+    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name.rfind(prefix, 0) != 0) continue;
+    // Linux: the CPU clock of thread `tid` (MAKE_THREAD_CPUCLOCK(tid, SCHED)).
+    clockid_t cid = clockid_t((~unsigned(tid) << 3) | 6);
+    timespec ts{};
+    if (clock_gettime(cid, &ts) == 0) {
+      sum += double(ts.tv_sec) + ts.tv_nsec / 1e9;
+      ++n;
+    }
+  }
+  closedir(d);
+  if (nthreads) *nthreads = n;
+  return sum;
+}
+
+}  // namespace pwtest

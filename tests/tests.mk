@@ -1,0 +1,41 @@
+# tests/tests.mk -- the GoogleTest suite, plain and under sanitizers.
+#
+#   make test-unit    build/tests/parkway_tests
+#   make test-tsan    the same tests, library and all, under ThreadSanitizer
+#   make test-asan    ... under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make check-warnings   the library and tests with g++ and clang-19, -Werror
+
+TEST_SRCS := $(wildcard tests/test_*.cpp)
+TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRCS))
+TEST_BIN  := $(BUILD)/tests/parkway_tests
+GTEST_LIBS := -lgtest_main -lgtest -lgmock -pthread
+
+$(TEST_BIN): $(TEST_OBJS) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -o $@ $(TEST_OBJS) $(LIB_A) $(GTEST_LIBS) $(LDLIBS)
+
+$(BUILD)/obj/tests/%.o: tests/%.cpp $(HEADERS) $(wildcard userspace/*.hpp userspace/*/*.hpp tests/*.hpp)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) -Itests $(CXXFLAGS) -c $< -o $@
+
+.PHONY: test-unit-build
+test-unit-build: $(TEST_BIN)
+
+test-unit: $(TEST_BIN)
+	@bash tests/run-gtest.sh $(TEST_BIN)
+
+TEST_SUITES += test-unit
+
+test-tsan:
+	@$(MAKE) --no-print-directory BUILD=build/tsan OPT="-O1 -g -fsanitize=thread" \
+	  LDLIBS="-pthread -fsanitize=thread" test-unit
+
+test-asan:
+	@$(MAKE) --no-print-directory BUILD=build/asan \
+	  OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  LDLIBS="-pthread -fsanitize=address,undefined" test-unit
+
+check-warnings:
+	@$(MAKE) --no-print-directory BUILD=build/werror-gcc CXX=g++ OPT="-O2 -Werror" lib test-unit-build
+	@$(MAKE) --no-print-directory BUILD=build/werror-clang CXX=clang++-19 OPT="-O2 -Werror" lib test-unit-build
+	@echo "check-warnings: g++ and clang++-19 build the library and tests with -Wall -Wextra -Werror"
