@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""run_bench.py -- run parkway and its peers in one go, print a ratio table,
+write the JSON.
+
+Every measurement is one process running one repetition (see common.hpp);
+repetitions of the runtimes are interleaved (rotating order) so that a
+noisy neighbour hurts all of them alike, and the table shows medians.
+
+  python3 tests/bench/run_bench.py --bin build/bench --out build/bench/results.json [--quick]
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+RUNTIMES = ["parkway", "tbb", "omp"]
+BINARY = {"parkway": "bench_parkway", "tbb": "bench_tbb", "omp": "bench_omp", "futex": "bench_floor"}
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception:
+        return ""
+
+
+class Bench:
+    def __init__(self, bindir, verbose):
+        self.bindir = bindir
+        self.verbose = verbose
+        self.records = []
+        self.failures = []
+
+    def exe(self, rt):
+        return os.path.join(self.bindir, BINARY[rt])
+
+    def run(self, rt, args, timeout=120):
+        cmd = [self.exe(rt)] + [str(a) for a in args]
+        t0 = time.time()
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.failures.append(" ".join(cmd) + ": timed out")
+            print("  TIMEOUT: " + " ".join(cmd), file=sys.stderr)
+            return None
+        if p.returncode != 0 or not p.stdout.strip():
+            msg = " ".join(cmd) + ": exit %d: %s" % (p.returncode, p.stderr.strip()[-300:])
+            self.failures.append(msg)
+            print("  FAILED: " + msg, file=sys.stderr)
+            return None
+        rec = json.loads(p.stdout.strip().splitlines()[-1])
+        rec["args"] = args
+        rec["elapsed_s"] = round(time.time() - t0, 3)
+        self.records.append(rec)
+        if self.verbose:
+            print("  " + json.dumps(rec), file=sys.stderr)
+        return rec
+
+    def interleaved(self, runtimes, args, reps, label):
+        """reps repetitions of each runtime, rotating the order per round."""
+        out = {rt: [] for rt in runtimes}
+        for r in range(reps):
+            order = runtimes[r % len(runtimes):] + runtimes[:r % len(runtimes)]
+            for rt in order:
+                rec = self.run(rt, args)
+                if rec is not None and "na" not in rec:
+                    out[rt].append(rec)
+        print("  %-28s done (%d reps)" % (label, reps), file=sys.stderr)
+        return out
+
+    def callgrind_total(self, rt, args):
+        """Total instructions (Ir) callgrind counts for one process, all threads."""
+        os.makedirs(os.path.join(self.bindir, "callgrind"), exist_ok=True)
+        out = os.path.join(self.bindir, "callgrind", "%s-%s.out" % (rt, "-".join(str(a) for a in args)))
+        cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, self.exe(rt)] + [str(a) for a in args]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            self.failures.append(" ".join(cmd) + ": exit %d" % p.returncode)
+            return None
+        with open(out) as f:
+            for line in f:
+                m = re.match(r"^(summary|totals):\s+(\d+)", line)
+                if m:
+                    return int(m.group(2))
+        return None
+
+
+def fib_spawns(n):
+    a, b = 0, 0
+    for _ in range(2, n + 1):
+        a, b = b, a + b + 1
+    return b if n >= 2 else 0
+
+
+def med(recs, key):
+    vals = []
+    for r in recs:
+        v = r
+        for k in key.split("."):
+            v = v.get(k) if isinstance(v, dict) else None
+        if v is not None:
+            vals.append(v)
+    return statistics.median(vals) if vals else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="build/bench")
+    ap.add_argument("--out", default="build/bench/results.json")
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions, shorter idle/trickle (smoke run)")
+    ap.add_argument("--only", default="", help="comma list of sections: fib,callgrind,reduce,uts,idle,trickle,wake")
+    ap.add_argument("--workers", type=int, default=2, help="pool size for the parallel runs (default 2)")
+    ap.add_argument("--runtimes", default=",".join(RUNTIMES), help="subset of parkway,tbb,omp to run")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args()
+    RUNTIMES[:] = [r for r in a.runtimes.split(",") if r in BINARY and r != "futex"]
+
+    q = a.quick
+    W = a.workers
+    reps_fast = 2 if q else 5   # fib, reduce, uts
+    reps_slow = 1 if q else 3   # idle, trickle, wake (2-3 s each)
+    secs = 1.0 if q else 2.0
+    wake_n = 300 if q else 1000
+    wake_long_n = 10 if q else 40
+    only = set(x for x in a.only.split(",") if x)
+    want = lambda s: not only or s in only
+
+    b = Bench(a.bin, a.verbose)
+    cond = {
+        "date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M:%S"),
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "cpus_online": os.cpu_count(),
+        "cpu_model": sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip(),
+        "loadavg_start": sh("cat /proc/loadavg"),
+        "compiler": sh("g++ --version | head -1"),
+        "tbb": sh("dpkg-query -W -f='${Version}' libtbb-dev"),
+        "libgomp": sh("dpkg-query -W -f='${Version}' libgomp1"),
+        "valgrind": sh("valgrind --version"),
+        "git_commit": sh("git rev-parse --short HEAD"),
+        "workers": W,
+        "quick": q,
+        "omp_env": {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in os.environ},
+    }
+    print("parkway bench: %s, %s CPUs, load %s%s" % (cond["date_utc"], cond["cpus_online"], cond["loadavg_start"],
+                                                     " (quick)" if q else ""), file=sys.stderr)
+    S = {}  # summary: metric -> runtime -> value
+    t_start = time.time()
+
+    if want("fib"):
+        fib = {}
+        for w in (1, W):
+            fib[w] = b.interleaved(RUNTIMES, ["fib", 32, w], reps_fast, "fib(32) %d worker(s)" % w)
+        for rt in RUNTIMES:
+            S.setdefault("fib1_ms", {})[rt] = med(fib[1][rt], "par_s") and med(fib[1][rt], "par_s") * 1e3
+            S.setdefault("fib1_ns_per_spawn", {})[rt] = med(fib[1][rt], "ns_per_spawn")
+            S.setdefault("fib1_t_over_seq", {})[rt] = med(fib[1][rt], "t_over_seq")
+            S.setdefault("fibW_ms", {})[rt] = med(fib[W][rt], "par_s") and med(fib[W][rt], "par_s") * 1e3
+            S.setdefault("fibW_ns_per_spawn", {})[rt] = med(fib[W][rt], "ns_per_spawn")
+            S.setdefault("fib_seq_ms", {})[rt] = med(fib[1][rt] + fib[W][rt], "seq_s") and \
+                med(fib[1][rt] + fib[W][rt], "seq_s") * 1e3
+
+    if want("callgrind") and shutil.which("valgrind"):
+        ds = fib_spawns(22) - fib_spawns(18)
+        seq22 = b.callgrind_total("futex", ["seqfib", 22])
+        seq18 = b.callgrind_total("futex", ["seqfib", 18])
+        seq_per = (seq22 - seq18) / ds if seq22 and seq18 else None
+        S.setdefault("instr_per_spawn", {})
+        S.setdefault("instr_per_spawn_net_of_seq", {})
+        cg = {"seq_fib22": seq22, "seq_fib18": seq18, "spawn_diff": ds}
+        for rt in RUNTIMES:
+            i22 = b.callgrind_total(rt, ["fibonce", 22, 1])
+            i18 = b.callgrind_total(rt, ["fibonce", 18, 1])
+            cg[rt] = {"fib22": i22, "fib18": i18}
+            if i22 and i18:
+                S["instr_per_spawn"][rt] = (i22 - i18) / ds
+                if seq_per is not None:
+                    S["instr_per_spawn_net_of_seq"][rt] = (i22 - i18) / ds - seq_per
+        S["seq_instr_per_spawn_equiv"] = {"futex": seq_per}
+        b.records.append(dict(bench="callgrind", **cg))
+        print("  %-28s done" % "callgrind fib(22)-fib(18)", file=sys.stderr)
+
+    if want("reduce"):
+        red = b.interleaved(RUNTIMES, ["reduce", 1000, 100000, W], reps_fast, "reduce 1e8, %d workers" % W)
+        for rt in RUNTIMES:
+            S.setdefault("reduce_ms", {})[rt] = med(red[rt], "par_s") and med(red[rt], "par_s") * 1e3
+            S.setdefault("reduce_speedup", {})[rt] = med(red[rt], "speedup")
+        S["reduce_ms"]["seq"] = med(sum(red.values(), []), "seq_s") * 1e3 if any(red.values()) else None
+
+    if want("uts"):
+        for w in (1, W):
+            u = b.interleaved(RUNTIMES, ["uts", w], reps_fast, "uts T3-shape, %d worker(s)" % w)
+            for rt in RUNTIMES:
+                S.setdefault("uts%s_ms" % ("1" if w == 1 else "W"), {})[rt] = \
+                    med(u[rt], "par_s") and med(u[rt], "par_s") * 1e3
+            if w == 1:
+                S["uts1_ms"]["seq"] = med(sum(u.values(), []), "seq_s") * 1e3 if any(u.values()) else None
+
+    if want("idle"):
+        idle = b.interleaved(RUNTIMES + ["futex"], ["idle", W, secs], reps_slow, "idle %g s" % secs)
+        S["idle_cpu_ms_per_s"] = {rt: med(idle[rt], "cpu_ms_per_idle_s") for rt in idle}
+
+    if want("trickle"):
+        ext = [r for r in RUNTIMES if r != "omp"] + ["futex"]
+        for work in (0, 50):
+            t = b.interleaved(ext, ["trickle", W, secs, work], reps_slow, "trickle 1/ms, %d us work" % work)
+            S["trickle%d_us_per_task" % work] = {rt: med(t[rt], "cpu_us_per_task_beyond_work") for rt in ext}
+            S["trickle%d_us_per_task" % work]["omp"] = None
+
+    if want("wake"):
+        ext = [r for r in RUNTIMES if r != "omp"] + ["futex"]
+        w2 = b.interleaved(ext, ["wake", W, wake_n, 2000], reps_slow, "wake, %d samples, 2 ms gaps" % wake_n)
+        S["wake_median_us"] = {rt: med(w2[rt], "median_us") for rt in ext}
+        S["wake_p99_us"] = {rt: med(w2[rt], "p99_us") for rt in ext}
+        S["wake_dropped"] = {rt: sum(r["dropped_not_parked"] for r in w2[rt]) for rt in ext}
+        wl = b.interleaved(ext, ["wake", W, wake_long_n, 105000], 1, "wake, %d samples, 105 ms gaps" % wake_long_n)
+        S["wake_long_median_us"] = {rt: med(wl[rt], "median_us") for rt in ext}
+        S["wake_long_p99_us"] = {rt: med(wl[rt], "p99_us") for rt in ext}
+
+    cond["loadavg_end"] = sh("cat /proc/loadavg")
+    cond["duration_s"] = round(time.time() - t_start, 1)
+    table, targets = render(S, W)
+    print(table)
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump({"conditions": cond, "summary": S, "targets": targets, "failures": b.failures,
+                   "records": b.records}, f, indent=1)
+    print("wrote %s (%d records, %.0f s; load %s)" % (a.out, len(b.records), time.time() - t_start,
+                                                      cond["loadavg_end"]))
+    if b.failures:
+        print("%d runs FAILED:\n  %s" % (len(b.failures), "\n  ".join(b.failures)))
+        return 1
+    return 0
+
+
+def fmt(v, digits=3):
+    if v is None:
+        return "-"
+    if abs(v) >= 100:
+        return "%.0f" % v
+    return "%.*g" % (digits, v)
+
+
+def render(S, W):
+    rows = [  # (metric key, label, lower is better)
+        ("fib1_ms", "fib(32) 1 worker, ms", True),
+        ("fib1_ns_per_spawn", "  ns per spawn", True),
+        ("fib1_t_over_seq", "  T(1)/T(seq)", True),
+        ("fibW_ms", "fib(32) %d workers, ms" % W, True),
+        ("fibW_ns_per_spawn", "  ns per spawn", True),
+        ("instr_per_spawn", "instr/spawn (callgrind)", True),
+        ("instr_per_spawn_net_of_seq", "  minus seq fib's share", True),
+        ("reduce_ms", "reduce 1e8, %d workers, ms" % W, True),
+        ("reduce_speedup", "  speedup over seq", False),
+        ("uts1_ms", "uts 4.5M nodes, 1 worker, ms", True),
+        ("utsW_ms", "uts 4.5M nodes, %d workers, ms" % W, True),
+        ("idle_cpu_ms_per_s", "idle: CPU ms per idle s", True),
+        ("trickle0_us_per_task", "trickle tiny: CPU us/task", True),
+        ("trickle50_us_per_task", "trickle 50us: CPU us/task", True),
+        ("wake_median_us", "wake (2ms gaps) median us", True),
+        ("wake_p99_us", "  p99 us", True),
+        ("wake_long_median_us", "wake (105ms gaps) median us", True),
+        ("wake_long_p99_us", "  p99 us", True),
+    ]
+    cols = ["parkway", "tbb", "omp", "futex"]
+    lines = []
+    hdr = "%-31s %9s %9s %9s %9s %9s %9s" % ("", "parkway", "tbb", "omp", "floor", "tbb/pkwy", "omp/pkwy")
+    lines.append(hdr)
+    lines.append("-" * len(hdr))
+    for key, label, _ in rows:
+        if key not in S:
+            continue
+        d = S[key]
+        floor = d.get("futex", d.get("seq"))
+        if key == "fib1_ms" or key == "fibW_ms":
+            floor = S.get("fib_seq_ms", {}).get("parkway") or S.get("fib_seq_ms", {}).get("tbb")
+        if key.startswith("instr_per_spawn") and key == "instr_per_spawn":
+            floor = S.get("seq_instr_per_spawn_equiv", {}).get("futex")
+        vals = [d.get(c) for c in cols[:3]]
+        p = d.get("parkway")
+        r_t = (d.get("tbb") / p) if p and d.get("tbb") is not None else None
+        r_o = (d.get("omp") / p) if p and d.get("omp") is not None else None
+        lines.append("%-31s %9s %9s %9s %9s %9s %9s" % (label, *(fmt(v) for v in vals), fmt(floor),
+                                                          fmt(r_t), fmt(r_o)))
+    lines.append("floor column: fib/reduce/uts = sequential code; wake/trickle/idle = a bare thread on a futex word.")
+    lines.append("omp trickle/wake: N/A (OpenMP has no submission from a thread outside the team).")
+
+    # Targets from issue 2.
+    def g(k, rt="parkway"):
+        return S.get(k, {}).get(rt)
+    targets = []
+
+    def tgt(name, val, limit, how):
+        ok = None if val is None or limit is None else val <= limit
+        targets.append({"target": name, "value": val, "limit": limit, "met": ok, "how": how})
+
+    tgt("instructions per spawn <= 150", g("instr_per_spawn"), 150, "callgrind (fib22-fib18)/spawns, 1 worker")
+    tgt("T(1)/T(seq) <= 5 on fib(32)", g("fib1_t_over_seq"), 5, "median wall time ratio")
+    tgt("idle CPU <= 1 ms per idle second", g("idle_cpu_ms_per_s"), 1.0, "getrusage over %d-worker idle" % W)
+    tgt("trickle (50 us task) <= 30 us CPU/task beyond work", g("trickle50_us_per_task"), 30.0,
+        "process CPU - tick loop - task work, per task")
+    fl = g("wake_median_us", "futex")
+    tgt("wake median <= 1.5 x futex floor", g("wake_median_us"), fl and 1.5 * fl, "2 ms gaps, all workers asleep")
+    lines.append("")
+    lines.append("targets (issue 2):")
+    for t in targets:
+        st = "n/a" if t["met"] is None else ("MET" if t["met"] else "NOT MET")
+        lines.append("  %-52s %10s  (limit %s)  %s" % (t["target"], fmt(t["value"]), fmt(t["limit"]), st))
+    return "\n".join(lines), targets
+
+
+if __name__ == "__main__":
+    sys.exit(main())
