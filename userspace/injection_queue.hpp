@@ -2,68 +2,46 @@
 //
 // Interface the scheduler relies on (any implementation must keep it):
 //   push(t)          any thread; t is owned by the queue until popped.
-//   pop_batch(max)   a worker takes up to `max` tasks at once (FIFO order),
-//                    returned as a list linked through Task::next.
+//   pop_batch(max)   a worker takes up to `max` tasks at once, returned as a
+//                    list linked through Task::next; FIFO per producer
+//                    thread (tasks of different producers may interleave).
 //   maybe_nonempty() a cheap seq_cst check for the parking recheck: after a
 //                    push() has returned, every later maybe_nonempty() that
 //                    is ordered after it (seq_cst) returns true until the
-//                    task is popped.
-// This baseline is a mutex-protected FIFO; the priority-tag transactional
-// version (docs/design/priority-tags.md) replaces it behind this interface.
+//                    task is claimed by a worker -- or, only while another
+//                    push() onto the same child is between its [P1] and
+//                    [P2] steps, until that push returns (it makes the
+//                    check true again, and its caller's notify_work() then
+//                    wakes a sleeper). docs/design/priority-tags.md, "The
+//                    parking contract".
+//   size_hint()      a relaxed estimate of the number of queued tasks.
+//
+// The implementation is the 2-level transactional queue of
+// txn/inject_tree.hpp, its multi-CAS operations guarded by priority tags
+// (txn/tag.hpp) unless Options::priority_tags is false (ablation only).
 #pragma once
 
-#include <atomic>
 #include <cstddef>
-#include <mutex>
 
 #include "parkway/task.hpp"
+#include "txn/inject_tree.hpp"
 
 namespace parkway::detail {
 
 class InjectionQueue {
  public:
-  explicit InjectionQueue(bool priority_tags) : priority_tags_(priority_tags) {}
+  explicit InjectionQueue(bool priority_tags) : tree_(priority_tags) {}
   InjectionQueue(const InjectionQueue&) = delete;
   InjectionQueue& operator=(const InjectionQueue&) = delete;
 
-  void push(Task* t) noexcept {
-    t->next = nullptr;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      if (tail_) tail_->next = t; else head_ = t;
-      tail_ = t;
-      // seq_cst: pairs with the fence a parking worker issues before
-      // maybe_nonempty() (parking.md, step R1).
-      size_.fetch_add(1, std::memory_order_seq_cst);
-    }
-  }
-
-  Task* pop_batch(std::size_t max, std::size_t* n) noexcept {
-    *n = 0;
-    if (size_.load(std::memory_order_relaxed) == 0) return nullptr;
-    std::lock_guard<std::mutex> g(mu_);
-    Task* first = head_;
-    Task* last = nullptr;
-    Task* t = head_;
-    while (t && *n < max) { last = t; t = t->next; ++*n; }
-    if (!last) return nullptr;
-    head_ = t;
-    if (!head_) tail_ = nullptr;
-    last->next = nullptr;
-    size_.fetch_sub(*n, std::memory_order_relaxed);
-    return first;
-  }
-
-  bool maybe_nonempty() const noexcept { return size_.load(std::memory_order_seq_cst) != 0; }
-  std::size_t size_hint() const noexcept { return size_.load(std::memory_order_relaxed); }
-  bool priority_tags() const noexcept { return priority_tags_; }
+  void push(Task* t) noexcept { tree_.push(t); }
+  Task* pop_batch(std::size_t max, std::size_t* n) noexcept { return tree_.pop_batch(max, n); }
+  bool maybe_nonempty() const noexcept { return tree_.maybe_nonempty(); }
+  std::size_t size_hint() const noexcept { return tree_.size_hint(); }
+  bool priority_tags() const noexcept { return tree_.priority_tags(); }
 
  private:
-  const bool priority_tags_;
-  std::mutex mu_;
-  Task* head_ = nullptr;
-  Task* tail_ = nullptr;
-  std::atomic<std::size_t> size_{0};
+  txn::InjectTree tree_;
 };
 
 }  // namespace parkway::detail
