@@ -57,10 +57,16 @@ $(LIB_SO): $(LIB_OBJS) userspace/exports.map
 	$(CXX) -shared -o $@ $(LIB_OBJS) -Wl,--version-script=userspace/exports.map \
 	  -Wl,-soname,libparkway.so.0 $(LDLIBS)
 
-$(PC_FILE): Makefile
-	@mkdir -p $(dir $@)
+# The .pc names the prefix it is installed under; `make install` writes it
+# again for its own PREFIX.
+define write_pc
+	@mkdir -p $(dir $(2))
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: parkway\nDescription: work-stealing task runtime whose idle workers sleep on futex words\nVersion: %s\nCflags: -I$${includedir} -std=c++20 -pthread\nLibs: -L$${libdir} -lparkway -pthread\n' \
-	  "$(PREFIX)" "$(VERSION)" > $@
+	  "$(1)" "$(VERSION)" > $(2)
+endef
+
+$(PC_FILE): Makefile
+	$(call write_pc,$(PREFIX),$@)
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include/parkway $(DESTDIR)$(PREFIX)/lib/pkgconfig
@@ -69,10 +75,22 @@ install: lib
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libparkway.so.$(VERSION)
 	ln -sfn libparkway.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libparkway.so.0
 	ln -sfn libparkway.so.0 $(DESTDIR)$(PREFIX)/lib/libparkway.so
-	install -m 644 $(PC_FILE) $(DESTDIR)$(PREFIX)/lib/pkgconfig/parkway.pc
+	$(call write_pc,$(PREFIX),$(DESTDIR)$(PREFIX)/lib/pkgconfig/parkway.pc)
 
 clean:
 	rm -rf $(BUILD)
+
+# The demo builds against an installed copy found by pkg-config, the way a
+# server would link parkway.
+DEMO_PREFIX := $(CURDIR)/$(BUILD)/prefix
+$(BUILD)/demo: tools/demo.cpp lib
+	@$(MAKE) --no-print-directory install PREFIX=$(DEMO_PREFIX) >/dev/null
+	$(CXX) -O2 -Wall -Wextra -o $@ tools/demo.cpp \
+	  $$(PKG_CONFIG_PATH=$(DEMO_PREFIX)/lib/pkgconfig pkg-config --cflags --libs parkway) \
+	  -Wl,-rpath,$(DEMO_PREFIX)/lib
+
+demo: deps $(BUILD)/demo
+	$(BUILD)/demo
 
 # Fragments. A fragment that has a test suite appends its make target to
 # TEST_SUITES; the target must end its output with a line

@@ -155,3 +155,23 @@ TEST(Parking, TwoWaitersOnOneFuture) {
   b.join();
   EXPECT_EQ(g.pending(), 0u);
 }
+
+// Aims outside submissions at the moment workers give up searching and go
+// to sleep (the window the recheck [P2] closes): one task at a time, each
+// after a random busy-wait around the length of a search. A lost wakeup
+// leaves the task queued with every worker asleep: get() hangs and the
+// watchdog fails the test.
+TEST(Parking, SubmitsAimedAtTheParkingWindow) {
+  pwtest::Watchdog w("Parking.SubmitsAimedAtTheParkingWindow", 60);
+  for (unsigned workers : {1u, 2u, 3u}) {
+    parkway::Runtime rt(parkway::Options{.workers = workers, .search_rounds = 2});
+    std::mt19937 rng(workers);
+    const int n = pwtest::kSanitized ? 4000 : 30000;
+    for (int i = 0; i < n; ++i) {
+      rt.submit([] {}).get();
+      auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(rng() % 20000);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
+  }
+}

@@ -26,9 +26,9 @@ inline constexpr bool kSanitized = true;
 inline constexpr bool kSanitized = false;
 #endif
 #if defined(__SANITIZE_THREAD__)
-inline constexpr int kSlow = 20;  // TSAN: shrink iteration counts
+inline constexpr int kSlow = 5;  // TSAN: shrink iteration counts
 #elif defined(__SANITIZE_ADDRESS__)
-inline constexpr int kSlow = 4;
+inline constexpr int kSlow = 2;
 #else
 inline constexpr int kSlow = 1;
 #endif

@@ -149,7 +149,7 @@ Task* Worker::search(DoneFn done, void* ctx) noexcept {
       return t;
     }
     if (done(ctx) || rt_.stop.load(std::memory_order_relaxed)) break;
-    for (unsigned i = 0, spins = 1u << (r < 6 ? r : 6); i < spins; ++i) cpu_relax();
+    for (unsigned i = 0, spins = 1u << (r < 3 ? r : 3); i < spins; ++i) cpu_relax();
   }
   PW_PROBE2(search_end, int(index_), 0);
   return nullptr;  // still counted as a searcher; park() stops that

@@ -162,6 +162,7 @@ def main():
             S.setdefault("fib1_ms", {})[rt] = med(fib[1][rt], "par_s") and med(fib[1][rt], "par_s") * 1e3
             S.setdefault("fib1_ns_per_spawn", {})[rt] = med(fib[1][rt], "ns_per_spawn")
             S.setdefault("fib1_t_over_seq", {})[rt] = med(fib[1][rt], "t_over_seq")
+            S.setdefault("fib1_t_over_seq_plain", {})[rt] = med(fib[1][rt], "t_over_seq_plain")
             S.setdefault("fibW_ms", {})[rt] = med(fib[W][rt], "par_s") and med(fib[W][rt], "par_s") * 1e3
             S.setdefault("fibW_ns_per_spawn", {})[rt] = med(fib[W][rt], "ns_per_spawn")
             S.setdefault("fib_seq_ms", {})[rt] = med(fib[1][rt] + fib[W][rt], "seq_s") and \
@@ -253,6 +254,7 @@ def render(S, W):
         ("fib1_ms", "fib(32) 1 worker, ms", True),
         ("fib1_ns_per_spawn", "  ns per spawn", True),
         ("fib1_t_over_seq", "  T(1)/T(seq)", True),
+        ("fib1_t_over_seq_plain", "  T(1)/T(seq, no TRE)", True),
         ("fibW_ms", "fib(32) %d workers, ms" % W, True),
         ("fibW_ns_per_spawn", "  ns per spawn", True),
         ("instr_per_spawn", "instr/spawn (callgrind)", True),
