@@ -24,7 +24,7 @@ test-unit-build: $(TEST_BIN)
 test-unit: $(TEST_BIN)
 	@bash tests/run-gtest.sh $(TEST_BIN)
 
-TEST_SUITES += test-unit
+TEST_SUITES += test-unit test-tsan test-asan
 
 test-tsan:
 	@$(MAKE) --no-print-directory BUILD=build/tsan OPT="-O1 -g -fsanitize=thread" \

@@ -37,9 +37,16 @@ bool is_zero_fn(void* p) noexcept { return static_cast<CompletionWord*>(p)->is_z
 
 void wake_waiter(std::uint32_t waiter) noexcept { park_word(waiter).notify(); }
 
-void CompletionWord::wait() noexcept {
-  if (is_zero()) return;
+void CompletionWord::wait_slow() noexcept {
   Worker* me = Worker::current();
+  if (me) {
+    // Fast help: run our own newest tasks (usually the ones we wait for)
+    // without registering; only an empty deque leads to the full loop.
+    while (Task* t = me->deque().pop()) {
+      me->execute(t);
+      if (is_zero()) return;
+    }
+  }
   const std::uint32_t id = me ? me->park_id() : this_thread_park_id();
   Reg r = register_waiter(word_, id);
   if (r == Reg::kDone) return;

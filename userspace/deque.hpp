@@ -135,7 +135,7 @@ class Deque {
     void put(std::int64_t i, Task* t) noexcept { slots[i & mask].store(t, std::memory_order_relaxed); }
   };
 
-  Buffer* grow(Buffer* a, std::int64_t t, std::int64_t b) {
+  __attribute__((noinline)) Buffer* grow(Buffer* a, std::int64_t t, std::int64_t b) {
     std::size_t log2 = 0;
     while ((std::int64_t(1) << log2) <= a->mask) ++log2;
     auto* na = new Buffer(log2 + 1);

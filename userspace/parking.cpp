@@ -31,12 +31,6 @@ bool Parking::stop_searching() noexcept {
   return searching_of(prev) == 1;
 }
 
-bool Parking::should_wake() const noexcept {
-  store_load_fence();  // [N1] orders the producer's push before [N2]
-  std::uint64_t s = state_.load(std::memory_order_relaxed);  // [N2]
-  return searching_of(s) == 0 && idle_of(s) > 0;
-}
-
 int Parking::wake_one() noexcept {
   unsigned w;
   {

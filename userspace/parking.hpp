@@ -39,6 +39,16 @@
 
 namespace parkway::detail {
 
+// A full StoreLoad barrier (the [N1] fence). On x86 a locked RMW of the own
+// stack line is cheaper than mfence; elsewhere the C++ fence.
+inline void store_load_fence() noexcept {
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+  asm volatile("lock orq $0, (%%rsp)" ::: "memory", "cc");
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
 class Parking {
  public:
   explicit Parking(unsigned nworkers);
@@ -52,7 +62,11 @@ class Parking {
   bool stop_searching() noexcept;
 
   // [N1, N2] Producer, after publishing work: is a wake needed?
-  bool should_wake() const noexcept;
+  bool should_wake() const noexcept {
+    store_load_fence();  // [N1] orders the producer's push before [N2]
+    std::uint64_t s = state_.load(std::memory_order_relaxed);  // [N2]
+    return searching_of(s) == 0 && idle_of(s) > 0;
+  }
   // [W1, W2] Wake one idle worker as a searcher, if still nobody searches.
   // Returns the index of the worker woken, or -1.
   int wake_one() noexcept;
@@ -79,15 +93,5 @@ class Parking {
   std::vector<int> pos_;             // index of each worker in idle_, or -1
   std::unique_ptr<std::atomic<std::uint32_t>[]> park_ids_;
 };
-
-// A full StoreLoad barrier (the [N1] fence). On x86 a locked RMW of the own
-// stack line is cheaper than mfence; elsewhere the C++ fence.
-inline void store_load_fence() noexcept {
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-  asm volatile("lock orq $0, (%%rsp)" ::: "memory", "cc");
-#else
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-#endif
-}
 
 }  // namespace parkway::detail

@@ -43,7 +43,7 @@ struct CacheReaper {
   }
 };
 
-void register_reaper() {
+__attribute__((noinline, cold)) void register_reaper() {
   thread_local CacheReaper reaper;
   (void)reaper;
   tls_cache.registered = true;
@@ -55,6 +55,20 @@ inline int class_of(std::size_t bytes) noexcept {
 
 }  // namespace
 
+__attribute__((noinline)) void* allocate_from_malloc(std::size_t bytes) {
+  void* p = std::malloc(bytes);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+__attribute__((noinline)) void free_to_cache_first_time(void* p, int c) noexcept {
+  register_reaper();
+  auto* b = static_cast<FreeBlock*>(p);
+  b->next = tls_cache.head[c];
+  tls_cache.head[c] = b;
+  ++tls_cache.count[c];
+}
+
 void* allocate_task(std::size_t bytes) {
   int c = class_of(bytes);
   if (c >= 0) {
@@ -65,15 +79,13 @@ void* allocate_task(std::size_t bytes) {
     }
     bytes = kClassBytes[c];
   }
-  void* p = std::malloc(bytes);
-  if (!p) throw std::bad_alloc();
-  return p;
+  return allocate_from_malloc(bytes);
 }
 
 void free_task(void* p, std::size_t bytes) noexcept {
   int c = class_of(bytes);
   if (c >= 0 && tls_cache.count[c] < kMaxCached) {
-    if (!tls_cache.registered) register_reaper();
+    if (__builtin_expect(!tls_cache.registered, 0)) return free_to_cache_first_time(p, c);
     auto* b = static_cast<FreeBlock*>(p);
     b->next = tls_cache.head[c];
     tls_cache.head[c] = b;

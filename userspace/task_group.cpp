@@ -10,11 +10,8 @@
 
 namespace parkway {
 
-TaskGroup::TaskGroup() noexcept : rt_(Runtime::current()) {}
-
-TaskGroup::~TaskGroup() {
-  pending_.wait();
-  if (failed_.load(std::memory_order_acquire) && error_) {
+void TaskGroup::report_lost_exception() noexcept {
+  if (error_) {
     try {
       std::rethrow_exception(error_);
     } catch (const std::exception& e) {
@@ -27,11 +24,12 @@ TaskGroup::~TaskGroup() {
 
 void TaskGroup::schedule(detail::Task* t) {
   detail::Worker* w = detail::Worker::current();
-  if (!rt_) rt_ = w ? &w->runtime().owner : &Runtime::default_runtime();
-  if (w && &w->runtime().owner == rt_) {
+  if (w && (&w->runtime().owner == rt_ || !rt_)) {
+    rt_ = &w->runtime().owner;
     w->spawn(t);
     return;
   }
+  if (!rt_) rt_ = &Runtime::default_runtime();
   rt_->impl().inject(t);
 }
 
@@ -41,14 +39,11 @@ void TaskGroup::record_exception(std::exception_ptr e) noexcept {
   // Later exceptions of the same wait are dropped: wait() rethrows one.
 }
 
-void TaskGroup::wait() {
-  pending_.wait();
-  if (failed_.load(std::memory_order_acquire)) {
-    std::exception_ptr e = std::move(error_);
-    error_ = nullptr;
-    failed_.store(false, std::memory_order_relaxed);
-    std::rethrow_exception(e);
-  }
+void TaskGroup::rethrow_exception() {
+  std::exception_ptr e = std::move(error_);
+  error_ = nullptr;
+  failed_.store(false, std::memory_order_relaxed);
+  std::rethrow_exception(e);
 }
 
 }  // namespace parkway

@@ -10,8 +10,6 @@
 namespace parkway::detail {
 
 namespace {
-thread_local Worker* tls_worker __attribute__((tls_model("initial-exec"))) = nullptr;
-
 constexpr std::size_t kStealBatch = 32;   // most tasks one steal moves
 constexpr std::size_t kInjectBatch = 32;  // most tasks one injection take moves
 constexpr std::uint32_t kInjectEvery = 61;  // check outside work every N local tasks
@@ -32,16 +30,15 @@ WorkerStats WorkerCounters::snapshot() const noexcept {
 }
 
 Worker::Worker(RuntimeImpl& rt, unsigned index)
-    : rt_(rt), index_(index), victims_(rt.n, 0x9E3779B97F4A7C15ull * (index + 1)) {}
+    : rt_(rt), parking_(rt.parking), index_(index), victims_(rt.n, 0x9E3779B97F4A7C15ull * (index + 1)) {}
 
-Worker* Worker::current() noexcept { return tls_worker; }
 
 void Worker::main_loop() {
-  tls_worker = this;
+  tls_current = this;
   park_id_ = this_thread_park_id();
   rt_.parking.set_park_id(index_, park_id_);
   loop(&never, nullptr, /*main=*/true, /*timed=*/false);
-  tls_worker = nullptr;
+  tls_current = nullptr;
 }
 
 void Worker::run_until(DoneFn done, void* ctx, bool timed) { loop(done, ctx, /*main=*/false, timed); }
@@ -77,10 +74,6 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
     }
     park(done, ctx, timed);
   }
-}
-
-void Worker::after_push() noexcept {
-  if (rt_.parking.should_wake()) wake_one();
 }
 
 void Worker::wake_one() noexcept {
@@ -193,10 +186,6 @@ void Worker::park(DoneFn done, void* ctx, bool timed) noexcept {
   PW_PROBE2(unpark, int(index_), int(searching_));
 }
 
-void Worker::execute(Task* t) noexcept {
-  WorkerCounters::bump(counters_.executed);
-  PW_PROBE2(run, int(index_), t);
-  t->invoke(t);
-}
+
 
 }  // namespace parkway::detail

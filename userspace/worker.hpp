@@ -5,6 +5,8 @@
 #include <cstdint>
 
 #include "deque.hpp"
+#include "parking.hpp"
+#include "probes.hpp"
 #include "parkway/stats.hpp"
 #include "random.hpp"
 
@@ -51,10 +53,20 @@ class alignas(64) Worker {
   Deque& deque() noexcept { return deque_; }
   const WorkerCounters& counters() const noexcept { return counters_; }
 
-  static Worker* current() noexcept;
+  static Worker* current() noexcept { return tls_current; }
+  static inline thread_local constinit Worker* tls_current __attribute__((tls_model("initial-exec"))) = nullptr;
+
+  void execute(Task* t) noexcept {
+    WorkerCounters::bump(counters_.executed);
+    PW_PROBE2(run, int(index_), t);
+    t->invoke(t);
+  }
 
  private:
-  void after_push() noexcept;
+  void after_push() noexcept {
+    if (parking().should_wake()) wake_one();
+  }
+  Parking& parking() noexcept { return parking_; }
   Task* next_local() noexcept;
   Task* take_injected() noexcept;
   Task* search(DoneFn done, void* ctx) noexcept;
@@ -63,10 +75,10 @@ class alignas(64) Worker {
   void wake_one() noexcept;
   bool any_work_visible() const noexcept;
   void park(DoneFn done, void* ctx, bool timed) noexcept;
-  void execute(Task* t) noexcept;
   void loop(DoneFn done, void* ctx, bool main, bool timed);
 
   RuntimeImpl& rt_;
+  Parking& parking_;
   const unsigned index_;
   std::uint32_t park_id_ = 0;
   bool searching_ = false;

@@ -72,11 +72,15 @@ class PARKWAY_API CompletionWord {
 
   // Block until the count is zero. On a worker thread this runs other tasks
   // while it waits (helping); elsewhere it sleeps on the caller's futex word.
-  void wait() noexcept;
+  void wait() noexcept {
+    if (!is_zero()) wait_slow();
+  }
 
   std::atomic<std::uint64_t>& raw() noexcept { return word_; }
 
  private:
+  void wait_slow() noexcept;
+
   std::atomic<std::uint64_t> word_{0};
 };
 

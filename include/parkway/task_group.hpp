@@ -19,16 +19,19 @@ class Runtime;
 
 class PARKWAY_API TaskGroup {
  public:
-  // Binds to the runtime of the calling worker, or, on a thread outside any
-  // pool, to Runtime::default_runtime() at the first spawn.
-  TaskGroup() noexcept;
+  // Binds, at the first spawn, to the runtime of the spawning worker, or,
+  // on a thread outside any pool, to Runtime::default_runtime().
+  TaskGroup() noexcept = default;
   explicit TaskGroup(Runtime& rt) noexcept : rt_(&rt) {}
   TaskGroup(const TaskGroup&) = delete;
   TaskGroup& operator=(const TaskGroup&) = delete;
 
   // Waits for the tasks still running. An exception that no wait() observed
   // is reported on stderr (a destructor cannot rethrow it).
-  ~TaskGroup();
+  ~TaskGroup() {
+    pending_.wait();
+    if (failed_.load(std::memory_order_acquire)) report_lost_exception();
+  }
 
   // Runs f() on some worker. From a worker the task goes to that worker's
   // deque; from another thread to the runtime's injection queue (which
@@ -49,7 +52,10 @@ class PARKWAY_API TaskGroup {
 
   // Returns once every spawned task has finished. Rethrows the first
   // exception a task threw (and forgets it, so the group can be reused).
-  void wait();
+  void wait() {
+    pending_.wait();
+    if (failed_.load(std::memory_order_acquire)) rethrow_exception();
+  }
 
   // Number of spawned tasks not yet finished (a snapshot).
   std::uint32_t pending() const noexcept {
@@ -79,6 +85,8 @@ class PARKWAY_API TaskGroup {
 
   void schedule(detail::Task* t);
   void record_exception(std::exception_ptr e) noexcept;
+  [[noreturn]] void rethrow_exception();
+  void report_lost_exception() noexcept;
 
   detail::CompletionWord pending_;
   Runtime* rt_ = nullptr;
