@@ -1,0 +1,349 @@
+/*
+ * priority_tags.pml -- SPIN model of parkway's transactional injection
+ * queue (userspace/txn/inject_tree.{hpp,cpp}) under the priority-tag layer
+ * (userspace/txn/tag.{hpp,cpp}). Design note: docs/design/priority-tags.md
+ * (its table maps every step below to a code site; each code site names its
+ * step in a comment).
+ *
+ * One child (head stack + the claimer's pending list) under the parent
+ * summary word (nonempty, claimed, epoch). Producers push, workers pop:
+ *
+ *   push:  P1r  h = head.load()
+ *          P1g  gate(child tag)                      CanProceed/PreemptTag/wait
+ *          P1   CAS head h -> item  | fail: TagAfterFail(child), h = head, P1g
+ *          P2r  s = summary.load(); announcer = (h == empty)
+ *               if !announcer && nonempty(s): commit
+ *          P2g  gate(parent tag)
+ *          P2   CAS summary s -> s + nonempty + epoch  | fail: TagAfterFail,
+ *               s = summary; helper whose bit is now set: commit; else P2g
+ *          commit: ClearMyTags
+ *   pop:   W1r  s = summary.load(); nothing nonempty & unclaimed: commit
+ *          W1g  gate(parent tag)
+ *          W1   CAS summary s -> s + claimed  | fail: TagAfterFail, s = .., W1g
+ *          W2g  gate(child tag)                      (only if pending is empty)
+ *          W2   exchange head -> empty, into pending
+ *          hand out one task from pending            (max = 1)
+ *          W3r  s = summary.load()
+ *          W3v  empty = pending empty && head.load() empty   (re-validate)
+ *          W3g  gate(parent tag)
+ *          W3   CAS summary s -> s - claimed (- nonempty if empty)
+ *               | fail: TagAfterFail, s = summary, W3v
+ *          commit: ClearMyTags
+ *
+ * Abstractions (each one exact for the code, or noted):
+ *  - head's value is the id of its newest task (0 = empty). Ids are unique
+ *    while queued, so equal ids mean equal words (the count half is a
+ *    function of the list); the CAS compares that value.
+ *  - the summary CAS compares (nonempty, claimed) and "no epoch bump since
+ *    my read" (efresh bit per thread): the 32-bit epoch does not wrap
+ *    within one CAS window.
+ *  - gate and CAS are separate steps, as in the code (a waiter can be
+ *    overtaken between them by a thread that passed its gate earlier).
+ *  - stamps: only the relative order of live stamps matters, so they are
+ *    kept as ranks (1 = oldest); a new stamp is the youngest. A stamp is
+ *    taken at the first failed CAS or the first wait, as in Txn.
+ *  - waiting (spin + futex) is a blocked guard; the patience bypass is
+ *    off unless BYPASS=1, which allows it at ANY moment (over-approximates
+ *    "after 1 ms").
+ *  - a worker with nothing to claim blocks until something is announced
+ *    (the parking protocol, modelled in parking.pml); it exits when all
+ *    producers are done and nothing is announced.
+ *
+ * Switches (spin -DNAME=value):
+ *   NPROD, NWORK, BUDGET  producers, workers, pushes per producer
+ *   PRIVILEGE         1 = tags on, 0 = off (Options::priority_tags)
+ *   INFINITE          1 = endless closed-loop workload (each producer
+ *                     re-submits its task once it ran): starvation checks
+ *   NO_PREEMPT        ablation: no PreemptTag
+ *   BYPASS            1 = a waiter may take the tag regardless of age
+ *   CRASH             1 = producer 0 may stop for ever right after a
+ *                     failed CAS, i.e. while holding a tag
+ *   BUG_NO_REVALIDATE mutation: a retried W3 keeps its stale "empty"
+ *   BUG_NO_EPOCH      mutation: P2 does not bump the epoch (a plain OR)
+ */
+
+#ifndef NPROD
+#define NPROD 2
+#endif
+#ifndef NWORK
+#define NWORK 1
+#endif
+#ifndef BUDGET
+#define BUDGET 2
+#endif
+#ifndef PRIVILEGE
+#define PRIVILEGE 1
+#endif
+#ifndef INFINITE
+#define INFINITE 0
+#endif
+#ifndef NO_PREEMPT
+#define NO_PREEMPT 0
+#endif
+#ifndef BYPASS
+#define BYPASS 0
+#endif
+#ifndef CRASH
+#define CRASH 0
+#endif
+
+#define NT      (NPROD + NWORK)
+#define NOTAG   255
+#define BIT(x)  (1 << (x))
+#define IBIT(i) (1 << ((i) - 1))           /* task id i >= 1 -> its bit  */
+#if INFINITE
+#define ALL     ((1 << NPROD) - 1)
+#else
+#define ALL     ((1 << (NPROD * BUDGET)) - 1)
+#endif
+
+byte top;            /* child head: id of the newest task, 0 = empty        */
+byte hset;           /* tasks in the head stack                             */
+byte pend;           /* tasks in the claimer's pending list                 */
+bit  ne, cl;         /* parent summary: nonempty(0), claimed(0)             */
+byte efresh;         /* bit t: no epoch bump since t's last summary read    */
+byte tagC = NOTAG;   /* the child's tag slot (holder tid)                   */
+byte tagP = NOTAG;   /* the parent's tag slot                               */
+byte stamp[NT];      /* 0 = unstamped, else rank among live stamps (1 = oldest) */
+byte nstamped;
+byte delivered;      /* tasks handed to a worker                            */
+byte pfin, wfin;     /* producers / workers finished                        */
+byte lastc = NOTAG;  /* last thread to commit (INFINITE runs)               */
+bit  crashed;
+
+#define STAMP(t) \
+  if :: stamp[t] == 0 -> nstamped++; stamp[t] = nstamped :: else -> skip fi
+#define UNSTAMP(t) \
+  if \
+  :: stamp[t] != 0 -> \
+       _u = 0; \
+       do :: _u < NT -> if :: stamp[_u] > stamp[t] -> stamp[_u]-- :: else -> skip fi; _u++ \
+          :: else -> break od; \
+       stamp[t] = 0; nstamped--; _u = 0 \
+  :: else -> skip \
+  fi
+/* older(a, b): a has a stamp and b has none or a younger one */
+#define OLDER(a, b) (stamp[a] != 0 && (stamp[b] == 0 || stamp[a] < stamp[b]))
+
+#if PRIVILEGE
+#define CANPROCEED(t, tg)  (tg == NOTAG || tg == (t))
+#if NO_PREEMPT
+#define PREEMPTABLE(t, tg) false
+#else
+#define PREEMPTABLE(t, tg) (tg != NOTAG && tg != (t) && OLDER(t, tg))
+#endif
+#if BYPASS
+#define MAYBYPASS          true
+#else
+#define MAYBYPASS          false
+#endif
+/* gate(): CanProceed; else stamp, then PreemptTag or wait (blocked guard).
+ * Waking from the wait re-evaluates like gate_slow's loop.                */
+#define GATE(t, tg) \
+  atomic { \
+    if \
+    :: CANPROCEED(t, tg) -> skip \
+    :: else -> \
+         STAMP(t); \
+         (CANPROCEED(t, tg) || PREEMPTABLE(t, tg) || MAYBYPASS); \
+         if \
+         :: CANPROCEED(t, tg) -> skip \
+         :: PREEMPTABLE(t, tg) -> tg = t \
+         :: else -> tg = t           /* the patience bypass (BYPASS only) */ \
+         fi \
+    fi \
+  }
+/* TagAfterFail: empty -> mine; mine -> keep; younger holder -> mine */
+#define TAGFAIL(t, tg) \
+  STAMP(t); \
+  if :: (tg == NOTAG || tg == (t) || OLDER(t, tg)) -> tg = t :: else -> skip fi
+/* ClearMyTags */
+#define CLEARTAGS(t) \
+  if :: tagC == (t) -> tagC = NOTAG :: else -> skip fi; \
+  if :: tagP == (t) -> tagP = NOTAG :: else -> skip fi; \
+  UNSTAMP(t)
+#else
+#define GATE(t, tg)      skip
+#define TAGFAIL(t, tg)   skip
+#define CLEARTAGS(t)     skip
+#endif
+
+#if CRASH
+#define MAYCRASH(t) \
+  if :: (t) == 0 -> crashed = 1; goto crashpt :: true -> skip fi
+#else
+#define MAYCRASH(t) skip
+#endif
+
+#define READ_SUMMARY(t) sne = ne; scl = cl; efresh = efresh | BIT(t)
+#define SUMMARY_SAME(t) (ne == sne && cl == scl && (efresh & BIT(t)))
+
+proctype Producer(byte t)
+{
+  byte j, it, h, sne, scl, _u;
+  bit announcer;
+
+next:
+#if INFINITE
+  it = t + 1;
+#else
+  if :: j == BUDGET -> goto done :: else -> skip fi;
+  it = t * BUDGET + j + 1;
+#endif
+  h = top;                                              /* P1r */
+p1g:
+  GATE(t, tagC);                                        /* P1g */
+  atomic {                                              /* P1  */
+    if
+    :: top == h -> top = it; hset = hset | IBIT(it)
+    :: else -> TAGFAIL(t, tagC); h = top; MAYCRASH(t); goto p1g
+    fi
+  };
+  atomic {                                              /* P2r */
+    announcer = (h == 0);
+    READ_SUMMARY(t);
+    if :: !announcer && sne -> goto commit :: else -> skip fi
+  };
+p2g:
+  GATE(t, tagP);                                        /* P2g */
+  atomic {                                              /* P2  */
+    if
+    :: SUMMARY_SAME(t) ->
+         ne = 1;
+#ifndef BUG_NO_EPOCH
+         efresh = 0                                     /* epoch + 1 */
+#endif
+    :: else ->
+         TAGFAIL(t, tagP); READ_SUMMARY(t);
+         if :: !announcer && sne -> goto commit :: else -> goto p2g fi
+    fi
+  };
+commit:
+  atomic {
+    CLEARTAGS(t);
+    lastc = t;
+    h = 0; sne = 0; scl = 0; announcer = 0    /* dead locals: keep the state small */
+  };
+progress_push:
+#if INFINITE
+  (delivered & IBIT(it));     /* closed loop: wait until my task ran ... */
+  delivered = delivered & ~IBIT(it);   /* ... then submit it again       */
+  goto next;
+#else
+  j++;
+  goto next;
+done:
+  pfin++;
+  goto out;
+#endif
+crashpt:
+end_crashed:
+  (false);
+out:
+  skip
+}
+
+proctype Worker(byte t)
+{
+  byte sne, scl, got, _u;
+  bit isempty;
+
+idle:
+  if
+#if !INFINITE
+  :: atomic { pfin == NPROD && !ne -> wfin++; goto out }
+#endif
+  :: (ne && !cl) -> skip           /* woken: something may be claimable */
+  fi;
+  atomic {                                              /* W1r */
+    READ_SUMMARY(t);
+    if :: !(sne && !scl) -> goto commit :: else -> skip fi
+  };
+w1g:
+  GATE(t, tagP);                                        /* W1g */
+  atomic {                                              /* W1  */
+    if
+    :: SUMMARY_SAME(t) -> cl = 1
+    :: else ->
+         TAGFAIL(t, tagP); READ_SUMMARY(t);
+         if :: sne && !scl -> goto w1g :: else -> goto commit fi
+    fi
+  };
+  if
+  :: pend == 0 ->
+       GATE(t, tagC);                                   /* W2g */
+       atomic { pend = hset; hset = 0; top = 0 }        /* W2  */
+  :: else -> skip
+  fi;
+  d_step {                                              /* hand out one */
+    if
+    :: pend != 0 ->
+         got = 1;
+         do :: (pend & got) -> break :: else -> got = got << 1 od;
+         assert((delivered & got) == 0);                /* no duplicate */
+         delivered = delivered | got;
+         pend = pend & ~got;
+         got = 0
+    :: else -> skip
+    fi
+  };
+  atomic { READ_SUMMARY(t) };                           /* W3r */
+w3v:
+  isempty = (pend == 0 && top == 0);                      /* W3v */
+w3g:
+  GATE(t, tagP);                                        /* W3g */
+  atomic {                                              /* W3  */
+    if
+    :: SUMMARY_SAME(t) ->
+         cl = 0;
+         if :: isempty -> ne = 0 :: else -> skip fi
+    :: else ->
+         TAGFAIL(t, tagP); READ_SUMMARY(t);
+#ifdef BUG_NO_REVALIDATE
+         goto w3g
+#else
+         goto w3v
+#endif
+    fi
+  };
+commit:
+  atomic {
+    CLEARTAGS(t);
+    lastc = t;
+    sne = 0; scl = 0; isempty = 0
+  };
+progress_pop:
+  goto idle;
+out:
+  skip
+}
+
+init {
+  atomic {
+    byte i = 0;
+    do :: i < NPROD -> run Producer(i); i++ :: else -> break od;
+    do :: i < NT -> run Worker(i); i++ :: else -> break od
+  };
+#if !INFINITE && !CRASH
+  (pfin == NPROD && wfin == NWORK);
+  assert(delivered == ALL);                 /* no lost task            */
+  assert(hset == 0 && pend == 0 && top == 0);
+  assert(tagC == NOTAG && tagP == NOTAG);   /* no tag left behind      */
+  assert(nstamped == 0)
+#endif
+}
+
+/* every producer and worker finishes (finite budget) */
+ltl alldone { <> (pfin == NPROD && wfin == NWORK) }
+
+/* CRASH runs: once producer 0 has stopped, the other producers finish */
+ltl survive { [] (crashed -> <> (pfin == NPROD - 1)) }
+
+/* INFINITE runs: every thread commits again and again */
+#if NT == 2
+ltl nostarve { []<> (lastc == 0) && []<> (lastc == 1) }
+#elif NT == 3
+ltl nostarve { []<> (lastc == 0) && []<> (lastc == 1) && []<> (lastc == 2) }
+#else
+ltl nostarve { []<> (lastc == 0) && []<> (lastc == 1) && []<> (lastc == 2) && []<> (lastc == 3) }
+#endif

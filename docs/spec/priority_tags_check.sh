@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# priority_tags_check.sh -- run the SPIN checks of priority_tags.pml.
+#
+#   priority_tags_check.sh              every check below, then the line
+#                                       "N passed, N failed, N skipped"
+#   priority_tags_check.sh NAME...      only the named checks
+#   priority_tags_check.sh -l           list the checks
+#
+# Each check: NAME EXPECT MODE "DEFINES"
+#   EXPECT  pass   = SPIN must report 0 errors
+#           cex    = SPIN must find a counterexample (an ablation or a
+#                    seeded bug: the check fails if the error disappears)
+#   MODE    safety | alldone | np | nostarve | survive
+# Exit status: non-zero if any check failed.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+MODEL=$HERE/priority_tags.pml
+PAN_MEM=${PAN_MEM:-1024}   # MB for pan's state store
+
+CHECKS=(
+  # --- the mechanism on: what must hold -------------------------------
+  "safety-2p1w        pass safety   -DNPROD=2 -DNWORK=1 -DBUDGET=2"
+  "safety-2p2w        pass safety   -DNPROD=2 -DNWORK=2 -DBUDGET=2"
+  "alldone-2p1w       pass alldone  -DNPROD=2 -DNWORK=1 -DBUDGET=2"
+  "np-2p1w            pass np       -DNPROD=2 -DNWORK=1 -DBUDGET=2"
+  "nostarve-endless   pass nostarve -DNPROD=2 -DNWORK=1 -DINFINITE=1"
+  # --- tags are not needed for safety, and a bypass keeps it ------------
+  "safety-tags-off    pass safety   -DNPROD=2 -DNWORK=2 -DBUDGET=2 -DPRIVILEGE=0"
+  "safety-bypass      pass safety   -DNPROD=2 -DNWORK=2 -DBUDGET=2 -DBYPASS=1"
+  "alldone-tags-off   pass alldone  -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DPRIVILEGE=0"
+  # --- ablations and seeded bugs: SPIN must find the counterexample -----
+  "starve-tags-off    cex  nostarve -DNPROD=2 -DNWORK=1 -DINFINITE=1 -DPRIVILEGE=0"
+  "deadlock-nopreempt cex  safety   -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DNO_PREEMPT=1"
+  "bug-no-revalidate  cex  safety   -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DBUG_NO_REVALIDATE"
+  "bug-no-epoch       cex  safety   -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DBUG_NO_EPOCH"
+  # --- a tag holder that stops: blocking, unless waiters bypass ---------
+  "crash-blocks       cex  survive  -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DCRASH=1"
+  "crash-bypass       pass survive  -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DCRASH=1 -DBYPASS=1"
+)
+
+if [ "${1:-}" = "-l" ]; then
+  printf '%s\n' "${CHECKS[@]}" | awk '{print $1, $2, $3}'
+  exit 0
+fi
+
+command -v spin >/dev/null || { echo "priority_tags: spin not installed (make deps)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+
+W=$(mktemp -d "${TMPDIR:-/tmp}/pt-spin.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+passed=0; failed=0; failed_names=()
+
+run_check() {  # NAME EXPECT MODE DEFINES...
+  local name=$1 expect=$2 mode=$3; shift 3
+  local defs="$*" d="$W/$name"
+  mkdir -p "$d"
+  local cf rf
+  case $mode in
+    safety)   cf="-DSAFETY -DNOCLAIM"; rf="" ;;
+    np)       cf="-DNP -DNOCLAIM";     rf="-l -f" ;;
+    alldone)  cf="";                   rf="-a -f -N alldone" ;;
+    nostarve) cf="";                   rf="-a -f -N nostarve" ;;
+    survive)  cf="";                   rf="-a -f -N survive" ;;
+    *) echo "unknown mode $mode"; return 2 ;;
+  esac
+  local t0 t1
+  t0=$(date +%s.%N)
+  ( cd "$d" && spin $defs -a "$MODEL" > spin.out 2>&1 ) || { echo "FAIL $name: spin -a failed"; cat "$d/spin.out"; return 1; }
+  ( cd "$d" && gcc -O2 -w $cf -DMEMLIM=$PAN_MEM -o pan pan.c ) || { echo "FAIL $name: gcc failed"; return 1; }
+  ( cd "$d" && ./pan -m2000000 $rf > pan.out 2>&1 )
+  t1=$(date +%s.%N)
+  local errors states what verdict ok
+  errors=$(sed -nE 's/.*errors: ([0-9]+).*/\1/p' "$d/pan.out" | tail -1)
+  states=$(sed -nE 's/^ *([0-9.e+]+) states, stored.*/\1/p' "$d/pan.out" | tail -1)
+  what=$(grep -oE 'assertion violated.*|invalid end state|acceptance cycle|non-progress cycle' "$d/pan.out" | head -1)
+  if grep -q 'max search depth too small' "$d/pan.out" && [ "${errors:-x}" = 0 ]; then
+    verdict="incomplete (depth)"; ok=0
+  elif [ -z "$errors" ]; then
+    verdict="pan did not finish"; ok=0
+  elif [ "$expect" = pass ]; then
+    if [ "$errors" = 0 ]; then verdict="holds"; ok=1; else verdict="VIOLATED: $what"; ok=0; fi
+  else
+    if [ "$errors" != 0 ]; then verdict="counterexample found: $what"; ok=1; else verdict="NO counterexample (expected one)"; ok=0; fi
+  fi
+  printf '%-4s %-19s %-8s %-9s states %-8s %5.1f s  %s\n' \
+    "$([ $ok = 1 ] && echo ok || echo FAIL)" "$name" "$mode" "$expect" "${states:-?}" \
+    "$(echo "$t1 - $t0" | bc)" "$verdict"
+  if [ $ok = 1 ]; then
+    return 0
+  else
+    echo "     spin $defs -a; gcc $cf; pan $rf -- output:"
+    sed 's/^/     | /' "$d/pan.out" | head -40
+    return 1
+  fi
+}
+
+want=("$@")
+for c in "${CHECKS[@]}"; do
+  read -r name expect mode defs <<<"$c"
+  if [ ${#want[@]} -gt 0 ]; then
+    sel=0; for w in "${want[@]}"; do [ "$w" = "$name" ] && sel=1; done
+    [ $sel = 1 ] || continue
+  fi
+  # shellcheck disable=SC2086
+  if run_check "$name" "$expect" "$mode" $defs; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1)); failed_names+=("$name")
+  fi
+done
+[ $failed -ne 0 ] && echo "priority_tags: failed checks: ${failed_names[*]}"
+echo "$passed passed, $failed failed, 0 skipped"
+[ $failed -eq 0 ]
