@@ -39,3 +39,10 @@ check-warnings:
 	@$(MAKE) --no-print-directory BUILD=build/werror-gcc CXX=g++ OPT="-O2 -Werror" lib test-unit-build
 	@$(MAKE) --no-print-directory BUILD=build/werror-clang CXX=clang++-19 OPT="-O2 -Werror" lib test-unit-build
 	@echo "check-warnings: g++ and clang++-19 build the library and tests with -Wall -Wextra -Werror"
+
+# USDT probes: present in the shared library and firing under bpftrace
+# (the demo is linked against the installed libparkway.so).
+test-usdt: lib $(BUILD)/demo
+	@bash tests/check-usdt.sh $(DEMO_PREFIX)/lib/libparkway.so.$(VERSION) $(BUILD)/demo
+
+TEST_SUITES += test-usdt

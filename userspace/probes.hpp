@@ -1,4 +1,5 @@
-// probes.hpp -- USDT probes, provider "parkway" (see docs/design/tracing.md).
+// probes.hpp -- USDT probes, provider "parkway" (docs/design/tracing.md;
+// tests/check-usdt.sh checks they are present and fire).
 //
 // Each is a nop until a tracer attaches (perf probe sdt_parkway:*, or
 // bpftrace -e 'usdt:/path/libparkway.so:parkway:steal { ... }').

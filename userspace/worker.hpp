@@ -37,6 +37,7 @@ class alignas(64) Worker {
   void spawn(Task* t) {
     deque_.push(t);
     WorkerCounters::bump(counters_.spawned);
+    PW_PROBE2(spawn, int(index_), t);
     after_push();
   }
 

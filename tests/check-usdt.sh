@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# check-usdt.sh LIB DEMO -- the USDT probes are in the library, and fire.
+#  1. readelf: every probe of userspace/probes.hpp is in LIB's stapsdt notes.
+#  2. bpftrace (root, tracefs): attach to spawn/steal/park/unpark/wake/run
+#     while DEMO runs and see each fire at least once. Skipped, with the
+#     reason, where bpftrace cannot attach.
+set -u
+lib=$1; demo=$2
+pass=0; fail=0; skip=0
+want="spawn inject run steal inject_take search_begin search_end park unpark wake"
+notes=$(readelf -n "$lib" 2>/dev/null | awk '/Provider: parkway/{getline; print $2}' | sort -u)
+for p in $want; do
+  if grep -qx "$p" <<<"$notes"; then pass=$((pass+1)); else echo "FAIL: probe parkway:$p missing from $lib"; fail=$((fail+1)); fi
+done
+echo "readelf: $(wc -w <<<"$notes") probe names in $lib"
+
+reason=""
+command -v bpftrace >/dev/null || reason="bpftrace is not installed"
+[ -z "$reason" ] && [ "$(id -u)" -ne 0 ] && reason="not root"
+if [ -z "$reason" ] && [ ! -e /sys/kernel/tracing/uprobe_events ]; then
+  mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null || true
+  [ -e /sys/kernel/tracing/uprobe_events ] || reason="tracefs is not available"
+fi
+fired=(spawn steal park unpark wake run)
+if [ -n "$reason" ]; then
+  echo "SKIP: live probe check: $reason"
+  skip=$((skip + ${#fired[@]}))
+else
+  out=$(mktemp)
+  prog=""
+  for p in "${fired[@]}"; do prog="$prog usdt:$lib:parkway:$p { @[\"$p\"] = count(); }"; done
+  ulimit -l unlimited 2>/dev/null || true
+  # Attach by library path (system-wide), run the demo, then stop bpftrace
+  # (-c cannot resolve probes in a library the child has not loaded yet).
+  timeout 90 bpftrace -e "$prog" >"$out" 2>&1 &
+  bt=$!
+  for _ in $(seq 1 100); do grep -q 'Attaching' "$out" && break; sleep 0.1; done
+  sleep 1
+  "$demo" >/dev/null
+  kill -INT "$bt" 2>/dev/null
+  wait "$bt" 2>/dev/null
+  for p in "${fired[@]}"; do
+    n=$(grep -E "^@\[$p\]: [0-9]+" "$out" | sed -E 's/.*: //')
+    if [ -n "$n" ] && [ "$n" -gt 0 ]; then
+      echo "ok: parkway:$p fired $n times"; pass=$((pass+1))
+    else
+      echo "FAIL: parkway:$p did not fire"; fail=$((fail+1))
+    fi
+  done
+  if [ "$fail" -ne 0 ]; then sed 's/^/  bpftrace: /' "$out" | tail -20; fi
+  rm -f "$out"
+fi
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]
