@@ -26,6 +26,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -473,7 +474,8 @@ void run_wake(unsigned w, int samples, std::int64_t gap_ns) {
   std::vector<double> lat, post_us;  // submit-to-start; duration of the post() call
   lat.reserve(samples);
   post_us.reserve(samples);
-  int dropped = 0, attempts = 0;
+  int dropped = 0, attempts = 0, same_cpu = 0;
+  std::atomic<int> cpu_task{-1};
   Flag started;
   std::atomic<std::int64_t> t1{0};
   while (int(lat.size()) < samples && attempts < samples * 3) {
@@ -485,13 +487,16 @@ void run_wake(unsigned w, int samples, std::int64_t gap_ns) {
       continue;
     }
     started.reset();
+    int cpu_post = sched_getcpu();
     std::int64_t t0 = now_ns();
     b.post([&] {
       t1.store(now_ns(), std::memory_order_relaxed);
+      cpu_task.store(sched_getcpu(), std::memory_order_relaxed);
       started.set();
     });
     std::int64_t tp = now_ns();
     started.wait();
+    same_cpu += cpu_task.load(std::memory_order_relaxed) == cpu_post;
     lat.push_back(double(t1.load(std::memory_order_relaxed) - t0) * 1e-3);
     post_us.push_back(double(tp - t0) * 1e-3);
   }
@@ -502,6 +507,7 @@ void run_wake(unsigned w, int samples, std::int64_t gap_ns) {
       .num("p99_us", percentile(lat, 0.99)).num("min_us", percentile(lat, 0))
       .num("max_us", percentile(lat, 1))
       .num("post_call_median_us", percentile(post_us, 0.5))
+      .num("task_on_poster_cpu_frac", lat.empty() ? 0 : double(same_cpu) / double(lat.size()))
       .raw(b.extra())
       .print();
 }

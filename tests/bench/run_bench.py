@@ -251,6 +251,7 @@ def main():
         put("wake_median_us", w2, "median_us")
         put("wake_p99_us", w2, "p99_us")
         put("wake_post_call_us", w2, "post_call_median_us")
+        put("wake_same_cpu_frac", w2, "task_on_poster_cpu_frac")
         S["wake_dropped"] = {rt: sum(r["dropped_not_parked"] for r in w2[rt]) for rt in ext}
         wl = b.interleaved(ext, ["wake", W, wake_long_n, 105000], 1, "wake, %d samples, 105 ms gaps" % wake_long_n)
         put("wake_long_median_us", wl, "median_us")
@@ -304,6 +305,7 @@ def render(S, W):
         ("wake_median_us", "wake (2ms gaps) median us"),
         ("wake_p99_us", "  p99 us"),
         ("wake_post_call_us", "  submit call itself, us"),
+        ("wake_same_cpu_frac", "  task ran on poster's CPU"),
         ("wake_long_median_us", "wake (105ms gaps) median us"),
         ("wake_long_p90_us", "  p90 us"),
     ]
