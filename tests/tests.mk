@@ -39,6 +39,9 @@ check-warnings:
 	@$(MAKE) --no-print-directory BUILD=build/werror-gcc CXX=g++ OPT="-O2 -Werror" lib test-unit-build
 	@$(MAKE) --no-print-directory BUILD=build/werror-clang CXX=clang++-19 OPT="-O2 -Werror" lib test-unit-build
 	@echo "check-warnings: g++ and clang++-19 build the library and tests with -Wall -Wextra -Werror"
+	@echo "2 passed, 0 failed, 0 skipped"
+
+TEST_SUITES += check-warnings
 
 # USDT probes: present in the shared library and firing under bpftrace
 # (the demo is linked against the installed libparkway.so).
