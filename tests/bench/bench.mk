@@ -1,7 +1,7 @@
 # tests/bench/bench.mk -- `make bench`: parkway against oneTBB task_group,
 # OpenMP tasks (libgomp) and a bare futex floor. Not part of `make test`.
 #
-#   make bench                  build, run everything (~4 min), print the
+#   make bench                  build, run everything (~3 min), print the
 #                               ratio table, write $(BUILD)/bench/results.json
 #   make bench BENCH_ARGS=--quick   fewer repetitions (a smoke run, ~1 min)
 #   make bench-build            only build the binaries
@@ -16,8 +16,10 @@ BENCH_DEPS  := tests/bench/common.hpp tests/bench/bench.mk
 BENCH_BINS  := $(BENCH_DIR)/bench_parkway $(BENCH_DIR)/bench_tbb $(BENCH_DIR)/bench_omp $(BENCH_DIR)/bench_floor
 BENCH_ARGS  ?=
 
-# bench_submit.cpp (external submission benchmark) is self-contained, with
-# its own main(); it is built and run when present.
+# bench_submit.cpp (injection-queue push throughput/latency against
+# moodycamel and a mutex deque) is self-contained, with its own main(); it
+# is built and run after the runtime comparison when present, writing
+# $(BENCH_DIR)/submit.json and submit.txt.
 ifneq (,$(wildcard tests/bench/bench_submit.cpp))
 BENCH_SUBMIT := $(BENCH_DIR)/bench_submit
 endif
@@ -48,5 +50,6 @@ $(BENCH_DIR)/bench_submit: tests/bench/bench_submit.cpp $(LIB_A) $(HEADERS)
 bench: $(BENCH_BINS) $(BENCH_SUBMIT)
 	python3 tests/bench/run_bench.py --bin $(BENCH_DIR) --out $(BENCH_DIR)/results.json $(BENCH_ARGS)
 ifneq (,$(BENCH_SUBMIT))
-	$(BENCH_SUBMIT) | tee $(BENCH_DIR)/submit.txt
+	$(BENCH_SUBMIT) $(filter --quick,$(BENCH_ARGS)) --json $(BENCH_DIR)/submit.json > $(BENCH_DIR)/submit.txt; \
+	  rc=$$?; cat $(BENCH_DIR)/submit.txt; exit $$rc
 endif
