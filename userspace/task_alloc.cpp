@@ -3,10 +3,13 @@
 //
 // A task is usually freed by the thread that ran it, which is often not the
 // one that allocated it; the block then joins the runner's list. A list
-// holds at most kMaxCached blocks, so a producer/consumer pair cannot grow
-// one thread's cache without bound (excess goes back to malloc). The lists
-// are plain thread-local PODs (no TLS guard on the hot path); a separate
-// thread-local with a destructor returns them to malloc at thread exit.
+// holds at most kMaxCached blocks (`room` counts down), so a producer/
+// consumer pair cannot grow one thread's cache without bound (excess goes
+// back to malloc). The lists are plain thread-local PODs (no TLS guard on
+// the hot path). `room` starts at 0: a thread caches nothing until its
+// first malloc-backed allocation registers a thread-local whose destructor
+// returns the cache to malloc at thread exit, so no cached block outlives
+// its thread.
 #include <cstdlib>
 #include <new>
 
@@ -25,7 +28,7 @@ struct FreeBlock {
 
 struct Cache {
   FreeBlock* head[kClasses];
-  unsigned count[kClasses];
+  unsigned room[kClasses];  // how many more blocks the list may take
   bool registered;
 };
 
@@ -38,7 +41,7 @@ struct CacheReaper {
         tls_cache.head[c] = b->next;
         std::free(b);
       }
-      tls_cache.count[c] = 0;
+      tls_cache.room[c] = 0;
     }
   }
 };
@@ -47,6 +50,7 @@ __attribute__((noinline, cold)) void register_reaper() {
   thread_local CacheReaper reaper;
   (void)reaper;
   tls_cache.registered = true;
+  for (std::size_t c = 0; c < kClasses; ++c) tls_cache.room[c] += kMaxCached;
 }
 
 inline int class_of(std::size_t bytes) noexcept {
@@ -56,17 +60,10 @@ inline int class_of(std::size_t bytes) noexcept {
 }  // namespace
 
 __attribute__((noinline)) void* allocate_from_malloc(std::size_t bytes) {
+  if (!tls_cache.registered) register_reaper();
   void* p = std::malloc(bytes);
   if (!p) throw std::bad_alloc();
   return p;
-}
-
-__attribute__((noinline)) void free_to_cache_first_time(void* p, int c) noexcept {
-  register_reaper();
-  auto* b = static_cast<FreeBlock*>(p);
-  b->next = tls_cache.head[c];
-  tls_cache.head[c] = b;
-  ++tls_cache.count[c];
 }
 
 void* allocate_task(std::size_t bytes) {
@@ -74,7 +71,7 @@ void* allocate_task(std::size_t bytes) {
   if (c >= 0) {
     if (FreeBlock* b = tls_cache.head[c]) {
       tls_cache.head[c] = b->next;
-      --tls_cache.count[c];
+      ++tls_cache.room[c];
       return b;
     }
     bytes = kClassBytes[c];
@@ -84,12 +81,11 @@ void* allocate_task(std::size_t bytes) {
 
 void free_task(void* p, std::size_t bytes) noexcept {
   int c = class_of(bytes);
-  if (c >= 0 && tls_cache.count[c] < kMaxCached) {
-    if (__builtin_expect(!tls_cache.registered, 0)) return free_to_cache_first_time(p, c);
+  if (c >= 0 && tls_cache.room[c] != 0) {
     auto* b = static_cast<FreeBlock*>(p);
     b->next = tls_cache.head[c];
     tls_cache.head[c] = b;
-    ++tls_cache.count[c];
+    --tls_cache.room[c];
     return;
   }
   std::free(p);

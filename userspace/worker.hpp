@@ -34,7 +34,7 @@ class alignas(64) Worker {
 
   // Push a task spawned on this worker and wake a sleeper if nobody
   // searches. Owner thread only.
-  void spawn(Task* t) {
+  [[gnu::always_inline]] void spawn(Task* t) {
     deque_.push(t);
     WorkerCounters::bump(counters_.spawned);
     PW_PROBE2(spawn, int(index_), t);
