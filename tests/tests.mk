@@ -8,7 +8,7 @@
 TEST_SRCS := $(wildcard tests/test_*.cpp)
 TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRCS))
 TEST_BIN  := $(BUILD)/tests/parkway_tests
-GTEST_LIBS := -lgtest_main -lgtest -lgmock -pthread
+GTEST_LIBS := -lgtest_main -lgtest -lgmock -luring -pthread
 
 $(TEST_BIN): $(TEST_OBJS) $(LIB_A)
 	@mkdir -p $(dir $@)
