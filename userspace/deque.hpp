@@ -33,7 +33,9 @@ namespace parkway::detail {
 
 class Deque {
  public:
-  explicit Deque(std::size_t log2_capacity = 8) : buf_(new Buffer(log2_capacity)) {}
+  explicit Deque(std::size_t log2_capacity = 8) : buf_(new Buffer(log2_capacity)) {
+    own_ = buf_.load(std::memory_order_relaxed);
+  }
   ~Deque() {
     delete buf_.load(std::memory_order_relaxed);
     for (Buffer* b : retired_) delete b;
@@ -45,7 +47,7 @@ class Deque {
   void push(Task* t) {
     std::int64_t b = bottom_.load(std::memory_order_relaxed);
     std::int64_t tp = top_.load(std::memory_order_acquire);
-    Buffer* a = buf_.load(std::memory_order_relaxed);
+    Buffer* a = own_;
     if (b - tp > a->mask) a = grow(a, tp, b);
     a->put(b, t);
     bottom_.store(b + 1, std::memory_order_release);
@@ -54,7 +56,7 @@ class Deque {
   // Owner only. nullptr when empty.
   Task* pop() noexcept {
     std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;
-    Buffer* a = buf_.load(std::memory_order_relaxed);
+    Buffer* a = own_;
     bottom_.store(b, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     std::int64_t t = top_.load(std::memory_order_relaxed);
@@ -129,8 +131,11 @@ class Deque {
  private:
   struct Buffer {
     explicit Buffer(std::size_t log2) : mask((std::int64_t(1) << log2) - 1), slots(new std::atomic<Task*>[mask + 1]) {}
-    std::int64_t mask;
-    std::unique_ptr<std::atomic<Task*>[]> slots;
+    ~Buffer() { delete[] slots; }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    const std::int64_t mask;
+    std::atomic<Task*>* const slots;
     Task* get(std::int64_t i) const noexcept { return slots[i & mask].load(std::memory_order_relaxed); }
     void put(std::int64_t i, Task* t) noexcept { slots[i & mask].store(t, std::memory_order_relaxed); }
   };
@@ -142,12 +147,14 @@ class Deque {
     for (std::int64_t i = t; i < b; ++i) na->put(i, a->get(i));
     retired_.push_back(a);
     buf_.store(na, std::memory_order_release);
+    own_ = na;
     return na;
   }
 
   alignas(64) std::atomic<std::int64_t> top_{0};
   alignas(64) std::atomic<std::int64_t> bottom_{0};
   std::atomic<Buffer*> buf_;
+  Buffer* own_;                   // owner's copy of buf_ (no atomic load on push/pop)
   std::vector<Buffer*> retired_;  // owner only
 };
 

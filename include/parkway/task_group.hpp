@@ -7,6 +7,8 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
+#include <new>
 #include <exception>
 #include <type_traits>
 #include <utility>
@@ -39,7 +41,33 @@ class PARKWAY_API TaskGroup {
   template <class F>
   void spawn(F&& f) {
     using Fn = std::decay_t<F>;
-    auto* t = detail::new_task<Body<Fn>>(static_cast<F&&>(f), this);
+    using Inline = Body<Fn, true>;
+    if constexpr (sizeof(Inline) <= kInlineBytes && alignof(Inline) <= kInlineAlign) {
+      // The first task after each wait() lives inside the group itself (the
+      // group outlives its tasks): no allocation for the common
+      // spawn-one-then-wait shape.
+      if (!inline_busy_.load(std::memory_order_relaxed) &&
+          !inline_busy_.exchange(true, std::memory_order_acquire)) {
+        Inline* t;
+        try {
+          t = ::new (static_cast<void*>(inline_)) Inline(static_cast<F&&>(f), this);
+        } catch (...) {
+          inline_busy_.store(false, std::memory_order_relaxed);
+          throw;
+        }
+        pending_.add(1);
+        try {
+          schedule(t);
+        } catch (...) {
+          pending_.done();
+          t->~Inline();
+          inline_busy_.store(false, std::memory_order_relaxed);
+          throw;
+        }
+        return;
+      }
+    }
+    auto* t = detail::new_task<Body<Fn, false>>(static_cast<F&&>(f), this);
     pending_.add(1);
     try {
       schedule(t);
@@ -54,6 +82,7 @@ class PARKWAY_API TaskGroup {
   // exception a task threw (and forgets it, so the group can be reused).
   void wait() {
     pending_.wait();
+    inline_busy_.store(false, std::memory_order_relaxed);  // its task has finished
     if (failed_.load(std::memory_order_acquire)) rethrow_exception();
   }
 
@@ -64,7 +93,9 @@ class PARKWAY_API TaskGroup {
   }
 
  private:
-  template <class Fn>
+  // A spawned task. InGroup: it lives in the group's inline slot (only
+  // destroyed, never freed).
+  template <class Fn, bool InGroup>
   struct Body final : detail::Task {
     Fn fn;
     TaskGroup* group;
@@ -78,10 +109,17 @@ class PARKWAY_API TaskGroup {
       } catch (...) {
         g->record_exception(std::current_exception());
       }
-      detail::delete_task(self);
-      g->pending_.done();  // last touch of *g: the waiter may return now
+      if constexpr (InGroup) {
+        self->~Body();
+      } else {
+        detail::delete_task(self);
+      }
+      g->pending_.done();  // last touch of *g (and of an inline task): the waiter may return now
     }
   };
+
+  static constexpr std::size_t kInlineBytes = 64;
+  static constexpr std::size_t kInlineAlign = 16;
 
   void schedule(detail::Task* t);
   void record_exception(std::exception_ptr e) noexcept;
@@ -89,9 +127,11 @@ class PARKWAY_API TaskGroup {
   void report_lost_exception() noexcept;
 
   detail::CompletionWord pending_;
+  std::atomic<bool> inline_busy_{false};
   Runtime* rt_ = nullptr;
   std::atomic<bool> failed_{false};
   std::exception_ptr error_;
+  alignas(kInlineAlign) unsigned char inline_[kInlineBytes];
 };
 
 }  // namespace parkway
