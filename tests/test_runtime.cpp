@@ -185,3 +185,34 @@ TEST(Runtime, StatsCountWork) {
   EXPECT_EQ(s.total.spawned, 1000u);
   EXPECT_EQ(s.submitted, 1u);
 }
+
+TEST(Runtime, ConcurrentShutdownCalls) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 100; ++i) rt.submit([&] { ran.fetch_add(1); });
+  std::thread a([&] { rt.shutdown(); });
+  std::thread b([&] { rt.shutdown(); });
+  a.join();
+  b.join();
+  EXPECT_EQ(ran.load(), 100);
+}
+
+TEST(Runtime, ShutdownFromAWorkerIsRefused) {
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  EXPECT_THROW(rt.run([&] { rt.shutdown(); }), std::logic_error);
+}
+
+TEST(Runtime, WorkerOfOneRuntimeWaitsOnAnother) {
+  pwtest::Watchdog w("Runtime.WorkerOfOneRuntimeWaitsOnAnother", 60);
+  parkway::Runtime a(parkway::Options{.workers = 2, .name = "ra"});
+  parkway::Runtime b(parkway::Options{.workers = 2, .name = "rb"});
+  long total = a.run([&] {
+    long s = 0;
+    for (int i = 0; i < 200; ++i) s += b.run([i] {
+      std::this_thread::sleep_for(std::chrono::microseconds(i % 3 * 50));
+      return long(i);
+    });
+    return s;
+  });
+  EXPECT_EQ(total, 199L * 200 / 2);
+}

@@ -96,6 +96,7 @@ void RuntimeImpl::notify_work(int waker) noexcept {
 }
 
 void RuntimeImpl::shutdown() {
+  std::lock_guard<std::mutex> g(shutdown_mu);
   if (joined) return;
   closing.store(true, std::memory_order_seq_cst);
   while (injecting.load(std::memory_order_seq_cst) != 0) sched_yield();

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -44,7 +45,8 @@ class RuntimeImpl {
   std::atomic<std::uint64_t> submitted{0};
   std::atomic<std::uint64_t> external_wakeups{0};
   std::vector<std::thread> threads;
-  bool joined = false;
+  std::mutex shutdown_mu;  // shutdown() may be called from several threads
+  bool joined = false;     // guarded by shutdown_mu
 };
 
 }  // namespace parkway::detail

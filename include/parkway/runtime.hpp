@@ -40,6 +40,9 @@ class PARKWAY_API Runtime {
   template <class F>
   auto submit(F&& f) -> Future<std::invoke_result_t<std::decay_t<F>&>> {
     using R = std::invoke_result_t<std::decay_t<F>&>;
+    static_assert(!std::is_reference_v<R>,
+                  "parkway::Runtime::submit: the task returns a reference; return a value, a pointer or a "
+                  "std::reference_wrapper");
     auto* st = new detail::SharedState<R>();
     detail::Task* t;
     try {
