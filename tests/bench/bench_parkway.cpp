@@ -35,7 +35,14 @@ struct Parkway {
   static constexpr bool kExternal = true;
   parkway::Runtime rt;
   parkway::Stats base;
-  explicit Parkway(unsigned w) : rt(parkway::Options{.workers = w}) {}
+  explicit Parkway(unsigned w) : rt(options(w)) {}
+  // PARKWAY_BENCH_SEARCH_ROUNDS overrides Options::search_rounds (for
+  // measuring the spin-before-park trade-off; run_bench.py never sets it).
+  static parkway::Options options(unsigned w) {
+    parkway::Options o{.workers = w};
+    if (const char* e = getenv("PARKWAY_BENCH_SEARCH_ROUNDS")) o.search_rounds = unsigned(atoi(e));
+    return o;
+  }
   static unsigned min_threads(unsigned w) { return w; }
 
   long fib(int n) {
