@@ -196,6 +196,22 @@ __attribute__((noipa)) inline std::uint64_t uts_seq(const UtsParams& p) noexcept
   return n;
 }
 
+// Tasks the parallel versions spawn for a tree: every root child, and m-1
+// children of every other inner node (the last child runs inline).
+inline std::uint64_t uts_spawns(const UtsParams& p) {
+  std::uint64_t root = mix64(p.seed), n = p.b0;
+  std::vector<std::uint64_t> stack;
+  for (unsigned i = 0; i < p.b0; ++i) stack.push_back(uts_child(root, i));
+  while (!stack.empty()) {
+    std::uint64_t s = stack.back();
+    stack.pop_back();
+    unsigned k = uts_nchildren(s, p);
+    if (k) n += k - 1;
+    for (unsigned i = 0; i < k; ++i) stack.push_back(uts_child(s, i));
+  }
+  return n;
+}
+
 // ---------------------------------------------------------------- stats
 
 inline double percentile(std::vector<double> v, double p) {
@@ -292,6 +308,8 @@ inline void usage(const char* prog) {
           "  seqfib N                   fib_seq(N) once (for callgrind)\n"
           "  reduce NCHUNKS CHUNK WORKERS\n"
           "  uts WORKERS\n"
+          "  utsonce B0 WORKERS         the tree cut to B0 root children, once (for callgrind)\n"
+          "  utsinfo B0                 spawn count of that tree\n"
           "  idle WORKERS SECONDS       some work, then CPU used while idle\n"
           "  trickle WORKERS SECONDS WORK_US   one task per ms from this (outside) thread\n"
           "  wake WORKERS SAMPLES GAP_US       submit-to-start latency into a parked pool\n",
@@ -527,6 +545,16 @@ int bench_main(int argc, char** argv) {
     (void)r;
   } else if (cmd == "reduce") {
     run_reduce<B>(strtoull(arg(2), nullptr, 0), strtoull(arg(3), nullptr, 0), unsigned(atoi(arg(4))));
+  } else if (cmd == "utsonce") {
+    UtsParams p;
+    p.b0 = unsigned(atoi(arg(2)));
+    B b(unsigned(atoi(arg(3))));
+    volatile std::uint64_t r = b.uts(p);  // unchecked: a check would add its own instructions
+    (void)r;
+  } else if (cmd == "utsinfo") {
+    UtsParams p;
+    p.b0 = unsigned(atoi(arg(2)));
+    Json("utsinfo", B::kName).num("b0", p.b0).u64("nodes", uts_seq(p)).u64("spawns", uts_spawns(p)).print();
   } else if (cmd == "uts") {
     run_uts<B>(unsigned(atoi(arg(2))));
   } else if (cmd == "idle") {

@@ -243,6 +243,19 @@ def main():
                 S["instr_per_spawn"][rt] = (i22 - i18) / ds
                 if seq_per is not None:
                     S["instr_per_spawn_net_of_seq"][rt] = (i22 - i18) / ds - seq_per
+        # The same for spawns in the UTS tree (up to 8 per TaskGroup, most of
+        # them heap-allocated tasks): tree cut to 400 minus 100 root children.
+        i400, i100 = b.run("futex", ["utsinfo", 400]), b.run("futex", ["utsinfo", 100])
+        if i400 and i100:
+            dsu = i400["spawns"] - i100["spawns"]
+            cg["uts_spawn_diff"] = dsu
+            S["uts_instr_per_spawn"] = {}
+            for rt in RUNTIMES:
+                u4 = b.callgrind_total(rt, ["utsonce", 400, 1])
+                u1 = b.callgrind_total(rt, ["utsonce", 100, 1])
+                cg[rt].update(uts400=u4, uts100=u1)
+                if u4 and u1:
+                    S["uts_instr_per_spawn"][rt] = (u4 - u1) / dsu
         b.records.append(dict(bench="callgrind", **cg))
         print("  %-28s done" % "callgrind fib(22)-fib(18)", file=sys.stderr)
 
@@ -320,6 +333,7 @@ def render(S, W):
         ("fib_speedup", "  T(1)/T(%d)" % W),
         ("instr_per_spawn", "instr/spawn (callgrind)"),
         ("instr_per_spawn_net_of_seq", "  minus seq fib's share"),
+        ("uts_instr_per_spawn", "instr/spawn, uts (callgrind)"),
         ("reduce_ms", "reduce 1e8, %d workers, ms" % W),
         ("reduce_speedup", "  speedup over seq"),
         ("uts1_ms", "uts 4.5M nodes, 1 worker, ms"),
