@@ -1,0 +1,387 @@
+/* scx_parkway -- a sched_ext scheduler that knows parkway's workers.
+ *
+ * What it does. Every task of the system (switch-all mode) goes through one
+ * vtime-ordered queue, SHARED_DSQ. The clock is per *program* (tgid), not
+ * per thread: all threads of a process charge the CPU time they use to the
+ * same parkway_proc.vtime and are queued with it, so a program with eight
+ * runnable threads gets about the share of one with two, not four times
+ * more. A program that slept is not credited for it: its clock is pulled up
+ * to at most one slice behind the global clock when it comes back.
+ *
+ * Inside a parkway program, workers publish their state (busy, searching,
+ * parked) in a pinned mmapable array, one cache line each (parkway_sched.h).
+ * The scheduler reads it at its decision points, following Balanced Work
+ * Stealing (Ding et al., EuroSys 2012):
+ *  - a busy worker that lost its CPU (enqueued without SCX_ENQ_WAKEUP) is
+ *    queued one slice ahead of its program's clock, hence ahead of its own
+ *    program's thieves; a CPU that runs a searching sibling is kicked so the
+ *    busy one gets a core now ("busy_promote", "kick");
+ *  - a searching worker whose program has a preempted busy worker waiting
+ *    gives up the rest of its slice at the next tick or when it calls
+ *    sched_yield() ("yield_to_busy"); it is re-queued behind the busy one;
+ *  - a parked worker sleeps on a futex: it is not runnable and costs
+ *    nothing, and sleeping earns its program no credit.
+ * Wakeups that find an idle CPU go straight to it, like scx_simple.
+ *
+ * Why this shape: one queue with a per-program key keeps the policy in a
+ * few lines and makes fairness between programs (parkway or not) the
+ * default; the worker states only reorder a program's own threads or hand a
+ * program's own core from a thief to a busy sibling, so they can never take
+ * CPU from another program. Limits: see docs/design/sched-ext.md.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "parkway_compat.bpf.h"
+#include "parkway_sched.h"
+
+char _license[] SEC("license") = "GPL";
+
+#define SHARED_DSQ 0
+#define MAX_CPUS 512
+#define PW_OP(name, args...) SEC("struct_ops/" #name) BPF_PROG(name, ##args)
+#define PW_OP_SLEEPABLE(name, args...) SEC("struct_ops.s/" #name) BPF_PROG(name, ##args)
+
+const volatile struct parkway_cfg cfg SEC(".rodata.cfg") = {
+	.slice_ns = 5000000,
+	.nr_cpus = 1,
+};
+
+struct parkway_exit_info uei SEC(".data.uei");
+
+/* The global clock: the largest key a task started running with. */
+static u64 vtime_now;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, PARKWAY_MAX_SLOTS);
+	__type(key, u32);
+	__type(value, struct parkway_slot);
+} workers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PARKWAY_MAX_SLOTS);
+	__type(key, u32);   /* tid */
+	__type(value, u32); /* slot index */
+} tids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PARKWAY_MAX_PROCS);
+	__type(key, u32); /* tgid */
+	__type(value, struct parkway_proc);
+} procs SEC(".maps");
+
+/* Per-program CPU time, per CPU (summed by `parkway sched status`). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, PARKWAY_MAX_PROCS);
+	__type(key, u32); /* tgid */
+	__type(value, u64);
+} runtime SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PARKWAY_NR_STATS);
+	__type(key, u32);
+	__type(value, u64);
+} stats SEC(".maps");
+
+/* What each CPU runs now, for the kick in enqueue. */
+struct cpu_cur {
+	u32 tgid;
+	s32 slot; /* -1: not a parkway worker */
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_CPUS);
+	__type(key, u32);
+	__type(value, struct cpu_cur);
+} cpu_cur SEC(".maps");
+
+struct task_ctx {
+	u64 started_ns;  /* when it last started running */
+	bool busy_queued; /* counted in its program's busy_waiting */
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_ctx);
+} task_ctxs SEC(".maps");
+
+static void stat_inc(u32 idx)
+{
+	u64 *c = bpf_map_lookup_elem(&stats, &idx);
+
+	if (c)
+		(*c)++;
+}
+
+/* The slot of a registered worker thread, or NULL. The tids entry is only
+ * a hint: the slot must still name this thread and process. */
+static struct parkway_slot *worker_slot(struct task_struct *p, s32 *idx)
+{
+	u32 tid = p->pid;
+	u32 *sp = bpf_map_lookup_elem(&tids, &tid);
+	struct parkway_slot *s;
+
+	if (!sp)
+		return NULL;
+	s = bpf_map_lookup_elem(&workers, sp);
+	if (!s || s->tid != tid || s->owner != (u32)p->tgid)
+		return NULL;
+	if (idx)
+		*idx = *sp;
+	return s;
+}
+
+static struct parkway_proc *get_proc(struct task_struct *p)
+{
+	u32 tgid = p->tgid;
+	struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
+	struct parkway_proc fresh = {};
+
+	if (pr)
+		return pr;
+	fresh.vtime = vtime_now;
+	bpf_probe_read_kernel_str(fresh.comm, sizeof(fresh.comm), p->group_leader->comm);
+	bpf_map_update_elem(&procs, &tgid, &fresh, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&procs, &tgid);
+}
+
+static bool is_stall_target(struct task_struct *p)
+{
+	int i;
+
+	if (!cfg.stall_comm[0])
+		return false;
+	for (i = 0; i < 16; i++) {
+		if (p->comm[i] != cfg.stall_comm[i])
+			return false;
+		if (!cfg.stall_comm[i])
+			break;
+	}
+	return true;
+}
+
+/* Give a core to a preempted busy worker: preempt a CPU whose current task
+ * is a searching worker of the same program. */
+static void kick_searching_sibling(u32 tgid)
+{
+	u32 n = cfg.nr_cpus < MAX_CPUS ? cfg.nr_cpus : MAX_CPUS;
+	int i;
+
+	bpf_for(i, 0, n) {
+		u32 cpu = i;
+		struct cpu_cur *c = bpf_map_lookup_elem(&cpu_cur, &cpu);
+		struct parkway_slot *s;
+		u32 slot;
+
+		if (!c || c->tgid != tgid || c->slot < 0)
+			continue;
+		slot = c->slot;
+		s = bpf_map_lookup_elem(&workers, &slot);
+		if (s && s->owner == tgid && s->state == PARKWAY_W_SEARCHING) {
+			scx_bpf_kick_cpu(i, SCX_KICK_PREEMPT);
+			stat_inc(PARKWAY_STAT_KICK);
+			return;
+		}
+	}
+}
+
+s32 PW_OP(pw_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
+{
+	bool is_idle = false;
+	s32 cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
+
+	if (is_idle && !is_stall_target(p)) {
+		pw_insert(p, SCX_DSQ_LOCAL, cfg.slice_ns, 0);
+		stat_inc(PARKWAY_STAT_DISPATCH);
+		stat_inc(PARKWAY_STAT_DIRECT_IDLE);
+	}
+	return cpu;
+}
+
+void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
+{
+	struct parkway_proc *pr;
+	struct parkway_slot *s;
+	u64 key, floor;
+
+	if (cfg.bad_verifier) {
+		/* Test switch: a write past the end of an 8-byte map value. */
+		u32 k = 0;
+		u64 *v = bpf_map_lookup_elem(&stats, &k);
+
+		if (v)
+			v[64] += 1;
+	}
+	if (is_stall_target(p))
+		return; /* test switch: the task is lost; the watchdog must catch it */
+
+	pr = get_proc(p);
+	if (!pr) {
+		pw_insert(p, SCX_DSQ_GLOBAL, cfg.slice_ns, enq_flags);
+		stat_inc(PARKWAY_STAT_DISPATCH);
+		return;
+	}
+	/* No credit for sleeping: at most one slice behind the global clock. */
+	floor = vtime_now > cfg.slice_ns ? vtime_now - cfg.slice_ns : 0;
+	if (pr->vtime < floor)
+		pr->vtime = floor;
+	key = pr->vtime;
+
+	s = worker_slot(p, NULL);
+	if (s && s->state == PARKWAY_W_BUSY && !(enq_flags & SCX_ENQ_WAKEUP)) {
+		struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0,
+							   BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+		key = key > cfg.slice_ns ? key - cfg.slice_ns : 0;
+		if (tc && !tc->busy_queued) {
+			tc->busy_queued = true;
+			__sync_fetch_and_add(&pr->busy_waiting, 1);
+		}
+		stat_inc(PARKWAY_STAT_BUSY_PROMOTE);
+		kick_searching_sibling(p->tgid);
+	}
+	pw_insert_vtime(p, SHARED_DSQ, cfg.slice_ns, key, enq_flags);
+	stat_inc(PARKWAY_STAT_DISPATCH);
+}
+
+void PW_OP(pw_dispatch, s32 cpu, struct task_struct *prev)
+{
+	pw_move_to_local(SHARED_DSQ);
+}
+
+void PW_OP(pw_running, struct task_struct *p)
+{
+	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_cur *c = bpf_map_lookup_elem(&cpu_cur, &cpu);
+	s32 slot = -1;
+
+	if (vtime_now < p->scx.dsq_vtime)
+		vtime_now = p->scx.dsq_vtime;
+	if (worker_slot(p, &slot))
+		stat_inc(PARKWAY_STAT_WORKER_RUNS);
+	if (c) {
+		c->tgid = p->tgid;
+		c->slot = slot;
+	}
+	if (!tc)
+		return;
+	tc->started_ns = bpf_ktime_get_ns();
+	if (tc->busy_queued) {
+		u32 tgid = p->tgid;
+		struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
+
+		tc->busy_queued = false;
+		if (pr && pr->busy_waiting)
+			__sync_fetch_and_sub(&pr->busy_waiting, 1);
+	}
+}
+
+void PW_OP(pw_stopping, struct task_struct *p, bool runnable)
+{
+	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+	u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_cur *c = bpf_map_lookup_elem(&cpu_cur, &cpu);
+	u32 tgid = p->tgid;
+	struct parkway_proc *pr;
+	u64 delta, *rt;
+
+	if (c) {
+		c->tgid = 0;
+		c->slot = -1;
+	}
+	if (!tc || !tc->started_ns)
+		return;
+	delta = bpf_ktime_get_ns() - tc->started_ns;
+	tc->started_ns = 0;
+	pr = bpf_map_lookup_elem(&procs, &tgid);
+	if (pr)
+		__sync_fetch_and_add(&pr->vtime, delta);
+	rt = bpf_map_lookup_elem(&runtime, &tgid);
+	if (rt) {
+		*rt += delta;
+	} else {
+		bpf_map_update_elem(&runtime, &tgid, &delta, BPF_NOEXIST);
+	}
+}
+
+/* A searching worker hands the rest of its slice to a waiting busy sibling. */
+static bool thief_should_yield(struct task_struct *p)
+{
+	struct parkway_slot *s = worker_slot(p, NULL);
+	struct parkway_proc *pr;
+	u32 tgid = p->tgid;
+
+	if (!s || s->state != PARKWAY_W_SEARCHING)
+		return false;
+	pr = bpf_map_lookup_elem(&procs, &tgid);
+	return pr && pr->busy_waiting;
+}
+
+void PW_OP(pw_tick, struct task_struct *p)
+{
+	if (p->scx.slice && thief_should_yield(p)) {
+		p->scx.slice = 0;
+		stat_inc(PARKWAY_STAT_YIELD_TO_BUSY);
+	}
+}
+
+bool PW_OP(pw_yield, struct task_struct *from, struct task_struct *to)
+{
+	if (thief_should_yield(from))
+		stat_inc(PARKWAY_STAT_YIELD_TO_BUSY);
+	from->scx.slice = 0;
+	return false;
+}
+
+/* A worker thread exited: free its slot for other processes. */
+void PW_OP(pw_exit_task, struct task_struct *p, struct scx_exit_task_args *args)
+{
+	s32 idx = -1;
+	struct parkway_slot *s = worker_slot(p, &idx);
+	u32 tid = p->pid;
+
+	if (!s)
+		return;
+	s->state = PARKWAY_W_OFF;
+	s->tid = 0;
+	__sync_val_compare_and_swap(&s->owner, (u32)p->tgid, 0);
+	bpf_map_delete_elem(&tids, &tid);
+	stat_inc(PARKWAY_STAT_SLOT_FREED);
+}
+
+s32 PW_OP_SLEEPABLE(pw_init)
+{
+	return scx_bpf_create_dsq(SHARED_DSQ, -1);
+}
+
+void PW_OP(pw_exit, struct scx_exit_info *ei)
+{
+	bpf_probe_read_kernel_str(uei.reason, sizeof(uei.reason), ei->reason);
+	bpf_probe_read_kernel_str(uei.msg, sizeof(uei.msg), ei->msg);
+	uei.exit_code = ei->exit_code;
+	__sync_val_compare_and_swap(&uei.kind, 0, ei->kind ? ei->kind : -1);
+}
+
+SEC(".struct_ops.link")
+struct sched_ext_ops parkway_ops = {
+	.select_cpu = (void *)pw_select_cpu,
+	.enqueue = (void *)pw_enqueue,
+	.dispatch = (void *)pw_dispatch,
+	.running = (void *)pw_running,
+	.stopping = (void *)pw_stopping,
+	.tick = (void *)pw_tick,
+	.yield = (void *)pw_yield,
+	.exit_task = (void *)pw_exit_task,
+	.init = (void *)pw_init,
+	.exit = (void *)pw_exit,
+	.timeout_ms = 5000,
+	.name = PARKWAY_OPS_NAME,
+};

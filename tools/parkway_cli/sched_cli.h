@@ -1,0 +1,19 @@
+/* sched_cli.h -- the `parkway sched` subcommands. */
+#ifndef PARKWAY_CLI_SCHED_CLI_H
+#define PARKWAY_CLI_SCHED_CLI_H
+
+#include <stdbool.h>
+
+struct load_opts {
+	unsigned slice_us;            /* --slice-us, default 5000 */
+	unsigned stats_s;             /* --stats SECONDS, 0 = none */
+	bool verbose;                 /* -v: libbpf debug output, verifier log tail */
+	const char *debug_stall_comm; /* test switch: never dispatch this comm */
+	bool debug_bad_verifier;      /* test switch: load a program the verifier rejects */
+};
+
+int sched_load(const struct load_opts *o);
+int sched_status(void);
+int sched_unload(void);
+
+#endif

@@ -1,0 +1,175 @@
+/* sched_common.c -- see sched_common.h. */
+#include "sched_common.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+static void read_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+
+	buf[0] = 0;
+	if (!f)
+		return;
+	if (fgets(buf, (int)len, f))
+		buf[strcspn(buf, "\n")] = 0;
+	fclose(f);
+}
+
+bool check_sched_ext_present(void)
+{
+	if (access(SCX_SYSFS, F_OK) == 0)
+		return true;
+	fprintf(stderr, "parkway: this kernel was built without CONFIG_SCHED_CLASS_EXT "
+			"(no %s): sched_ext schedulers cannot run here; parkway works without one\n",
+		SCX_SYSFS);
+	return false;
+}
+
+bool check_root(void)
+{
+	if (geteuid() == 0)
+		return true;
+	fprintf(stderr, "parkway: must be run as root: loading a BPF scheduler and reading its "
+			"pinned maps need CAP_SYS_ADMIN and CAP_BPF (euid is %u)\n",
+		(unsigned)geteuid());
+	return false;
+}
+
+void scx_state(char *buf, size_t len) { read_line(SCX_SYSFS "/state", buf, len); }
+
+void scx_ops_name(char *buf, size_t len)
+{
+	read_line(SCX_SYSFS "/root/ops", buf, len);
+}
+
+const char *exit_kind_name(int64_t kind)
+{
+	switch (kind) {
+	case 0: return "none";
+	case 1: return "done";
+	case 64: return "unregistered (by user space)";
+	case 65: return "unregistered (by the BPF scheduler)";
+	case 66: return "unregistered (by the kernel)";
+	case 67: return "sysrq-S";
+	case 1024: return "error";
+	case 1025: return "error (raised by the BPF scheduler)";
+	case 1026: return "error (watchdog: runnable task stall)";
+	default: return "unknown";
+	}
+}
+
+int loader_pid(void)
+{
+	char buf[64], path[64], comm[32];
+	int pid;
+
+	read_line(PARKWAY_PID_FILE, buf, sizeof(buf));
+	pid = atoi(buf);
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+	read_line(path, comm, sizeof(comm));
+	return strcmp(comm, "parkway") == 0 ? pid : 0;
+}
+
+bool read_stats(uint64_t out[PARKWAY_NR_STATS])
+{
+	int fd = bpf_obj_get(PARKWAY_PIN_STATS);
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *vals;
+
+	memset(out, 0, sizeof(uint64_t) * PARKWAY_NR_STATS);
+	if (fd < 0 || ncpu <= 0) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	vals = calloc((size_t)ncpu, sizeof(uint64_t));
+	for (uint32_t i = 0; vals && i < PARKWAY_NR_STATS; i++) {
+		if (bpf_map_lookup_elem(fd, &i, vals))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			out[i] += vals[c];
+	}
+	free(vals);
+	close(fd);
+	return true;
+}
+
+void print_stats_line(const char *prefix, const uint64_t s[PARKWAY_NR_STATS])
+{
+	static const char *names[] = PARKWAY_STAT_NAMES;
+
+	printf("%s", prefix);
+	for (int i = 0; i < PARKWAY_NR_STATS; i++)
+		printf("%s%s=%llu", i ? " " : "", names[i], (unsigned long long)s[i]);
+	printf("\n");
+	fflush(stdout);
+}
+
+/* Registered workers per owner tgid (a linear scan of the slots). */
+static unsigned workers_of(int wfd, uint32_t tgid)
+{
+	struct parkway_slot slot;
+	unsigned n = 0;
+
+	for (uint32_t i = 0; wfd >= 0 && i < PARKWAY_MAX_SLOTS; i++)
+		if (!bpf_map_lookup_elem(wfd, &i, &slot) && slot.owner == tgid)
+			n++;
+	return n;
+}
+
+void print_programs(void)
+{
+	int pfd = bpf_obj_get(PARKWAY_PIN_PROCS);
+	int rfd = bpf_obj_get(PARKWAY_PIN_RUNTIME);
+	int wfd = bpf_obj_get(PARKWAY_PIN_WORKERS);
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *vals = ncpu > 0 ? calloc((size_t)ncpu, sizeof(uint64_t)) : NULL;
+	uint32_t key, next, *prev = NULL;
+	struct parkway_proc pr;
+
+	if (pfd < 0 || rfd < 0 || !vals)
+		goto out;
+	printf("programs (tgid comm cpu_ms registered_workers):\n");
+	while (!bpf_map_get_next_key(pfd, prev, &next)) {
+		uint64_t ns = 0;
+
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(pfd, &key, &pr))
+			continue;
+		if (!bpf_map_lookup_elem(rfd, &key, vals))
+			for (int c = 0; c < ncpu; c++)
+				ns += vals[c];
+		if (ns < 1000000 && !workers_of(wfd, key))
+			continue; /* keep the table short: skip programs under 1 ms */
+		printf("program %u %.16s cpu_ms=%llu workers=%u\n", key, pr.comm,
+		       (unsigned long long)(ns / 1000000), workers_of(wfd, key));
+	}
+out:
+	free(vals);
+	if (pfd >= 0)
+		close(pfd);
+	if (rfd >= 0)
+		close(rfd);
+	if (wfd >= 0)
+		close(wfd);
+}
+
+void unpin_all(void)
+{
+	static const char *pins[] = { PARKWAY_PIN_WORKERS, PARKWAY_PIN_TIDS, PARKWAY_PIN_STATS,
+				      PARKWAY_PIN_PROCS, PARKWAY_PIN_RUNTIME };
+
+	for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++)
+		unlink(pins[i]);
+	rmdir(PARKWAY_PIN_DIR);
+}

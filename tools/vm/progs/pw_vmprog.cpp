@@ -1,0 +1,47 @@
+// pw_vmprog --workers N --seconds S -- a parkway program for the VM tests:
+// repeats a parallel sum with a known answer for about S seconds, checks
+// every answer, prints "result ok ..." (or "result WRONG ...") and the CPU
+// time the process used (the scheduler's per-program figure is compared
+// with it).
+#include <parkway/parkway.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <unistd.h>
+
+int main(int argc, char** argv) {
+  unsigned workers = 2;
+  int seconds = 3;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--workers")) workers = static_cast<unsigned>(std::atoi(argv[i + 1]));
+    if (!std::strcmp(argv[i], "--seconds")) seconds = std::atoi(argv[i + 1]);
+  }
+  std::printf("pw_vmprog pid %d, %u workers, %d s\n", static_cast<int>(getpid()), workers, seconds);
+  std::fflush(stdout);
+  parkway::Runtime rt(parkway::Options{.workers = workers});
+  const std::size_t n = 200000;
+  const std::uint64_t want = static_cast<std::uint64_t>(n) * (n - 1) / 2;
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  unsigned rounds = 0, wrong = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    std::atomic<std::uint64_t> sum{0};
+    parkway::parallel_for(rt, 0, n, 1000, [&](std::size_t i) { sum.fetch_add(i, std::memory_order_relaxed); });
+    if (sum.load() != want) ++wrong;
+    ++rounds;
+  }
+  parkway::Stats st = rt.stats();
+  rt.shutdown();
+  timespec cpu{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+  long cpu_ms = cpu.tv_sec * 1000L + cpu.tv_nsec / 1000000L;
+  std::printf("stats: executed=%llu steals=%llu parks=%llu\n",
+              static_cast<unsigned long long>(st.total.executed),
+              static_cast<unsigned long long>(st.total.steals),
+              static_cast<unsigned long long>(st.total.parks));
+  std::printf("result %s rounds=%u wrong=%u cpu_ms=%ld\n", wrong || !rounds ? "WRONG" : "ok", rounds, wrong, cpu_ms);
+  return wrong || !rounds ? 1 : 0;
+}

@@ -1,0 +1,154 @@
+// sched_ext_link.cpp -- see sched_ext_link.hpp.
+#include "sched_ext_link.hpp"
+
+#include <linux/bpf.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+namespace parkway::detail {
+namespace {
+
+constexpr std::size_t kMapBytes = sizeof(parkway_slot) * PARKWAY_MAX_SLOTS;
+
+long sys_bpf(int cmd, bpf_attr* attr) noexcept {
+  return ::syscall(__NR_bpf, cmd, attr, sizeof(*attr));
+}
+
+int obj_get(const char* path) noexcept {
+  bpf_attr a;
+  std::memset(&a, 0, sizeof(a));
+  a.pathname = reinterpret_cast<std::uint64_t>(path);
+  return static_cast<int>(sys_bpf(BPF_OBJ_GET, &a));
+}
+
+// The pinned map must be the layout this build knows.
+bool is_worker_map(int fd) noexcept {
+  bpf_map_info info;
+  std::memset(&info, 0, sizeof(info));
+  bpf_attr a;
+  std::memset(&a, 0, sizeof(a));
+  a.info.bpf_fd = static_cast<std::uint32_t>(fd);
+  a.info.info_len = sizeof(info);
+  a.info.info = reinterpret_cast<std::uint64_t>(&info);
+  if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &a) != 0) return false;
+  return info.type == BPF_MAP_TYPE_ARRAY && info.value_size == sizeof(parkway_slot) &&
+         info.max_entries == PARKWAY_MAX_SLOTS && (info.map_flags & BPF_F_MMAPABLE);
+}
+
+std::string read_first_line(const char* path) {
+  std::ifstream f(path);
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+// Pins survive a loader killed with -9: only trust them while sched_ext
+// really runs our ops.
+bool our_scheduler_enabled() {
+  return read_first_line("/sys/kernel/sched_ext/state") == "enabled" &&
+         read_first_line("/sys/kernel/sched_ext/root/ops").rfind(PARKWAY_OPS_NAME, 0) == 0;
+}
+
+bool process_dead(std::uint32_t pid) noexcept {
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+long tids_update(int fd, std::uint32_t tid, std::uint32_t slot, bool remove) noexcept {
+  bpf_attr a;
+  std::memset(&a, 0, sizeof(a));
+  a.map_fd = static_cast<std::uint32_t>(fd);
+  a.key = reinterpret_cast<std::uint64_t>(&tid);
+  if (remove) return sys_bpf(BPF_MAP_DELETE_ELEM, &a);
+  a.value = reinterpret_cast<std::uint64_t>(&slot);
+  a.flags = BPF_ANY;
+  return sys_bpf(BPF_MAP_UPDATE_ELEM, &a);
+}
+
+}  // namespace
+
+SchedExtLink::SchedExtLink(unsigned nworkers) : nworkers_(nworkers) {
+  if (const char* e = std::getenv("PARKWAY_SCHED_EXT"); e && std::strcmp(e, "0") == 0) return;
+  int fd = obj_get(PARKWAY_PIN_WORKERS);
+  if (fd < 0) return;  // not loaded (or not permitted): run as if absent
+  bool ok = is_worker_map(fd) && our_scheduler_enabled();
+  void* p = ok ? ::mmap(nullptr, kMapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  ::close(fd);  // the mapping keeps the map alive
+  if (p == MAP_FAILED) return;
+  tids_fd_ = obj_get(PARKWAY_PIN_TIDS);
+  if (tids_fd_ < 0) {
+    ::munmap(p, kMapBytes);
+    return;
+  }
+  slot_of_ = std::make_unique<int[]>(nworkers);
+  tid_of_ = std::make_unique<std::uint32_t[]>(nworkers);
+  for (unsigned i = 0; i < nworkers; ++i) slot_of_[i] = -1;
+  slots_ = static_cast<parkway_slot*>(p);
+}
+
+SchedExtLink::~SchedExtLink() {
+  if (!slots_) return;
+  for (unsigned i = 0; i < nworkers_; ++i) release(i);  // workers that did not unregister
+  ::munmap(slots_, kMapBytes);
+  ::close(tids_fd_);
+}
+
+void SchedExtLink::register_worker(unsigned index) noexcept {
+  if (!slots_ || index >= nworkers_ || slot_of_[index] >= 0) return;
+  const auto pid = static_cast<std::uint32_t>(::getpid());
+  const auto tid = static_cast<std::uint32_t>(::gettid());
+  const unsigned start = (pid * 31u + index) % PARKWAY_MAX_SLOTS;
+  for (unsigned i = 0; i < PARKWAY_MAX_SLOTS; ++i) {
+    const unsigned k = (start + i) % PARKWAY_MAX_SLOTS;
+    parkway_slot& s = slots_[k];
+    std::atomic_ref<std::uint32_t> owner(s.owner);
+    std::uint32_t cur = owner.load(std::memory_order_relaxed);
+    if (cur != 0 && (cur == pid || !process_dead(cur))) continue;
+    // acq_rel: pairs with the release in release() of the previous owner,
+    // so our writes below are not overtaken by its late ones.
+    if (!owner.compare_exchange_strong(cur, pid, std::memory_order_acq_rel)) continue;
+    std::atomic_ref<std::uint32_t>(s.state).store(PARKWAY_W_OFF, std::memory_order_relaxed);
+    std::atomic_ref<std::uint32_t>(s.tag).store(0, std::memory_order_relaxed);
+    std::atomic_ref<std::uint32_t>(s.index).store(index, std::memory_order_relaxed);
+    std::atomic_ref<__u64>(s.claims).fetch_add(1, std::memory_order_relaxed);
+    std::atomic_ref<std::uint32_t>(s.tid).store(tid, std::memory_order_release);
+    if (tids_update(tids_fd_, tid, k, false) != 0) {  // map full or gone: stay unknown
+      std::atomic_ref<std::uint32_t>(s.tid).store(0, std::memory_order_relaxed);
+      owner.store(0, std::memory_order_release);
+      return;
+    }
+    slot_of_[index] = static_cast<int>(k);
+    tid_of_[index] = tid;
+    return;
+  }
+}
+
+void SchedExtLink::unregister_worker(unsigned index) noexcept {
+  if (slots_ && index < nworkers_) release(index);
+}
+
+void SchedExtLink::release(unsigned index) noexcept {
+  int k = slot_of_[index];
+  if (k < 0) return;
+  slot_of_[index] = -1;
+  parkway_slot& s = slots_[k];
+  std::atomic_ref<std::uint32_t>(s.state).store(PARKWAY_W_OFF, std::memory_order_relaxed);
+  tids_update(tids_fd_, tid_of_[index], 0, true);
+  // The scheduler may have freed the slot already (thread exit); only free
+  // it if it is still this thread's.
+  if (std::atomic_ref<std::uint32_t>(s.tid).load(std::memory_order_relaxed) != tid_of_[index]) return;
+  std::atomic_ref<std::uint32_t>(s.tid).store(0, std::memory_order_relaxed);
+  std::uint32_t pid = static_cast<std::uint32_t>(::getpid());
+  // release: pairs with the acq_rel CAS of the next claimer.
+  std::atomic_ref<std::uint32_t>(s.owner).compare_exchange_strong(pid, 0, std::memory_order_release,
+                                                                  std::memory_order_relaxed);
+}
+
+}  // namespace parkway::detail
