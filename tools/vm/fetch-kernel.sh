@@ -49,7 +49,8 @@ APT_OPTS=(
 # Refresh the sid index at most once a day.
 stamp=$APT/updated
 if [ ! -f "$stamp" ] || [ -n "$(find "$stamp" -mmin +1440 2>/dev/null)" ]; then
-  if apt-get "${APT_OPTS[@]}" -qq update >&2; then
+  # apt-get update exits 0 even when an index failed: check the lists.
+  if apt-get "${APT_OPTS[@]}" -qq update >&2 && ls "$APT"/lists/*_Packages* >/dev/null 2>&1; then
     touch "$stamp"
   else
     say "apt-get update (sid) failed"

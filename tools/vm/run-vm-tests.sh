@@ -10,7 +10,7 @@
 #    kernel cannot be had, the reason is printed and the cases count as
 #    skipped, never as passed.
 #
-# Env: PARKWAY_VM_CACHE (default /var/cache/parkway-vm), VM_TESTS=1,3 to run
+# Env: QEMU (default qemu-system-x86_64), PARKWAY_VM_CACHE (default /var/cache/parkway-vm), VM_TESTS=1,3 to run
 # only some cases, VM_TIMEOUT seconds for the whole boot (default 420).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,7 +36,9 @@ if [ ! -e /sys/kernel/sched_ext ]; then
   if [ $rc -eq 3 ] && grep -q 'built without CONFIG_SCHED_CLASS_EXT' <<<"$out"; then host6=pass; else host6=fail; fi
 fi
 
-command -v qemu-system-x86_64 >/dev/null || skip_all "qemu-system-x86_64 is not installed (make deps)"
+QEMU=${QEMU:-qemu-system-x86_64}
+command -v "$QEMU" >/dev/null || skip_all "$QEMU is not installed (make deps)"
+"$QEMU" --version >/dev/null 2>&1 || skip_all "$QEMU does not run: $("$QEMU" --version 2>&1 | head -n 1)"
 [ -x /bin/busybox ] || skip_all "busybox-static is not installed (make deps)"
 kdir=$(bash tools/vm/fetch-kernel.sh "$CACHE" | tail -n 1) || skip_all "no sched_ext kernel could be fetched into $CACHE"
 [ -f "$kdir/vmlinuz" ] || skip_all "no vmlinuz in $kdir"
@@ -49,7 +51,7 @@ append="console=ttyS0 quiet panic=-1 loglevel=4"
 [ -n "${VM_TESTS:-}" ] && append="$append parkway_tests=$VM_TESTS"
 echo "vm-test: booting $(basename "$kdir") under QEMU TCG (-smp 2), log in $LOG"
 t0=$(date +%s)
-timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=${VM_TCG_THREAD:-single} -cpu max -smp 2 -m 1G \
+timeout --foreground -k 10 "$TIMEOUT" "$QEMU" -accel tcg,thread=${VM_TCG_THREAD:-single} -cpu max -smp 2 -m 1G \
   -nographic -no-reboot -kernel "$kdir/vmlinuz" -initrd "$BUILD/vm/init.cpio" \
   -append "$append" </dev/null >"$LOG" 2>&1
 qrc=$?

@@ -69,16 +69,38 @@ case2() {
 	parkway sched status >/tmp/status.log 2>&1
 	runs0=$(stat_of worker_runs)
 	bad=""
-	# 2a: the publisher itself (SchedExtLink) with plain threads.
+	# 2a: the publisher itself (SchedExtLink) with plain threads, two
+	# processes claiming slots at once.
 	pw_linkprobe 3 3 >/tmp/probe.log 2>&1 &
 	ppid=$!
+	pw_linkprobe 2 3 >/tmp/probe2.log 2>&1 &
+	ppid2=$!
 	sleep 1.5
 	parkway sched status >/tmp/status.log 2>&1
 	wk=$(sed -n "s/^program $ppid .* workers=\([0-9]*\).*/\1/p" /tmp/status.log)
+	wk2=$(sed -n "s/^program $ppid2 .* workers=\([0-9]*\).*/\1/p" /tmp/status.log)
 	wait $ppid; prc=$?
-	log "linkprobe pid $ppid: workers in map while running=${wk:-none}, exit $prc: $(tail -n 1 /tmp/probe.log)"
-	[ "$wk" = 3 ] || bad="$bad linkprobe-not-registered(${wk:-none})"
-	[ $prc -eq 0 ] || bad="$bad linkprobe-exit-$prc"
+	wait $ppid2; prc2=$?
+	log "linkprobes $ppid/$ppid2: workers in map while running=${wk:-none}/${wk2:-none}, exit $prc/$prc2: $(tail -n 1 /tmp/probe.log)"
+	[ "$wk" = 3 ] && [ "$wk2" = 2 ] || bad="$bad linkprobe-not-registered(${wk:-none}/${wk2:-none})"
+	[ $prc -eq 0 ] && [ $prc2 -eq 0 ] || bad="$bad linkprobe-exit-$prc/$prc2"
+	parkway sched status >/tmp/status.log 2>&1
+	promo=$(stat_of busy_promote)
+	log "after the probes: $(grep '^counters' /tmp/status.log)"
+	# 5 spinning threads on 2 CPUs: busy ones are preempted, so promoted.
+	[ "${promo:-0}" -gt 0 ] || bad="$bad no-busy-promotion"
+	# 2c: kill -9 a registered process: the scheduler frees its slots.
+	freed0=$(stat_of slot_freed)
+	pw_linkprobe 2 30 >/tmp/probe3.log 2>&1 &
+	ppid3=$!
+	sleep 1
+	kill -9 $ppid3; wait $ppid3 2>/dev/null
+	sleep 0.5
+	parkway sched status >/tmp/status.log 2>&1
+	freed1=$(stat_of slot_freed)
+	left=$(sed -n "s/^program $ppid3 .* workers=\([0-9]*\).*/\1/p" /tmp/status.log)
+	log "kill -9 of probe $ppid3: slot_freed ${freed0}->${freed1}, its workers left in map: ${left:-0}"
+	[ $(( ${freed1:-0} - ${freed0:-0} )) -eq 2 ] && [ "${left:-0}" = 0 ] || bad="$bad slots-not-reclaimed"
 	# 2b: a parkway program through the runtime.
 	if [ -x /bin/pw_vmprog ]; then
 		pw_vmprog --workers 2 --seconds 3 >/tmp/prog.log 2>&1 &
@@ -128,6 +150,12 @@ case3() {
 		eval "cpu_$1=${map:-0}"
 	done
 	log "CPU received under parkway: A (2 workers) ${cpu_a} ms, B (1 worker) ${cpu_b} ms"
+	# For contrast (logged, not judged): the same pair under the default
+	# scheduler, which shares per thread.
+	pw_vmprog --workers 2 --seconds 4 >/tmp/a0.log 2>&1 & apid=$!
+	pw_vmprog --workers 1 --seconds 4 >/tmp/b0.log 2>&1 & bpid=$!
+	wait $apid; wait $bpid
+	log "same pair, default scheduler: A own cpu_ms=$(sed -n 's/.* cpu_ms=\([0-9]*\).*/\1/p' /tmp/a0.log) B own cpu_ms=$(sed -n 's/.* cpu_ms=\([0-9]*\).*/\1/p' /tmp/b0.log)"
 	if [ -z "$bad" ]; then result PASS "both correct; CPU A(2w)=${cpu_a}ms B(1w)=${cpu_b}ms (TCG: not a performance figure)"
 	else result FAIL "$bad"; fi
 }
