@@ -49,3 +49,13 @@ test-usdt: lib $(BUILD)/demo
 	@bash tests/check-usdt.sh $(DEMO_PREFIX)/lib/libparkway.so.$(VERSION) $(BUILD)/demo
 
 TEST_SUITES += test-usdt
+
+# Randomized schedules: the runtime built with PW_CHAOS() points (random
+# yields, sleeps and spins at every parking-protocol step), running the
+# scheduling tests.
+test-chaos:
+	@$(MAKE) --no-print-directory BUILD=build/chaos OPT="-O2 -g -DPARKWAY_CHAOS" test-unit-build
+	@bash tests/run-gtest.sh build/chaos/tests/parkway_tests \
+	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:ParallelFor.*'
+
+TEST_SUITES += test-chaos

@@ -8,6 +8,7 @@
 // zero count (and the waiter does not sleep). Tested by tests/test_taskgroup.cpp.
 #include <ctime>
 
+#include "chaos.hpp"
 #include "parker.hpp"
 #include "parkway/task.hpp"
 #include "worker.hpp"
@@ -57,6 +58,7 @@ void CompletionWord::wait_slow() noexcept {
     ParkWord& pw = park_word(id);
     while (!is_zero()) {
       if (pw.announce() != kAwake) continue;  // a token: look again
+      PW_CHAOS();
       if (is_zero()) {
         pw.cancel();
         break;

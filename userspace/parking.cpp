@@ -1,6 +1,9 @@
 // parking.cpp -- the parking protocol's state transitions (see parking.hpp).
 #include "parking.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "parker.hpp"
 
 namespace parkway::detail {
@@ -8,10 +11,19 @@ namespace parkway::detail {
 namespace {
 constexpr std::uint64_t kOneIdle = std::uint64_t(1) << 32;
 constexpr std::uint64_t kOneSearching = 1;
+
+// A count that would go below zero means the protocol's bookkeeping is
+// broken; stop loudly instead of hanging later with a wrapped counter.
+[[noreturn, gnu::cold]] void violated(const char* what) noexcept {
+  std::fprintf(stderr, "parkway: parking protocol violated: %s\n", what);
+  std::abort();
+}
 }  // namespace
 
-Parking::Parking(unsigned nworkers) : n_(nworkers), pos_(nworkers, -1), park_ids_(new std::atomic<std::uint32_t>[nworkers]()) {
+Parking::Parking(unsigned nworkers)
+    : n_(nworkers), pos_(new std::atomic<int>[nworkers]), park_ids_(new std::atomic<std::uint32_t>[nworkers]()) {
   idle_.reserve(nworkers);
+  for (unsigned i = 0; i < nworkers; ++i) pos_[i].store(-1, std::memory_order_relaxed);
 }
 
 bool Parking::start_searching() noexcept {
@@ -28,6 +40,7 @@ bool Parking::stop_searching() noexcept {
   // [S2] seq_cst RMW; the caller's recheck of the queues after it pairs
   // with a producer's [N1] fence.
   std::uint64_t prev = state_.fetch_sub(kOneSearching, std::memory_order_seq_cst);
+  if (searching_of(prev) == 0) violated("stop_searching with no searcher counted");
   return searching_of(prev) == 1;
 }
 
@@ -39,33 +52,37 @@ int Parking::wake_one() noexcept {
     if (searching_of(s) != 0 || idle_.empty()) return -1;
     w = idle_.back();
     idle_.pop_back();
-    pos_[w] = -1;
+    pos_[w].store(-1, std::memory_order_release);
     // idle -= 1, searching += 1 in one RMW: producers that read state_
     // from now on see a searcher and do not wake another worker.
     state_.fetch_add(kOneSearching - kOneIdle, std::memory_order_seq_cst);
   }
+  PW_CHAOS();
   park_word(park_id(w)).hand_off();  // [W2]
   return int(w);
 }
 
 void Parking::announce_idle(unsigned w, bool searching) noexcept {
   std::lock_guard<std::mutex> g(mu_);
-  pos_[w] = int(idle_.size());
+  pos_[w].store(int(idle_.size()), std::memory_order_relaxed);
   idle_.push_back(w);
   // [P1] seq_cst RMW; pairs with a producer's [N1] fence: the caller's
   // recheck [P2] that follows sees any task pushed before that fence.
-  state_.fetch_add(kOneIdle - (searching ? kOneSearching : 0), std::memory_order_seq_cst);
+  std::uint64_t prev = state_.fetch_add(kOneIdle - (searching ? kOneSearching : 0), std::memory_order_seq_cst);
+  if (searching && searching_of(prev) == 0) violated("a searcher parked with no searcher counted");
 }
 
 bool Parking::withdraw(unsigned w) noexcept {
+  // A waker took us off the list (and counted us as a searcher): no lock.
+  if (pos_[w].load(std::memory_order_acquire) < 0) return true;
   std::lock_guard<std::mutex> g(mu_);  // [P3]/[P5]
-  int p = pos_[w];
-  if (p < 0) return true;  // a waker took us off the list: we are a searcher
+  int p = pos_[w].load(std::memory_order_relaxed);
+  if (p < 0) return true;
   unsigned last = idle_.back();
   idle_[std::size_t(p)] = last;
-  pos_[last] = p;
+  pos_[last].store(p, std::memory_order_relaxed);
   idle_.pop_back();
-  pos_[w] = -1;
+  pos_[w].store(-1, std::memory_order_relaxed);
   state_.fetch_sub(kOneIdle, std::memory_order_seq_cst);
   return false;
 }

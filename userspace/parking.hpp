@@ -37,6 +37,8 @@
 #include <mutex>
 #include <vector>
 
+#include "chaos.hpp"
+
 namespace parkway::detail {
 
 // A full StoreLoad barrier (the [N1] fence). On x86 a locked RMW of the own
@@ -63,7 +65,9 @@ class Parking {
 
   // [N1, N2] Producer, after publishing work: is a wake needed?
   bool should_wake() const noexcept {
+    PW_CHAOS();
     store_load_fence();  // [N1] orders the producer's push before [N2]
+    PW_CHAOS();
     std::uint64_t s = state_.load(std::memory_order_relaxed);  // [N2]
     return searching_of(s) == 0 && idle_of(s) > 0;
   }
@@ -90,7 +94,10 @@ class Parking {
   alignas(64) std::atomic<std::uint64_t> state_{0};
   alignas(64) std::mutex mu_;        // guards idle_ and pos_ (slow path only)
   std::vector<unsigned> idle_;       // LIFO: the most recently parked is woken first
-  std::vector<int> pos_;             // index of each worker in idle_, or -1
+  // Index of each worker in idle_, or -1. Written under mu_; a worker may
+  // read its own entry without the lock: only a waker (or the worker
+  // itself) makes it -1, so -1 read by the worker means "handed off".
+  std::unique_ptr<std::atomic<int>[]> pos_;
   std::unique_ptr<std::atomic<std::uint32_t>[]> park_ids_;
 };
 

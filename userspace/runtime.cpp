@@ -80,6 +80,7 @@ void RuntimeImpl::inject(Task* t) {
     throw RuntimeShutdown("parkway: the runtime is shutting down; the task was not accepted");
   }
   injection.push(t);
+  PW_CHAOS();
   submitted.fetch_add(1, std::memory_order_relaxed);
   PW_PROBE1(inject, t);
   notify_work(-1);

@@ -152,7 +152,9 @@ Task* Worker::search(DoneFn done, void* ctx) noexcept {
 // work to find ([S2] then the recheck; parking.md "baton").
 void Worker::found_work() noexcept {
   searching_ = false;
-  if (rt_.parking.stop_searching() && any_work_visible()) wake_one();
+  bool last = rt_.parking.stop_searching();
+  PW_CHAOS();
+  if (last && any_work_visible()) wake_one();
 }
 
 bool Worker::any_work_visible() const noexcept {
@@ -164,9 +166,12 @@ bool Worker::any_work_visible() const noexcept {
 
 void Worker::park(DoneFn done, void* ctx, bool timed) noexcept {
   ParkWord& pw = park_word(park_id_);
+  PW_CHAOS();
   if (pw.announce() != kAwake) return;  // [P0] a token was waiting: look again
+  PW_CHAOS();
   rt_.parking.announce_idle(index_, searching_);  // [P1]
   searching_ = false;
+  PW_CHAOS();
   // [P2] recheck, ordered after [P1]'s seq_cst RMW.
   if (done(ctx) || rt_.stop.load(std::memory_order_seq_cst) || any_work_visible()) {
     searching_ = rt_.parking.withdraw(index_);  // [P3]
@@ -175,6 +180,7 @@ void Worker::park(DoneFn done, void* ctx, bool timed) noexcept {
   }
   WorkerCounters::bump(counters_.parks);
   PW_PROBE1(park, int(index_));
+  PW_CHAOS();
   std::uint32_t token;
   if (timed) {
     timespec ts{0, 1000000};
@@ -182,7 +188,11 @@ void Worker::park(DoneFn done, void* ctx, bool timed) noexcept {
   } else {
     token = pw.sleep();  // [P4]
   }
-  searching_ = token == kHandedOff || rt_.parking.withdraw(index_);  // [P5]
+  (void)token;  // only the idle list says whether we were handed off: a
+                // kHandedOff token may be stale, from a hand-off that a
+                // different wake-up already accounted for
+  PW_CHAOS();
+  searching_ = rt_.parking.withdraw(index_);  // [P5]
   PW_PROBE2(unpark, int(index_), int(searching_));
 }
 
