@@ -48,7 +48,12 @@ const Options& validated(const Options& o) {
 }  // namespace
 
 RuntimeImpl::RuntimeImpl(Runtime& rt, const Options& o)
-    : owner(rt), opts(validated(o)), n(o.workers), parking(o.workers), injection(o.priority_tags) {
+    : owner(rt),
+      opts(validated(o)),
+      n(o.workers),
+      parking(o.workers),
+      injection(o.priority_tags),
+      sched_ext(o.workers) {
   workers.reserve(n);
   for (unsigned i = 0; i < n; ++i) workers.push_back(std::make_unique<Worker>(*this, i));
 }

@@ -10,6 +10,7 @@
 
 #include "injection_queue.hpp"
 #include "parking.hpp"
+#include "sched_ext_link.hpp"
 #include "parkway/options.hpp"
 #include "parkway/runtime.hpp"
 #include "worker.hpp"
@@ -36,6 +37,7 @@ class RuntimeImpl {
   std::vector<std::unique_ptr<Worker>> workers;
   Parking parking;
   InjectionQueue injection;
+  SchedExtLink sched_ext;  // worker states for the optional BPF scheduler
 
   // Shutdown: closing_ refuses outside submissions; once no submission is
   // in flight, stop_ tells workers to exit when they find no work.

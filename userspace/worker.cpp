@@ -37,11 +37,19 @@ void Worker::main_loop() {
   tls_current = this;
   park_id_ = this_thread_park_id();
   rt_.parking.set_park_id(index_, park_id_);
+  rt_.sched_ext.register_worker(index_);
+  publish(WorkerState::Busy);
   loop(&never, nullptr, /*main=*/true, /*timed=*/false);
+  rt_.sched_ext.unregister_worker(index_);
   tls_current = nullptr;
 }
 
-void Worker::run_until(DoneFn done, void* ctx, bool timed) { loop(done, ctx, /*main=*/false, timed); }
+void Worker::run_until(DoneFn done, void* ctx, bool timed) {
+  loop(done, ctx, /*main=*/false, timed);
+  publish(WorkerState::Busy);  // back to the task that waited
+}
+
+void Worker::publish(WorkerState s) noexcept { rt_.sched_ext.publish(index_, s); }
 
 void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
   for (;;) {
@@ -130,14 +138,20 @@ Task* Worker::steal_round() noexcept {
 
 Task* Worker::search(DoneFn done, void* ctx) noexcept {
   if (!searching_) searching_ = rt_.parking.start_searching();  // [S1]
-  if (!searching_) return take_injected();  // over the searcher cap: park soon
+  if (!searching_) {  // over the searcher cap: only the injection queue, then park
+    Task* t = take_injected();
+    if (t) publish(WorkerState::Busy);
+    return t;
+  }
   PW_PROBE1(search_begin, int(index_));
+  publish(WorkerState::Searching);
   const unsigned rounds = rt_.opts.search_rounds;
   for (unsigned r = 0; r < rounds; ++r) {
     Task* t = take_injected();
     if (!t) t = steal_round();
     if (t) {
       found_work();
+      publish(WorkerState::Busy);
       PW_PROBE2(search_end, int(index_), 1);
       return t;
     }
@@ -180,6 +194,7 @@ void Worker::park(DoneFn done, void* ctx, bool timed) noexcept {
   }
   WorkerCounters::bump(counters_.parks);
   PW_PROBE1(park, int(index_));
+  publish(WorkerState::Parked);
   PW_CHAOS();
   std::uint32_t token;
   if (timed) {
@@ -193,6 +208,7 @@ void Worker::park(DoneFn done, void* ctx, bool timed) noexcept {
                 // different wake-up already accounted for
   PW_CHAOS();
   searching_ = rt_.parking.withdraw(index_);  // [P5]
+  publish(WorkerState::Searching);
   PW_PROBE2(unpark, int(index_), int(searching_));
 }
 

@@ -9,6 +9,7 @@
 #include "probes.hpp"
 #include "parkway/stats.hpp"
 #include "random.hpp"
+#include "sched_ext_link.hpp"
 
 namespace parkway::detail {
 
@@ -77,6 +78,9 @@ class alignas(64) Worker {
   bool any_work_visible() const noexcept;
   void park(DoneFn done, void* ctx, bool timed) noexcept;
   void loop(DoneFn done, void* ctx, bool main, bool timed);
+  // Tell the sched_ext scheduler (if loaded) what this worker is doing;
+  // a plain store on a transition, nothing when it is not loaded.
+  void publish(WorkerState s) noexcept;
 
   RuntimeImpl& rt_;
   Parking& parking_;
