@@ -341,13 +341,24 @@ bool PW_OP(pw_yield, struct task_struct *from, struct task_struct *to)
 	return false;
 }
 
-/* A worker thread exited: free its slot for other processes. */
+/* A task leaves us (it exited, or the scheduler is going away): drop its
+ * count in busy_waiting if it was queued as a preempted busy worker, and
+ * free its worker slot for other processes. */
 void PW_OP(pw_exit_task, struct task_struct *p, struct scx_exit_task_args *args)
 {
+	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0, 0);
 	s32 idx = -1;
 	struct parkway_slot *s = worker_slot(p, &idx);
 	u32 tid = p->pid;
 
+	if (tc && tc->busy_queued) {
+		u32 tgid = p->tgid;
+		struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
+
+		tc->busy_queued = false;
+		if (pr && pr->busy_waiting)
+			__sync_fetch_and_sub(&pr->busy_waiting, 1);
+	}
 	if (!s)
 		return;
 	s->state = PARKWAY_W_OFF;

@@ -41,24 +41,36 @@ stop_loader() {
 	wait "$lpid"
 }
 
+# up_then_status LOG...: wait (up to 20 s) until each program LOG says
+# "runtime up", then snapshot `parkway sched status` into /tmp/status.log.
+up_then_status() {
+	for f in "$@"; do wait_for 20 grep -q '^runtime up' "$f" || log "no 'runtime up' in $f"; done
+	sleep 0.3
+	parkway sched status >/tmp/status.log 2>&1
+}
+workers_of() { sed -n "s/^program $1 .* workers=\([0-9]*\).*/\1/p" /tmp/status.log; }
+
 stat_of() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" /tmp/status.log | head -n 1; }
 
 # ---------------------------------------------------------------- case 1
 case1() {
-	if ! start_loader /tmp/l1.log; then
+	if ! start_loader /tmp/l1.log --stats 1; then
 		result FAIL "state never became enabled (is $(state)); loader log: $(tail -n 3 /tmp/l1.log)"
 		kill "$lpid" 2>/dev/null; wait "$lpid"; return
 	fi
 	ops=$(cat $SCX/root/ops)
 	parkway sched status >/tmp/status.log 2>&1
 	log "after load: state=$(state) root/ops=$ops; status: $(head -n 2 /tmp/status.log | tr '\n' ' ')"
+	sleep 2.5
 	stop_loader; rc=$?
 	st=$(state)
-	log "after unload: state=$st loader_rc=$rc; $(tail -n 1 /tmp/l1.log)"
+	nstats=$(grep -c '^parkway: dispatch=' /tmp/l1.log)
+	log "after unload: state=$st loader_rc=$rc; $nstats stats lines, e.g. $(grep -m 1 '^parkway: dispatch=' /tmp/l1.log); $(tail -n 1 /tmp/l1.log)"
 	if [ "$ops" != parkway ]; then result FAIL "root/ops is '$ops', not parkway"
 	elif ! grep -q 'state enabled, ops parkway' /tmp/status.log; then result FAIL "status did not report ours: $(cat /tmp/status.log)"
 	elif [ "$st" != disabled ]; then result FAIL "state after unload is '$st'"
 	elif [ $rc -ne 0 ]; then result FAIL "loader exited $rc"
+	elif [ "$nstats" -lt 1 ]; then result FAIL "--stats 1 printed no stats line"
 	else result PASS "enabled with ops=parkway, then disabled (loader exit 0)"
 	fi
 }
@@ -105,9 +117,9 @@ case2() {
 	if [ -x /bin/pw_vmprog ]; then
 		pw_vmprog --workers 2 --seconds 3 >/tmp/prog.log 2>&1 &
 		gpid=$!
-		sleep 1.5
-		parkway sched status >/tmp/status.log 2>&1
-		wk=$(sed -n "s/^program $gpid .* workers=\([0-9]*\).*/\1/p" /tmp/status.log)
+		up_then_status /tmp/prog.log
+		wk=$(workers_of $gpid)
+		[ "$wk" = 2 ] || log "status while pw_vmprog ran: $(tr '\n' '|' </tmp/status.log)"
 		wait $gpid; grc=$?
 		log "pw_vmprog pid $gpid: workers in map while running=${wk:-none}, exit $grc: $(tail -n 1 /tmp/prog.log)"
 		[ "$wk" = 2 ] || bad="$bad runtime-workers-not-registered(${wk:-none})"
@@ -131,11 +143,17 @@ case3() {
 	if ! start_loader /tmp/l3.log; then result FAIL "load failed: $(tail -n 3 /tmp/l3.log)"; return; fi
 	pw_vmprog --workers 2 --seconds 4 >/tmp/a.log 2>&1 & apid=$!
 	pw_vmprog --workers 1 --seconds 4 >/tmp/b.log 2>&1 & bpid=$!
+	up_then_status /tmp/a.log /tmp/b.log
+	wa=$(workers_of $apid)
+	wb=$(workers_of $bpid)
+	[ "$wa" = 2 ] && [ "$wb" = 1 ] || log "status while both ran: $(tr '\n' '|' </tmp/status.log)"
 	wait $apid; arc=$?
 	wait $bpid; brc=$?
 	parkway sched status >/tmp/status.log 2>&1
 	stop_loader
 	bad=""
+	log "registered workers while both ran: A ${wa:-none}, B ${wb:-none}"
+	[ "$wa" = 2 ] && [ "$wb" = 1 ] || bad="$bad not-registered(${wa:-none}/${wb:-none})"
 	for p in "a $apid $arc" "b $bpid $brc"; do
 		set -- $p
 		own=$(sed -n 's/.* cpu_ms=\([0-9]*\).*/\1/p' /tmp/$1.log | tail -n 1)
