@@ -6,25 +6,28 @@
  * step in a comment).
  *
  * One child (head stack + the claimer's pending list) under the parent
- * summary word (nonempty, claimed, epoch). Producers push, workers pop:
+ * summary word (nonempty, claimed, epoch). An empty head is OPEN (0) or
+ * CLOSED (CLSD). Producers push, workers pop:
  *
  *   push:  P1r  h = head.load()
  *          P1g  gate(child tag)                      CanProceed/PreemptTag/wait
  *          P1   CAS head h -> item  | fail: TagAfterFail(child), h = head, P1g
- *          P2r  s = summary.load(); announcer = (h == empty)
- *               if !announcer && nonempty(s): commit
+ *               h was not CLOSED: commit
+ *          P2r  s = summary.load()
  *          P2g  gate(parent tag)
- *          P2   CAS summary s -> s + nonempty + epoch  | fail: TagAfterFail,
- *               s = summary; helper whose bit is now set: commit; else P2g
+ *          P2   CAS summary s -> s + nonempty, epoch + 1
+ *               | fail: TagAfterFail(parent), s = summary, P2g
  *          commit: ClearMyTags
  *   pop:   W1r  s = summary.load(); nothing nonempty & unclaimed: commit
  *          W1g  gate(parent tag)
  *          W1   CAS summary s -> s + claimed  | fail: TagAfterFail, s = .., W1g
  *          W2g  gate(child tag)                      (only if pending is empty)
- *          W2   exchange head -> empty, into pending
+ *          W2   exchange head -> OPEN, into pending
  *          hand out one task from pending            (max = 1)
+ *          W3cg gate(child tag)                      (only if none handed out)
+ *          W3c  CAS head OPEN -> CLOSED (failure: a push got in; no retry)
  *          W3r  s = summary.load()
- *          W3v  empty = pending empty && head.load() empty   (re-validate)
+ *          W3v  empty = closed && head.load() == CLOSED   (re-validate)
  *          W3g  gate(parent tag)
  *          W3   CAS summary s -> s - claimed (- nonempty if empty)
  *               | fail: TagAfterFail, s = summary, W3v
@@ -60,6 +63,8 @@
  *                     failed CAS, i.e. while holding a tag
  *   BUG_NO_REVALIDATE mutation: a retried W3 keeps its stale "empty"
  *   BUG_NO_EPOCH      mutation: P2 does not bump the epoch (a plain OR)
+ *   BUG_ORDER         mutation: W3 re-validates the head before reading
+ *                     the summary (W3v before W3r)
  */
 
 #ifndef NPROD
@@ -89,6 +94,7 @@
 
 #define NT      (NPROD + NWORK)
 #define NOTAG   255
+#define CLSD    15                        /* head value CLOSED (OPEN = 0) */
 #define BIT(x)  (1 << (x))
 #define IBIT(i) (1 << ((i) - 1))           /* task id i >= 1 -> its bit  */
 #if INFINITE
@@ -97,7 +103,7 @@
 #define ALL     ((1 << (NPROD * BUDGET)) - 1)
 #endif
 
-byte top;            /* child head: id of the newest task, 0 = empty        */
+byte top = CLSD;     /* child head: id of the newest task, OPEN, or CLSD    */
 byte hset;           /* tasks in the head stack                             */
 byte pend;           /* tasks in the claimer's pending list                 */
 bit  ne, cl;         /* parent summary: nonempty(0), claimed(0)             */
@@ -181,7 +187,6 @@ bit  crashed;
 proctype Producer(byte t)
 {
   byte j, it, h, sne, scl, _u;
-  bit announcer;
 
 next:
 #if INFINITE
@@ -195,15 +200,14 @@ p1g:
   GATE(t, tagC);                                        /* P1g */
   atomic {                                              /* P1  */
     if
-    :: top == h -> top = it; hset = hset | IBIT(it)
+    :: top == h ->
+         assert(h != 0 || ne);     /* lemma: OPEN implies nonempty is set */
+         top = it; hset = hset | IBIT(it);
+         if :: h != CLSD -> goto commit :: else -> skip fi
     :: else -> TAGFAIL(t, tagC); h = top; MAYCRASH(t); goto p1g
     fi
   };
-  atomic {                                              /* P2r */
-    announcer = (h == 0);
-    READ_SUMMARY(t);
-    if :: !announcer && sne -> goto commit :: else -> skip fi
-  };
+  atomic { READ_SUMMARY(t) };                           /* P2r */
 p2g:
   GATE(t, tagP);                                        /* P2g */
   atomic {                                              /* P2  */
@@ -213,16 +217,14 @@ p2g:
 #ifndef BUG_NO_EPOCH
          efresh = 0                                     /* epoch + 1 */
 #endif
-    :: else ->
-         TAGFAIL(t, tagP); READ_SUMMARY(t);
-         if :: !announcer && sne -> goto commit :: else -> goto p2g fi
+    :: else -> TAGFAIL(t, tagP); READ_SUMMARY(t); goto p2g
     fi
   };
 commit:
   atomic {
     CLEARTAGS(t);
     lastc = t;
-    h = 0; sne = 0; scl = 0; announcer = 0    /* dead locals: keep the state small */
+    h = 0; sne = 0; scl = 0                   /* dead locals: keep the state small */
   };
 progress_push:
 #if INFINITE
@@ -246,7 +248,7 @@ out:
 proctype Worker(byte t)
 {
   byte sne, scl, got, _u;
-  bit isempty;
+  bit isempty, took, closed;
 
 idle:
   if
@@ -283,13 +285,27 @@ w1g:
          assert((delivered & got) == 0);                /* no duplicate */
          delivered = delivered | got;
          pend = pend & ~got;
-         got = 0
+         got = 0; took = 1
     :: else -> skip
     fi
   };
+  if
+  :: !took ->
+       GATE(t, tagC);                                   /* W3cg */
+       atomic {                                         /* W3c */
+         if :: top == 0 -> top = CLSD; closed = 1 :: else -> skip fi
+       }
+  :: else -> skip
+  fi;
+#ifndef BUG_ORDER
   atomic { READ_SUMMARY(t) };                           /* W3r */
 w3v:
-  isempty = (pend == 0 && top == 0);                      /* W3v */
+  isempty = (closed && top == CLSD);                    /* W3v */
+#else
+w3v:
+  isempty = (closed && top == CLSD);                    /* W3v, too early */
+  atomic { READ_SUMMARY(t) };                           /* W3r */
+#endif
 w3g:
   GATE(t, tagP);                                        /* W3g */
   atomic {                                              /* W3  */
@@ -310,7 +326,7 @@ commit:
   atomic {
     CLEARTAGS(t);
     lastc = t;
-    sne = 0; scl = 0; isempty = 0
+    sne = 0; scl = 0; isempty = 0; took = 0; closed = 0
   };
 progress_pop:
   goto idle;
@@ -327,7 +343,7 @@ init {
 #if !INFINITE && !CRASH
   (pfin == NPROD && wfin == NWORK);
   assert(delivered == ALL);                 /* no lost task            */
-  assert(hset == 0 && pend == 0 && top == 0);
+  assert(hset == 0 && pend == 0 && top == CLSD);
   assert(tagC == NOTAG && tagP == NOTAG);   /* no tag left behind      */
   assert(nstamped == 0)
 #endif

@@ -51,9 +51,9 @@ Task* InjectTree::pop_batch(std::size_t max, std::size_t* n, TxnCounters* out) n
     Pending& p = pending_[i];
     if (!p.first) {
       tx.gate(ch.tag);
-      // [W2] take the whole stack (an exchange cannot fail; it is still
-      // gated, so a producer that holds the child's tag goes first).
-      // seq_cst/acquire: pairs with [P1]'s release of each task.
+      // [W2] take the whole stack, leave the head OPEN (an exchange
+      // cannot fail; it is still gated, so a producer that holds the
+      // child's tag goes first). acquire: pairs with [P1]'s release.
       std::uint64_t h = ch.head.exchange(0, std::memory_order_seq_cst);
       Task* rev = nullptr;
       Task* last = nullptr;
@@ -86,13 +86,24 @@ Task* InjectTree::pop_batch(std::size_t max, std::size_t* n, TxnCounters* out) n
     }
     *n = k;
 
-    // [W3] release the claim; clear nonempty(i) only if the child is
-    // empty. The head is re-read after each read of the summary (the CAS
-    // failure reloads s): a producer that pushed onto the empty head after
-    // our re-read bumps the epoch in [P2], which fails this CAS.
-    s = summary_.load(std::memory_order_seq_cst);
+    // [W3c] This claim found nothing at all: close the child, so the next
+    // push announces itself. (A child that just gave us tasks stays OPEN
+    // and announced: a producer streaming into it then never touches the
+    // parent; the first claim that finds it dry closes it.) A failed CAS
+    // means a push got in; then nonempty(i) stays set (no retry, so no tag).
+    bool closed = false;
+    if (k == 0) {
+      std::uint64_t open = 0;
+      tx.gate(ch.tag);
+      closed = ch.head.compare_exchange_strong(open, kClosed, std::memory_order_seq_cst);
+    }
+    // [W3] release the claim; clear nonempty(i) too if the child is still
+    // closed. The head is re-read after each read of the summary ([W3r],
+    // and the reload of a failed CAS): a push onto the closed head after
+    // that re-read bumps the epoch in [P2], which fails this CAS.
+    s = summary_.load(std::memory_order_seq_cst);  // [W3r]
     for (;;) {
-      bool empty = p.first == nullptr && ptr_of(ch.head.load(std::memory_order_seq_cst)) == nullptr;
+      bool empty = closed && ch.head.load(std::memory_order_seq_cst) == kClosed;  // [W3v]
       std::uint64_t ns = s & ~claimed_bit(i);
       if (empty) ns &= ~nonempty_bit(i);
       tx.gate(ptag_);

@@ -6,7 +6,10 @@
 //
 // Words:
 //   child i  head: Treiber stack of Task* (newest first), low 48 bits the
-//            pointer, high 16 bits a saturating count. Producers only push;
+//            pointer, high 16 bits a saturating count; or, when empty,
+//            OPEN (0: nonempty(i) is still set, a claimer holds the child
+//            or will find it) or CLOSED (1: nonempty(i) is clear or being
+//            cleared; the next push must announce). Producers only push;
 //            a worker takes the whole stack at once.
 //   parent   summary: bits 0..15 nonempty (child i holds or may hold work),
 //            bits 16..31 claimed (a worker is draining child i), bits
@@ -17,19 +20,26 @@
 // Transactions (each CAS is preceded by gate() and followed, on failure,
 // by after_fail(); commit() releases the tags):
 //   push:   [P1] CAS head h -> t (t->next = h)
-//           [P2] if h was empty: CAS summary, set nonempty(i), epoch+1
-//                (unconditionally: the epoch bump is what makes a
-//                concurrent [W3] that validated an empty child fail)
-//           [P2h] else if nonempty(i) reads clear: help set it the same way
+//           [P2] only if h was CLOSED: CAS summary, set nonempty(i) and
+//                epoch+1 (always bump: that is what fails a [W3] racing
+//                with this push). A push onto OPEN or a nonempty stack
+//                does not touch the parent: the common path is one CAS.
 //   pop:    [W1] CAS summary: set claimed(i) for an i nonempty & unclaimed
-//           [W2] if pending is empty: exchange head -> empty, reverse into
+//           [W2] if pending is empty: exchange head -> OPEN, reverse into
 //                pending; hand out up to `max` from pending
-//           [W3] CAS summary: clear claimed(i), and nonempty(i) too if
-//                pending is empty and a re-read of head (after the read of
-//                summary) is empty. Retried CASes re-validate the child.
-// No CAS result is ever undone, so without tags every loop is lock-free
-// (a failed CAS means another one succeeded); the tags add the bound: a
-// transaction that failed gets a stamp and the oldest stamp always goes next.
+//           [W3c] if this claim found nothing (pending and head empty):
+//                CAS head OPEN -> CLOSED (fails if a push got in: then keep
+//                nonempty(i)). A child that just gave tasks stays OPEN, so
+//                a streaming producer never touches the parent.
+//           [W3] CAS summary: clear claimed(i), and nonempty(i) too if we
+//                closed the child and a re-read of head, after the read of
+//                summary, still sees CLOSED. A retried CAS re-validates.
+// Lemma: head == OPEN implies nonempty(i) is set (OPEN is made by the
+// claimer, which clears the bit only after closing), so a push onto OPEN
+// is visible at once. No CAS result is ever undone, so without tags every
+// loop is lock-free (a failed CAS means another one succeeded); the tags
+// add the bound: a transaction that failed gets a stamp and the oldest
+// stamp always goes next.
 #pragma once
 
 #include <atomic>
@@ -45,8 +55,10 @@ class InjectTree {
  public:
   static constexpr unsigned kChildren = 16;
 
+  // `children`: 1, 2, 4, 8 or 16 (rounded down to a power of two; tests
+  // use 1 to put every producer on the same child).
   explicit InjectTree(bool priority_tags, unsigned children = kChildren) noexcept
-      : tags_(priority_tags), nchildren_(children == 0 || children > kChildren ? kChildren : children) {}
+      : tags_(priority_tags), nchildren_(pow2_floor(children)) {}
   InjectTree(const InjectTree&) = delete;
   InjectTree& operator=(const InjectTree&) = delete;
 
@@ -54,7 +66,7 @@ class InjectTree {
   // order they first push, so up to kChildren producers get a child each.
   unsigned my_child() const noexcept {
     thread_local unsigned mine = next_producer_.fetch_add(1, std::memory_order_relaxed);
-    return mine % nchildren_;
+    return mine & (nchildren_ - 1);
   }
 
   void push(Task* t, TxnCounters* out = nullptr) noexcept {
@@ -65,26 +77,25 @@ class InjectTree {
     for (;;) {
       t->next = ptr_of(h);
       tx.gate(c.tag);
-      // [P1] seq_cst: pairs with the summary re-read in [W3] (the child
-      // write here and the summary read below against W3's summary read
-      // and head re-read: a store-buffering pair).
+      // [P1] release: publishes *t to the worker's [W2] exchange.
+      // seq_cst: a total order with [W3c] and [W3v] (see [W3]).
       if (c.head.compare_exchange_strong(h, pack(t, count_of(h) + 1), std::memory_order_seq_cst,
                                          std::memory_order_relaxed))
         break;
       tx.after_fail(c.tag);
     }
-    const bool announcer = ptr_of(h) == nullptr;
-    std::uint64_t s = summary_.load(std::memory_order_seq_cst);
-    if (announcer || !(s & nonempty_bit(i))) {
+    if (h == kClosed) {  // the child was closed: announce it in the parent
+      std::uint64_t s = summary_.load(std::memory_order_seq_cst);  // [P2r]
       for (;;) {
         tx.gate(ptag_);
-        // [P2] / [P2h] seq_cst: the parking recheck's maybe_nonempty()
-        // and Parking::should_wake's fence pair with this write.
+        // [P2] set nonempty(i) and bump the epoch even if the bit is set:
+        // the bump is what fails a [W3] that re-validated before our [P1].
+        // seq_cst: pairs with the parking recheck (maybe_nonempty) and
+        // Parking::should_wake's fence.
         if (summary_.compare_exchange_strong(s, (s | nonempty_bit(i)) + kEpochOne,
                                              std::memory_order_seq_cst))
           break;
         tx.after_fail(ptag_);
-        if (!announcer && (s & nonempty_bit(i))) break;  // [P2h] someone announced it
       }
     }
     tx.commit();
@@ -94,8 +105,24 @@ class InjectTree {
   // Up to `max` (>= 1) tasks, oldest first per producer, linked by next.
   Task* pop_batch(std::size_t max, std::size_t* n, TxnCounters* out = nullptr) noexcept;
 
+  // True if some announced child is claimed or has tasks in its head or
+  // pending list. (A child that gave out its last tasks stays announced
+  // and OPEN until a dry claim closes it; it does not count here, so idle
+  // workers do not chase it.) Reads the summary, then the announced
+  // children's heads, all seq_cst: after a push onto child i returned,
+  // either nonempty(i) is set and the head still holds the task or a
+  // claimer took it, or an announcing push is still in flight.
   bool maybe_nonempty() const noexcept {
-    return (summary_.load(std::memory_order_seq_cst) & kNonemptyMask) != 0;
+    std::uint64_t s = summary_.load(std::memory_order_seq_cst);
+    std::uint32_t ne = std::uint32_t(s & kNonemptyMask);
+    if (ne & std::uint32_t(s >> 16)) return true;  // a claimer is at work
+    while (ne) {
+      unsigned i = unsigned(__builtin_ctz(ne));
+      ne &= ne - 1;
+      if (ptr_of(child_[i].head.load(std::memory_order_seq_cst)) != nullptr) return true;
+      if (pending_[i].count.load(std::memory_order_relaxed) != 0) return true;
+    }
+    return false;
   }
 
   // Tasks in nonempty children (heads' saturating counts + pending counts).
@@ -105,7 +132,8 @@ class InjectTree {
   std::uint64_t summary() const noexcept { return summary_.load(std::memory_order_relaxed); }
 
  private:
-  static constexpr std::uint64_t kPtrMask = (std::uint64_t(1) << 48) - 1;
+  static constexpr std::uint64_t kPtrMask = ((std::uint64_t(1) << 48) - 1) & ~std::uint64_t(7);
+  static constexpr std::uint64_t kClosed = 1;  // empty and not announced (see the header)
   static constexpr std::uint64_t kCountMax = 0xffff;
   static constexpr std::uint64_t kNonemptyMask = 0xffff;
   static constexpr std::uint64_t kEpochOne = std::uint64_t(1) << 32;
@@ -116,11 +144,16 @@ class InjectTree {
     if (count > kCountMax) count = kCountMax;
     return reinterpret_cast<std::uintptr_t>(t) | (count << 48);
   }
+  static unsigned pow2_floor(unsigned n) noexcept {
+    if (n == 0 || n > kChildren) return kChildren;
+    while (n & (n - 1)) n &= n - 1;
+    return n;
+  }
   static std::uint64_t nonempty_bit(unsigned i) noexcept { return std::uint64_t(1) << i; }
   static std::uint64_t claimed_bit(unsigned i) noexcept { return std::uint64_t(1) << (16 + i); }
 
   struct alignas(64) Child {
-    std::atomic<std::uint64_t> head{0};
+    std::atomic<std::uint64_t> head{kClosed};
     TagSlot tag;
   };
   struct alignas(64) Pending {
@@ -131,7 +164,7 @@ class InjectTree {
 
   const bool tags_;
   const unsigned nchildren_;
-  alignas(64) std::atomic<std::uint64_t> summary_{0};
+  alignas(64) std::atomic<std::uint64_t> summary_{0};  // every child starts closed
   TagSlot ptag_;
   Child child_[kChildren];
   Pending pending_[kChildren];

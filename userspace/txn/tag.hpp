@@ -97,7 +97,7 @@ class Txn {
   const bool on_;
   std::uint8_t nheld_ = 0;
   std::uint32_t stamp_ = 0;  // 0: not stamped yet (younger than everyone)
-  TagSlot* held_[kMaxHeld] = {};
+  TagSlot* held_[kMaxHeld];  // [0, nheld_) valid
   TxnCounters c_;
 };
 

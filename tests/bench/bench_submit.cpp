@@ -1,0 +1,306 @@
+// bench_submit.cpp -- external submission: throughput and per-push latency
+// of parkway's injection queue (userspace/txn/inject_tree.hpp, tags on and
+// off) against moodycamel::ConcurrentQueue (libconcurrentqueue-dev) and a
+// mutex-protected std::deque, with 1, 2, 4, 8 producer threads and 2
+// consumer threads draining in batches of up to 32 (what a worker's
+// take_injected() does) and running each task (a no-op call through
+// Task::invoke, so every consumer touches every task, as a worker must),
+// all in one run.
+//
+// Build (self-contained; tests/bench/bench.mk does the same):
+//   g++ -std=c++20 -O2 -g -Iinclude -Iuserspace -D_GNU_SOURCE -pthread \
+//       tests/bench/bench_submit.cpp build/libparkway.a -o build/bench/bench_submit
+// Run:
+//   build/bench/bench_submit [--quick] [--json PATH]
+//   (default JSON path: submit.json beside the binary)
+//
+// Throughput comes from untimed runs (median of REPS); latency from
+// separate runs that read the TSC around every push, so the timing does
+// not inflate the throughput numbers. Latencies are wall-clock: on a box
+// with fewer cores than threads, the tail is the OS preempting a producer.
+#include <x86intrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <concurrentqueue/concurrentqueue.h>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "parkway/task.hpp"
+#include "txn/inject_tree.hpp"
+
+using parkway::detail::Task;
+
+namespace {
+
+constexpr unsigned kConsumers = 2;
+constexpr std::size_t kBatch = 32;
+
+void noop(Task*) noexcept {}
+
+// What Runtime::submit does before the push: build the task (new_task
+// writes invoke and next). Same for every contender; untimed in the
+// latency runs.
+inline void construct(Task& t) noexcept {
+  t.invoke = noop;
+  t.next = nullptr;
+}
+
+// ---- the contenders, behind one small interface ---------------------------
+
+struct TreeQ {
+  explicit TreeQ(bool tags, std::size_t) : q(tags) {}
+  void push(Task* t) { q.push(t); }
+  std::size_t pop(std::size_t max) {
+    std::size_t n = 0;
+    for (Task* t = q.pop_batch(max, &n); t;) {
+      Task* nx = t->next;
+      t->invoke(t);
+      t = nx;
+    }
+    return n;
+  }
+  parkway::detail::txn::InjectTree q;
+};
+
+struct MoodyQ {
+  explicit MoodyQ(bool, std::size_t cap) : q(cap) {}
+  void push(Task* t) { q.enqueue(t); }
+  std::size_t pop(std::size_t max) {
+    Task* buf[kBatch];
+    std::size_t n = q.try_dequeue_bulk(buf, max < kBatch ? max : kBatch);
+    for (std::size_t i = 0; i < n; ++i) buf[i]->invoke(buf[i]);
+    return n;
+  }
+  moodycamel::ConcurrentQueue<Task*> q;
+};
+
+struct MutexQ {
+  explicit MutexQ(bool, std::size_t) {}
+  void push(Task* t) {
+    std::lock_guard<std::mutex> g(mu);
+    d.push_back(t);
+  }
+  std::size_t pop(std::size_t max) {
+    Task* buf[kBatch];
+    std::size_t n = 0;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      while (n < max && n < kBatch && !d.empty()) {
+        buf[n++] = d.front();
+        d.pop_front();
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) buf[i]->invoke(buf[i]);
+    return n;
+  }
+  std::mutex mu;
+  std::deque<Task*> d;
+};
+
+double g_ns_per_tick = 1.0;
+
+void calibrate_tsc() {
+  auto t0 = std::chrono::steady_clock::now();
+  std::uint64_t c0 = __rdtsc();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::uint64_t c1 = __rdtsc();
+  auto t1 = std::chrono::steady_clock::now();
+  g_ns_per_tick = double(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()) / double(c1 - c0);
+}
+
+struct RunResult {
+  double mops = 0;                       // pushes per microsecond = M/s
+  std::vector<std::uint32_t> lat_ticks;  // per push, latency runs only
+};
+
+template <class Q>
+RunResult run_once(bool tags, unsigned producers, std::size_t per, bool timed,
+                   std::vector<std::unique_ptr<Task[]>>& items) {
+  Q q(tags, producers * per + 1024);
+  std::atomic<unsigned> ready{0};
+  std::atomic<bool> go{false};
+  std::atomic<std::uint64_t> consumed{0};
+  const std::uint64_t total = std::uint64_t(producers) * per;
+  std::vector<std::vector<std::uint32_t>> lat(producers);
+  std::vector<std::thread> th;
+  for (unsigned c = 0; c < kConsumers; ++c)
+    th.emplace_back([&] {
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      while (consumed.load(std::memory_order_relaxed) < total) {
+        std::size_t n = q.pop(kBatch);
+        if (n)
+          consumed.fetch_add(n, std::memory_order_relaxed);
+        else
+          std::this_thread::yield();
+      }
+    });
+  std::atomic<std::int64_t> t_end{0};
+  for (unsigned p = 0; p < producers; ++p)
+    th.emplace_back([&, p] {
+      Task* mine = items[p].get();
+      if (timed) lat[p].resize(per);
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      if (timed) {
+        for (std::size_t i = 0; i < per; ++i) {
+          construct(mine[i]);
+          std::uint64_t a = __rdtsc();
+          q.push(&mine[i]);
+          std::uint64_t b = __rdtsc();
+          lat[p][i] = std::uint32_t(std::min<std::uint64_t>(b - a, UINT32_MAX));
+        }
+      } else {
+        for (std::size_t i = 0; i < per; ++i) {
+          construct(mine[i]);
+          q.push(&mine[i]);
+        }
+      }
+      std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+      std::int64_t prev = t_end.load();
+      while (prev < now && !t_end.compare_exchange_weak(prev, now)) {
+      }
+    });
+  while (ready.load() != producers + kConsumers) std::this_thread::yield();
+  std::int64_t t0 = std::chrono::steady_clock::now().time_since_epoch().count();
+  go.store(true, std::memory_order_release);
+  for (auto& t : th) t.join();
+  RunResult r;
+  double secs = double(t_end.load() - t0) * 1e-9;  // steady_clock ticks are ns on Linux
+  r.mops = double(total) / secs / 1e6;
+  if (timed)
+    for (auto& v : lat) r.lat_ticks.insert(r.lat_ticks.end(), v.begin(), v.end());
+  if (consumed.load() != total) std::fprintf(stderr, "bench_submit: lost tasks!\n");
+  return r;
+}
+
+struct Row {
+  std::string queue;
+  unsigned producers;
+  double mops;
+  double p50_ns, p99_ns, p999_ns, max_ns;
+};
+
+double pct(std::vector<std::uint32_t>& v, double q) {
+  if (v.empty()) return 0;
+  std::size_t k = std::size_t(q * double(v.size() - 1));
+  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
+  return double(v[k]) * g_ns_per_tick;
+}
+
+struct Contender {
+  const char* name;
+  bool tags;
+  RunResult (*run)(bool, unsigned, std::size_t, bool, std::vector<std::unique_ptr<Task[]>>&);
+};
+
+const Contender kContenders[] = {
+    {"parkway-tags", true, run_once<TreeQ>},
+    {"moodycamel", false, run_once<MoodyQ>},
+    {"mutex-deque", false, run_once<MutexQ>},
+    {"parkway-notags", false, run_once<TreeQ>},
+};
+
+// Repetitions are interleaved across the contenders, so drift in the
+// machine (other load, frequency) hits all of them alike.
+std::vector<Row> measure(unsigned producers, std::size_t per, int reps, std::vector<std::unique_ptr<Task[]>>& items) {
+  constexpr std::size_t kN = sizeof kContenders / sizeof kContenders[0];
+  std::vector<double> tp[kN];
+  for (int r = 0; r < reps; ++r)
+    for (std::size_t c = 0; c < kN; ++c)
+      tp[c].push_back(kContenders[c].run(kContenders[c].tags, producers, per, false, items).mops);
+  std::vector<Row> rows;
+  for (std::size_t c = 0; c < kN; ++c) {
+    std::sort(tp[c].begin(), tp[c].end());
+    RunResult lr = kContenders[c].run(kContenders[c].tags, producers, per, true, items);
+    Row row{kContenders[c].name, producers, tp[c][tp[c].size() / 2], 0, 0, 0, 0};
+    row.p50_ns = pct(lr.lat_ticks, 0.50);
+    row.p99_ns = pct(lr.lat_ticks, 0.99);
+    row.p999_ns = pct(lr.lat_ticks, 0.999);
+    row.max_ns = double(*std::max_element(lr.lat_ticks.begin(), lr.lat_ticks.end())) * g_ns_per_tick;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::string json;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) {
+      quick = true;
+    } else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
+      json = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--json PATH]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (json.empty()) {
+    std::string self = argv[0];
+    auto slash = self.rfind('/');
+    json = (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) + "/submit.json";
+  }
+  calibrate_tsc();
+  const std::size_t total = quick ? 1000000 : 6000000;  // pushes per run, split over producers
+  const int reps = quick ? 3 : 7;
+  const unsigned counts[] = {1, 2, 4, 8};
+
+  std::vector<std::unique_ptr<Task[]>> items;
+  for (unsigned p = 0; p < 8; ++p) {  // producer p runs only when there are > p of them
+    std::size_t n = total / (p + 1);
+    items.emplace_back(new Task[n]);
+    for (std::size_t i = 0; i < n; ++i) items[p][i].invoke = noop;
+  }
+
+  std::vector<Row> rows;
+  for (unsigned np : counts) {
+    std::vector<Row> r = measure(np, total / np, reps, items);
+    rows.insert(rows.end(), r.begin(), r.end());
+  }
+
+  std::printf("bench_submit: %zu pushes per run, %u consumers (batches of %zu), %u CPUs, median of %d\n",
+              total, kConsumers, kBatch, std::thread::hardware_concurrency(), reps);
+  std::printf("%-15s %4s %10s %9s %9s %10s %11s %12s\n", "queue", "prod", "Mpush/s", "p50 ns", "p99 ns",
+              "p99.9 ns", "max ns", "vs moody");
+  for (const Row& r : rows) {
+    double moody = 0;
+    for (const Row& m : rows)
+      if (m.queue == "moodycamel" && m.producers == r.producers) moody = m.mops;
+    std::printf("%-15s %4u %10.2f %9.0f %9.0f %10.0f %11.0f %11.2fx\n", r.queue.c_str(), r.producers, r.mops,
+                r.p50_ns, r.p99_ns, r.p999_ns, r.max_ns, moody > 0 ? r.mops / moody : 0.0);
+  }
+
+  if (FILE* f = std::fopen(json.c_str(), "w")) {
+    std::fprintf(f, "{\n  \"bench\": \"submit\",\n  \"pushes_per_run\": %zu,\n  \"consumers\": %u,\n", total,
+                 kConsumers);
+    std::fprintf(f, "  \"cpus\": %u,\n  \"reps\": %d,\n  \"rows\": [\n", std::thread::hardware_concurrency(), reps);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      std::fprintf(f,
+                   "    {\"queue\": \"%s\", \"producers\": %u, \"mpush_per_s\": %.3f, \"p50_ns\": %.0f, "
+                   "\"p99_ns\": %.0f, \"p999_ns\": %.0f, \"max_ns\": %.0f}%s\n",
+                   r.queue.c_str(), r.producers, r.mops, r.p50_ns, r.p99_ns, r.p999_ns, r.max_ns,
+                   i + 1 < rows.size() ? "," : "");
+    }
+    std::fprintf(f, "  ]\n}\n");
+    std::fclose(f);
+    std::printf("bench_submit: wrote %s\n", json.c_str());
+  } else {
+    std::perror(json.c_str());
+  }
+  return 0;
+}
