@@ -17,6 +17,10 @@ cd "$(dirname "$0")/../.."
 
 BUILD=${1:-build}
 CACHE=${PARKWAY_VM_CACHE:-/var/cache/parkway-vm}
+# Not root and no write access there: cache under $HOME instead.
+if ! mkdir -p "$CACHE" 2>/dev/null || [ ! -w "$CACHE" ]; then
+  CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/parkway-vm
+fi
 NCASES=6
 TIMEOUT=${VM_TIMEOUT:-420}
 LOG=$BUILD/vm/serial.log
