@@ -11,7 +11,8 @@
 #    skipped, never as passed.
 #
 # Env: QEMU (default qemu-system-x86_64), PARKWAY_VM_CACHE (default /var/cache/parkway-vm), VM_TESTS=1,3 to run
-# only some cases, VM_TIMEOUT seconds for the whole boot (default 420).
+# only some cases, VM_KERNEL=/path/vmlinuz to boot another kernel than
+# sid's, VM_TIMEOUT seconds for the whole boot (default 420).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -44,7 +45,12 @@ QEMU=${QEMU:-qemu-system-x86_64}
 command -v "$QEMU" >/dev/null || skip_all "$QEMU is not installed (make deps)"
 "$QEMU" --version >/dev/null 2>&1 || skip_all "$QEMU does not run: $("$QEMU" --version 2>&1 | head -n 1)"
 [ -x /bin/busybox ] || skip_all "busybox-static is not installed (make deps)"
-kdir=$(bash tools/vm/fetch-kernel.sh "$CACHE" | tail -n 1) || skip_all "no sched_ext kernel could be fetched into $CACHE"
+if [ -n "${VM_KERNEL:-}" ]; then
+  kdir=$(dirname "$VM_KERNEL")  # another kernel, e.g. to check the compat header
+  [ "$(basename "$VM_KERNEL")" = vmlinuz ] || { echo "vm-test: VM_KERNEL must name a file called vmlinuz"; exit 2; }
+else
+  kdir=$(bash tools/vm/fetch-kernel.sh "$CACHE" | tail -n 1) || skip_all "no sched_ext kernel could be fetched into $CACHE"
+fi
 [ -f "$kdir/vmlinuz" ] || skip_all "no vmlinuz in $kdir"
 
 bins=("$BUILD/parkway" "$BUILD/vm/pw_linkprobe" /usr/bin/setpriv)

@@ -150,8 +150,8 @@ case3() {
 	wait $apid; arc=$?
 	wait $bpid; brc=$?
 	parkway sched status >/tmp/status.log 2>&1
-	stop_loader
 	bad=""
+	stop_loader || bad="$bad loader-exit-$?(ejected?)"
 	log "registered workers while both ran: A ${wa:-none}, B ${wb:-none}"
 	[ "$wa" = 2 ] && [ "$wb" = 1 ] || bad="$bad not-registered(${wa:-none}/${wb:-none})"
 	for p in "a $apid $arc" "b $bpid $brc"; do
