@@ -43,6 +43,7 @@
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -51,16 +52,24 @@
 
 namespace parkway::detail::txn {
 
-class InjectTree {
+// Test seam: window() runs between reading a guarded word and the CAS on
+// it, so a test can widen the race window (tests/test_txn_contention.cpp).
+// The runtime uses NoHooks, which compiles to nothing.
+struct NoHooks {
+  static void window() noexcept {}
+};
+
+template <class Hooks = NoHooks>
+class BasicInjectTree {
  public:
   static constexpr unsigned kChildren = 16;
 
   // `children`: 1, 2, 4, 8 or 16 (rounded down to a power of two; tests
   // use 1 to put every producer on the same child).
-  explicit InjectTree(bool priority_tags, unsigned children = kChildren) noexcept
+  explicit BasicInjectTree(bool priority_tags, unsigned children = kChildren) noexcept
       : tags_(priority_tags), nchildren_(pow2_floor(children)) {}
-  InjectTree(const InjectTree&) = delete;
-  InjectTree& operator=(const InjectTree&) = delete;
+  BasicInjectTree(const BasicInjectTree&) = delete;
+  BasicInjectTree& operator=(const BasicInjectTree&) = delete;
 
   // The calling thread's child: producers are spread round-robin in the
   // order they first push, so up to kChildren producers get a child each.
@@ -73,21 +82,23 @@ class InjectTree {
     Txn tx(tags_);
     const unsigned i = my_child();
     Child& c = child_[i];
-    std::uint64_t h = c.head.load(std::memory_order_relaxed);
+    std::uint64_t h = c.head.load(std::memory_order_relaxed);  // [P1r]
     for (;;) {
       t->next = ptr_of(h);
-      tx.gate(c.tag);
-      // [P1] release: publishes *t to the worker's [W2] exchange.
-      // seq_cst: a total order with [W3c] and [W3v] (see [W3]).
+      Hooks::window();
+      tx.gate(c.tag);  // [P1g]
+      // [P1] release: publishes *t to the worker's [W2] exchange. seq_cst:
+      // one total order with [W2], [W3c] and the [W3v] re-read.
       if (c.head.compare_exchange_strong(h, pack(t, count_of(h) + 1), std::memory_order_seq_cst,
                                          std::memory_order_relaxed))
         break;
-      tx.after_fail(c.tag);
+      tx.after_fail(c.tag);  // TagAfterFail; h now holds the new head
     }
     if (h == kClosed) {  // the child was closed: announce it in the parent
       std::uint64_t s = summary_.load(std::memory_order_seq_cst);  // [P2r]
       for (;;) {
-        tx.gate(ptag_);
+        Hooks::window();
+        tx.gate(ptag_);  // [P2g]
         // [P2] set nonempty(i) and bump the epoch even if the bit is set:
         // the bump is what fails a [W3] that re-validated before our [P1].
         // seq_cst: pairs with the parking recheck (maybe_nonempty) and
@@ -98,12 +109,111 @@ class InjectTree {
         tx.after_fail(ptag_);
       }
     }
-    tx.commit();
+    tx.commit();  // ClearMyTags
     if (out) *out = tx.counters();
   }
 
   // Up to `max` (>= 1) tasks, oldest first per producer, linked by next.
-  Task* pop_batch(std::size_t max, std::size_t* n, TxnCounters* out = nullptr) noexcept;
+  Task* pop_batch(std::size_t max, std::size_t* n, TxnCounters* out = nullptr) noexcept {
+    *n = 0;
+    if (max == 0) max = 1;
+    if (out) *out = TxnCounters{};
+    // Each round is one transaction; a round that claims a child and finds
+    // it dry closes it, so the rounds are bounded.
+    for (unsigned round = 0; round < nchildren_; ++round) {
+      Txn tx(tags_);
+      std::uint64_t s = summary_.load(std::memory_order_seq_cst);  // [W1r]
+      unsigned i;
+      for (;;) {
+        std::uint32_t avail = std::uint32_t(s & kNonemptyMask) & ~std::uint32_t((s >> 16) & 0xffff);
+        if (avail == 0) {
+          tx.commit();
+          account(tx, out);
+          return nullptr;
+        }
+        // the first available child at or after this worker's cursor
+        unsigned c = t_cursor_ & (nchildren_ - 1);
+        std::uint32_t rot = (avail >> c) | (c ? avail << (32 - c) : 0);
+        i = (c + unsigned(std::countr_zero(rot))) & 31;
+        Hooks::window();
+        tx.gate(ptag_);  // [W1g]
+        // [W1] claim child i. acquire: pending_[i] as the previous claimer
+        // left it at its [W3] (release) is visible from here on.
+        if (summary_.compare_exchange_strong(s, s | claimed_bit(i), std::memory_order_seq_cst)) break;
+        tx.after_fail(ptag_);
+      }
+      t_cursor_ = i + 1;
+
+      Child& ch = child_[i];
+      Pending& p = pending_[i];
+      if (!p.first) {
+        tx.gate(ch.tag);  // [W2g]
+        // [W2] take the whole stack, leave the head OPEN. An exchange
+        // cannot fail; it is still gated, so a producer that holds the
+        // child's tag goes first. acquire: pairs with [P1]'s release.
+        std::uint64_t h = ch.head.exchange(0, std::memory_order_seq_cst);
+        Task* rev = nullptr;
+        Task* last = nullptr;
+        std::size_t k = 0;
+        for (Task* t = ptr_of(h); t;) {  // newest-first -> oldest-first
+          Task* nx = t->next;
+          if (!last) last = t;
+          t->next = rev;
+          rev = t;
+          t = nx;
+          ++k;
+        }
+        p.first = rev;
+        p.last = last;
+        p.count.store(k, std::memory_order_relaxed);
+      }
+
+      Task* first = p.first;
+      Task* last = nullptr;
+      std::size_t k = 0;
+      for (Task* t = first; t && k < max; t = t->next) {
+        last = t;
+        ++k;
+      }
+      if (last) {
+        p.first = last->next;
+        if (!p.first) p.last = nullptr;
+        last->next = nullptr;
+        p.count.store(p.count.load(std::memory_order_relaxed) - k, std::memory_order_relaxed);
+      }
+      *n = k;
+
+      // [W3c] This claim found nothing at all: close the child, so the next
+      // push announces itself. (A child that just gave us tasks stays OPEN
+      // and announced: a producer streaming into it then never touches the
+      // parent; the first claim that finds it dry closes it.) A failed CAS
+      // means a push got in; then nonempty(i) stays set (no retry, no tag).
+      bool closed = false;
+      if (k == 0) {
+        std::uint64_t open = 0;
+        tx.gate(ch.tag);  // [W3cg]
+        closed = ch.head.compare_exchange_strong(open, kClosed, std::memory_order_seq_cst);
+      }
+      // [W3] release the claim; clear nonempty(i) too if the child is still
+      // closed. The head is re-read after each read of the summary ([W3r],
+      // and the reload of a failed CAS): a push onto the closed head after
+      // that re-read bumps the epoch in [P2], which fails this CAS.
+      s = summary_.load(std::memory_order_seq_cst);  // [W3r]
+      for (;;) {
+        bool empty = closed && ch.head.load(std::memory_order_seq_cst) == kClosed;  // [W3v]
+        std::uint64_t ns = s & ~claimed_bit(i);
+        if (empty) ns &= ~nonempty_bit(i);
+        Hooks::window();
+        tx.gate(ptag_);  // [W3g]
+        if (summary_.compare_exchange_strong(s, ns, std::memory_order_seq_cst)) break;  // [W3]
+        tx.after_fail(ptag_);
+      }
+      tx.commit();  // ClearMyTags
+      account(tx, out);
+      if (k) return first;
+    }
+    return nullptr;
+  }
 
   // True if some announced child is claimed or has tasks in its head or
   // pending list. (A child that gave out its last tasks stays announced
@@ -117,7 +227,7 @@ class InjectTree {
     std::uint32_t ne = std::uint32_t(s & kNonemptyMask);
     if (ne & std::uint32_t(s >> 16)) return true;  // a claimer is at work
     while (ne) {
-      unsigned i = unsigned(__builtin_ctz(ne));
+      unsigned i = unsigned(std::countr_zero(ne));
       ne &= ne - 1;
       if (ptr_of(child_[i].head.load(std::memory_order_seq_cst)) != nullptr) return true;
       if (pending_[i].count.load(std::memory_order_relaxed) != 0) return true;
@@ -125,8 +235,18 @@ class InjectTree {
     return false;
   }
 
-  // Tasks in nonempty children (heads' saturating counts + pending counts).
-  std::size_t size_hint() const noexcept;
+  // Tasks in announced children (heads' saturating counts + pending).
+  std::size_t size_hint() const noexcept {
+    std::uint32_t ne = std::uint32_t(summary_.load(std::memory_order_relaxed) & kNonemptyMask);
+    std::size_t n = 0;
+    while (ne) {
+      unsigned i = unsigned(std::countr_zero(ne));
+      ne &= ne - 1;
+      n += count_of(child_[i].head.load(std::memory_order_relaxed));
+      n += pending_[i].count.load(std::memory_order_relaxed);
+    }
+    return n;
+  }
 
   bool priority_tags() const noexcept { return tags_; }
   std::uint64_t summary() const noexcept { return summary_.load(std::memory_order_relaxed); }
@@ -151,15 +271,22 @@ class InjectTree {
   }
   static std::uint64_t nonempty_bit(unsigned i) noexcept { return std::uint64_t(1) << i; }
   static std::uint64_t claimed_bit(unsigned i) noexcept { return std::uint64_t(1) << (16 + i); }
+  static void account(const Txn& tx, TxnCounters* out) noexcept {
+    if (!out) return;
+    out->retries += tx.counters().retries;
+    out->waits += tx.counters().waits;
+    out->preempts += tx.counters().preempts;
+    out->bypasses += tx.counters().bypasses;
+  }
 
   struct alignas(64) Child {
     std::atomic<std::uint64_t> head{kClosed};
     TagSlot tag;
   };
   struct alignas(64) Pending {
-    Task* first = nullptr;                  // FIFO, owned by the claim holder
+    Task* first = nullptr;  // FIFO, owned by the claim holder
     Task* last = nullptr;
-    std::atomic<std::size_t> count{0};      // read racily by size_hint()
+    std::atomic<std::size_t> count{0};  // read racily by size_hint()
   };
 
   const bool tags_;
@@ -169,6 +296,9 @@ class InjectTree {
   Child child_[kChildren];
   Pending pending_[kChildren];
   static inline std::atomic<unsigned> next_producer_{0};
+  static inline thread_local unsigned t_cursor_ = 0;  // where this worker starts looking
 };
+
+using InjectTree = BasicInjectTree<NoHooks>;
 
 }  // namespace parkway::detail::txn
