@@ -4,6 +4,7 @@
 // driver code (wake, trickle, idle) as the runtimes. It has no scheduler,
 // so fib/reduce/uts run sequentially (the T(seq) baselines).
 #include <functional>
+#include <mutex>
 #include <thread>
 
 #include "common.hpp"
@@ -14,14 +15,15 @@ struct Floor {
   static constexpr const char* kName = "futex";
   static constexpr bool kExternal = true;
 
-  // One slot: the poster stores a function and bumps `seq`; the thread
-  // runs every function it finds and sleeps on `seq` otherwise. The trickle
-  // posts once per ms and each task is far shorter, so one slot suffices;
-  // post() waits (spinning) if the previous task was not taken yet.
+  // A mutex-guarded list of functions and a futex word `seq` that post()
+  // bumps after each push. The thread drains the list, then sleeps on
+  // `seq` while it still holds the value it read before draining (a push
+  // after that read changes `seq`, so FUTEX_WAIT returns at once: no lost
+  // wake). post() never waits for the thread.
   std::atomic<std::uint32_t> seq{0};
   std::atomic<bool> stop{false};
-  std::atomic<bool> taken{true};
-  std::function<void()> slot;
+  std::mutex mu;
+  std::vector<std::function<void()>> list;
   std::thread th;
 
   explicit Floor(unsigned) : th([this] { loop(); }) {}
@@ -34,23 +36,27 @@ struct Floor {
   static unsigned min_threads(unsigned) { return 1; }
 
   void loop() {
-    std::uint32_t seen = 0;
+    std::vector<std::function<void()>> batch;
     for (;;) {
-      std::uint32_t s;
-      while ((s = seq.load(std::memory_order_acquire)) == seen) bench::futex_wait(&seq, seen);
-      seen = s;
+      std::uint32_t seen = seq.load(std::memory_order_acquire);
+      {
+        std::lock_guard<std::mutex> g(mu);
+        batch.swap(list);
+      }
+      for (auto& f : batch) f();
+      bool ran = !batch.empty();
+      batch.clear();
+      if (ran) continue;
       if (stop.load()) return;
-      std::function<void()> f = std::move(slot);
-      taken.store(true, std::memory_order_release);
-      f();
+      bench::futex_wait(&seq, seen);
     }
   }
   template <class F>
   void post(F f) {
-    while (!taken.load(std::memory_order_acquire)) {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      list.emplace_back(std::move(f));
     }
-    taken.store(false, std::memory_order_relaxed);
-    slot = std::move(f);
     seq.fetch_add(1, std::memory_order_release);
     bench::futex_wake(&seq);
   }
