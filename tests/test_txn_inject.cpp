@@ -20,7 +20,7 @@ using parkway::detail::Task;
 using parkway::detail::txn::InjectTree;
 
 #if defined(__SANITIZE_THREAD__)
-constexpr int kScale = 8;  // TSAN on 2 cores: keep the suite short
+constexpr int kScale = 4;  // TSAN on 2 cores: keep the suite short
 #elif defined(__SANITIZE_ADDRESS__)
 constexpr int kScale = 4;
 #else
