@@ -1,0 +1,486 @@
+/*
+ * parking.pml -- SPIN model of parkway's parking protocol.
+ *
+ * What is modelled (docs/design/parking.md has the step table that maps
+ * every step below to one atomic operation in userspace/):
+ *   - N workers running Worker::loop (main loop): next_local, search with
+ *     the searcher cap [S1], found_work [S2] + baton recheck [S3], park
+ *     [P0..P5] on the worker's own ParkWord, and the shutdown exit path.
+ *   - Parking's state word (S = searching, I = idle), its mutex-protected
+ *     LIFO idle list with positions, wake_one [W1..W4].
+ *   - ParkWord values and tokens; FUTEX_WAIT blocks only while the word
+ *     still equals the expected value (checked atomically with the wake);
+ *     FUTEX_WAKE with nobody waiting is a no-op; SPURIOUS spurious wakes.
+ *   - One outside thread: submits NI tasks to the injection queue, each
+ *     followed by notify_work [N2, W1..W4]; then waits for their
+ *     CompletionWord on its own ParkWord [C1, C2, P0, P4]; then shuts the
+ *     runtime down [X1..X3].
+ *   - Task NI-1 (when SPAWN) spawns a child into its worker's deque (TaskGroup
+ *     add + Worker::spawn + after_push). Every task ends with done() [C3]
+ *     and the notify of the waiter [C4].
+ *   - BLOCK: task 0 blocks until every other task has run (a task that
+ *     waits for I/O, a lock or a latch fed by another task). Then "every
+ *     task runs" needs the pool to be work-conserving: this is what the
+ *     baton rule buys.
+ *
+ * Abstractions (argued in parking.md): SPIN's interleaving is sequentially
+ * consistent; the C++ orderings that make the Dekker pairs sound are argued
+ * separately. Queue operations are single atomic steps (the deque and the
+ * injection queue have their own tests and model); queues are sets of task
+ * ids and takers take the lowest id. One search round (search_rounds only
+ * repeats the same steps). The kInjectEvery tick, batch moves of several
+ * tasks, timed sleeps (sleep_for) and run_until (waiting inside a task) are
+ * not modelled.
+ *
+ * Switches (spin -DNAME=value):
+ *   N         workers (2 or 3)            NI       injected tasks (1..2)
+ *   SPAWN     task NI-1 spawns a child      BLOCK    task 0 blocks (above)
+ *   SPURIOUS  spurious futex wakes allowed in the whole run
+ *   HANDOFF   1 = [W3] token written before mu_ is released (the fix)
+ *             0 = token written after unlock and trusted at [P5]
+ *                 (userspace/ as of 7b11c1f: stale hand-off bug)
+ *             2 = token after unlock, [P5] always asks the list (alt. fix)
+ *   W2CAS     1 = [W2] is a CAS that requires S == 0 (the fix)
+ *             0 = [W2] fetch_add after the [W1] load (7b11c1f: cap race)
+ *   START_PARKED  1 = every worker starts asleep on the idle list (skips
+ *             the start-up races; used to keep N = 3 small)
+ *   CAPSLACK  searchers allowed above ceil(N/2) by the cap assertion
+ * Ablations (each must be caught):
+ *   NO_RECHECK  park sleeps without the [P2] recheck of the queues
+ *   NO_BATON    found_work does not wake the next worker ([S3] skipped)
+ *   NO_TOKEN    wakers only FUTEX_WAKE, the word carries no token; the
+ *               sleeper waits once and asks the idle list
+ */
+
+#ifndef N
+#define N 2
+#endif
+#ifndef NI
+#define NI 2
+#endif
+#ifndef SPAWN
+#define SPAWN 1
+#endif
+#ifndef BLOCK
+#define BLOCK 0
+#endif
+#ifndef SPURIOUS
+#define SPURIOUS 1
+#endif
+#ifndef HANDOFF
+#define HANDOFF 1
+#endif
+#ifndef W2CAS
+#define W2CAS 1
+#endif
+#ifndef START_PARKED
+#define START_PARKED 0
+#endif
+#ifndef CAPSLACK
+#define CAPSLACK 0
+#endif
+#ifndef NO_RECHECK
+#define NO_RECHECK 0
+#endif
+#ifndef NO_BATON
+#define NO_BATON 0
+#endif
+#ifndef NO_TOKEN
+#define NO_TOKEN 0
+#endif
+
+#define EXT    N                 /* ParkWord index of the outside thread */
+#define NONE   255
+#define CAP    ((N + 1) / 2)     /* most searchers [S1] admits: ceil(N/2) */
+#define CHILD  NI                /* task id of the spawned child */
+#define SPAWNER (NI - 1)         /* the last injected task spawns it */
+#if SPAWN
+#define NT     (NI + 1)
+#else
+#define NT     NI
+#endif
+#define ALL    ((1 << NT) - 1)
+#define BIT(t) (1 << (t))
+
+/* ParkWord::word (parker.hpp) */
+#define AWAKE     0
+#define PARKED    1
+#define NOTIFIED  2
+#define HANDEDOFF 3
+
+/* ---- shared state (the real program's) ---- */
+byte S;                  /* Parking::state_ low half: searching        */
+byte I;                  /* Parking::state_ high half: idle            */
+byte mu = NONE;          /* Parking::mu_ holder                        */
+byte stk[N];             /* Parking::idle_ (LIFO), sp entries          */
+byte sp;
+byte pos[N];             /* Parking::pos_                              */
+byte pw[N + 1];          /* ParkWord::word of each worker and EXT      */
+bit  fw[N + 1];          /* a FUTEX_WAIT is blocked on pw[i]           */
+byte inj;                /* injection queue: bit t = task t queued     */
+byte dq[N];              /* each worker's deque                        */
+bit  stop;               /* RuntimeImpl::stop                          */
+byte cnt = NI;           /* CompletionWord: outstanding count ...      */
+byte who;                /* ... and waiter id + 1 (0: none)            */
+
+/* ---- ghost state (for the checks only) ---- */
+byte spur = SPURIOUS;    /* spurious wakes left                        */
+byte pushed;             /* tasks made visible                         */
+byte ran;                /* tasks run                                  */
+byte credit;             /* pushes + baton rechecks that saw work
+                            - hand-offs: each wake has its own cause   */
+bit  role[N];            /* counted in S on behalf of worker w         */
+bit  wk[N];              /* role given by a hand-off, not yet ended    */
+byte exited;             /* workers that left main_loop                */
+bit  extdone;            /* outside thread finished shutdown           */
+
+#define SUMROLE   (role[0] + role[1] + (N > 2 -> role[N - 1] : 0))
+#define SUMWK     (wk[0] + wk[1] + (N > 2 -> wk[N - 1] : 0))
+
+/* take the lowest task id out of queue q into t (one atomic step) */
+#define TAKE(q) t = 0; do :: (q >> t) & 1 -> break :: else -> t++ od; q = q & ~BIT(t)
+
+/* Counters match the roles, the list, the cap; at most one unresolved
+ * wakee. Checked in every state by the monitor below. */
+#define INV (S == SUMROLE && I == sp && S <= CAP + CAPSLACK && SUMWK <= 1)
+
+/* any_work_visible() (worker.cpp): injection, then every deque, one load
+ * each ([S3] / [P2]). Sets seen. */
+inline visible() {
+  atomic { if :: inj != 0 -> seen = 1 :: else -> skip fi; v = 0 };
+  do
+  :: seen || v == N -> break
+  :: else -> atomic { if :: dq[v] != 0 -> seen = 1 :: else -> skip fi; v++ }
+  od;
+  v = 0
+}
+
+/* Parking::wake_one + ParkWord::hand_off. `me` is the caller. */
+inline wake_one() {
+  atomic {                                             /* [W1] */
+    mu == NONE -> mu = me;
+    if
+    :: S != 0 || sp == 0 -> mu = NONE; v = NONE
+    :: else -> v = 0
+    fi
+  };
+  if
+  :: v == NONE -> v = 0
+  :: else ->
+     atomic {                                          /* [W2] (+[W3]) */
+       if
+       :: W2CAS && S != 0 -> mu = NONE; v = NONE
+       :: else ->
+          sp--; v = stk[sp]; stk[sp] = 0; pos[v] = NONE;
+          assert(S == 0);              /* wake only when nobody searches */
+          assert(SUMWK == 0);          /* one unresolved wakee at a time  */
+          I--; S++; assert(!role[v]); role[v] = 1; wk[v] = 1;
+          assert(credit > 0); credit--;  /* one wake per cause */
+#if HANDOFF == 1 && !NO_TOKEN
+          old = pw[v]; pw[v] = HANDEDOFF;               /* [W3] under mu_ */
+#endif
+          mu = NONE
+       fi
+     };
+     if
+     :: v == NONE -> v = 0
+     :: else ->
+#if NO_TOKEN
+        atomic { old = pw[v] };
+#elif HANDOFF != 1
+        atomic { old = pw[v]; pw[v] = HANDEDOFF };      /* [W3] */
+#endif
+        if
+        :: old == PARKED -> atomic { fw[v] = 0; old = AWAKE }   /* [W4] */
+        :: else -> old = AWAKE
+        fi;
+        v = 0
+     fi
+  fi
+}
+
+/* Parking::should_wake [N1 fence, N2 load] then wake_one: notify_work()
+ * and Worker::after_push(). */
+inline notify_work() {
+  if
+  :: S == 0 && I > 0 -> wake_one()                      /* [N2] */
+  :: else -> skip
+  fi
+}
+
+/* ParkWord::notify() on word x: [C4] / [X2] */
+inline notify(x) {
+#if NO_TOKEN
+  atomic { old = pw[x] };
+#else
+  atomic {
+    old = pw[x];
+    if
+    :: old == NOTIFIED || old == HANDEDOFF -> old = AWAKE
+    :: else -> pw[x] = NOTIFIED
+    fi
+  };
+#endif
+  if
+  :: old == PARKED -> atomic { fw[x] = 0; old = AWAKE }     /* futex_wake */
+  :: else -> old = AWAKE
+  fi
+}
+
+/* ParkWord::sleep() on word x (the load and the FUTEX_WAIT are merged:
+ * the kernel repeats the comparison atomically), then the exchange that
+ * consumes the token [P5a]. Under NO_TOKEN: a single FUTEX_WAIT. */
+inline sleep(x) {
+  do
+  :: atomic {
+       if
+       :: pw[x] == PARKED -> fw[x] = 1                  /* [P4] */
+       :: else -> break
+       fi
+     };
+     if
+     :: !fw[x] -> skip
+     :: atomic { spur > 0 && fw[x] -> spur--; fw[x] = 0 }  /* spurious */
+     fi;
+#if NO_TOKEN
+     break
+#endif
+  od;
+  atomic { tok = pw[x]; pw[x] = AWAKE }                 /* [P5a] */
+}
+
+/* Parking::withdraw for worker w: [P3a] / [P5b]. res = taken off by a waker */
+inline withdraw(res) {
+  atomic {
+    mu == NONE ->
+    if
+    :: pos[w] == NONE -> res = 1; assert(role[w])
+    :: else ->
+       sp--; v = stk[sp]; stk[pos[w]] = v; pos[v] = pos[w]; stk[sp] = 0;
+       pos[w] = NONE; I--; res = 0; v = 0
+    fi
+  }
+}
+
+/* Worker::found_work: [S2] then the baton [S3] */
+inline found_work() {
+  searching = 0;
+  atomic {                                               /* [S2] */
+    assert(role[w] && S > 0);
+    last = (S == 1); S--; role[w] = 0; wk[w] = 0
+  };
+#if !NO_BATON
+  if
+  :: last -> last = 0; visible();                        /* [S3] */
+     if :: seen -> seen = 0; credit++; wake_one() :: else -> skip fi
+  :: else -> skip
+  fi;
+#endif
+  last = 0
+}
+
+proctype Worker(byte w)
+{
+  bit searching;        /* Worker::searching_ */
+  bit seen, last;
+  byte t = NONE, v, tok, old;
+  byte me = w;
+
+#if START_PARKED
+  goto asleep;
+#endif
+top:
+  /* Worker::loop; done(ctx) is `never` for main_loop. next_local: */
+  atomic { if :: dq[w] != 0 -> TAKE(dq[w]) :: else -> skip fi };   /* [Q4] */
+  if :: t != NONE -> goto exec :: else -> skip fi;
+
+  /* search() */
+  if
+  :: !searching ->
+     atomic {                                              /* [S1] */
+       if
+       :: 2 * S >= N && S > 0 -> skip
+       :: else -> assert(!role[w]); S++; role[w] = 1; searching = 1
+       fi
+     }
+  :: else -> skip
+  fi;
+  atomic { if :: inj != 0 -> TAKE(inj) :: else -> skip fi };        /* [Q3] */
+  if
+  :: t != NONE -> if :: searching -> found_work() :: else -> skip fi; goto exec
+  :: t == NONE && !searching -> goto nowork         /* over the cap */
+  :: else -> skip
+  fi;
+  v = 0;                                   /* steal_round */
+  do
+  :: t != NONE || v == N -> break
+  :: else -> atomic { if :: v != w && dq[v] != 0 -> TAKE(dq[v]) :: else -> skip fi; v++ }  /* [Q5] */
+  od;
+  v = 0;
+  if
+  :: t != NONE -> found_work(); goto exec
+  :: else -> skip
+  fi;
+
+nowork:
+  if
+  :: stop ->                                               /* [E1] */
+     if :: searching -> found_work() :: else -> skip fi;
+     atomic { if :: inj != 0 -> TAKE(inj) :: else -> skip fi };
+     v = 0;
+     do
+     :: t != NONE || v == N -> break
+     :: else -> atomic { if :: v != w && dq[v] != 0 -> TAKE(dq[v]) :: else -> skip fi; v++ }
+     od;
+     v = 0;
+     if :: t != NONE -> goto exec :: else -> skip fi;
+     visible();
+     if :: seen -> seen = 0; goto top :: else -> goto leave fi
+  :: else -> skip
+  fi;
+
+  /* park() */
+  atomic {                                                 /* [P0] */
+    if
+    :: pw[w] == AWAKE -> pw[w] = PARKED; tok = AWAKE
+    :: else -> tok = pw[w]; pw[w] = AWAKE
+    fi
+  };
+  if :: tok != AWAKE -> tok = AWAKE; goto top :: else -> skip fi;
+  atomic {                                                 /* [P1] */
+    mu == NONE ->
+    assert(pos[w] == NONE && searching == role[w]);
+    pos[w] = sp; stk[sp] = w; sp++; I++;
+    if :: searching -> S--; role[w] = 0; wk[w] = 0 :: else -> skip fi;
+    searching = 0
+  };
+  atomic { if :: stop -> seen = 1 :: else -> skip fi };    /* [P2] */
+#if !NO_RECHECK
+  if :: !seen -> visible() :: else -> skip fi;             /* [P2] */
+#endif
+  if
+  :: seen ->
+     seen = 0;
+     withdraw(searching);                                  /* [P3a] */
+     atomic { pw[w] = AWAKE };                             /* [P3b] cancel */
+     goto top
+  :: else -> skip
+  fi;
+asleep:
+  sleep(w);                                                /* [P4], [P5a] */
+  if
+  :: tok == HANDEDOFF && HANDOFF != 2 ->                   /* trusted */
+     searching = 1; assert(role[w] && pos[w] == NONE)
+  :: else -> withdraw(searching)                           /* [P5b] */
+  fi;
+  tok = AWAKE;
+  goto top;
+
+exec:
+  atomic {                                                 /* execute */
+    assert(pos[w] == NONE);          /* a listed worker never runs a task */
+    assert((pushed & BIT(t)) && !(ran & BIT(t)));   /* exactly once */
+    ran = ran | BIT(t)
+  };
+progress_run:
+#if SPAWN
+  if
+  :: t == SPAWNER ->
+     atomic { cnt++ };                                     /* TaskGroup add */
+     atomic { dq[w] = dq[w] | BIT(CHILD); pushed = pushed | BIT(CHILD); credit++ };  /* [Q2] */
+     notify_work()                                          /* after_push */
+  :: else -> skip
+  fi;
+#endif
+#if BLOCK
+  if :: t == 0 -> (ran == ALL) :: else -> skip fi;         /* blocks */
+#endif
+  atomic { last = (cnt == 1 && who != 0); cnt-- };          /* [C3] done() */
+  if :: last -> last = 0; notify(EXT) :: else -> skip fi;   /* [C4] */
+  t = NONE;
+  goto top;
+
+leave:
+  atomic {
+    assert(!searching && !role[w] && pos[w] == NONE);
+    exited++
+  }
+}
+
+/* invariants in every state */
+active proctype monitor()
+{
+end:
+  atomic { !(INV) -> assert(INV) }
+}
+
+init {
+  byte i, t, v, tok, old;
+  bit seen;
+  byte me = EXT;
+  atomic {
+    i = 0;
+    do :: i < N -> pos[i] = NONE; i++ :: else -> break od;
+#if START_PARKED
+    i = 0;
+    do :: i < N -> stk[i] = i; pos[i] = i; pw[i] = PARKED; i++ :: else -> break od;
+    sp = N; I = N;
+#endif
+    i = 0;
+    do :: i < N -> run Worker(i); i++ :: else -> break od;
+    i = 0
+  };
+  /* submit NI tasks: RuntimeImpl::inject */
+  do
+  :: i < NI ->
+     atomic { inj = inj | BIT(i); pushed = pushed | BIT(i); credit++ };   /* [Q1] */
+     notify_work();
+     i++
+  :: else -> break
+  od;
+  /* CompletionWord::wait on the outside thread's ParkWord */
+  atomic {                                                 /* [C1] */
+    if :: cnt == 0 -> t = 0 :: else -> who = EXT + 1; t = 1 fi
+  };
+  if
+  :: t == 1 ->
+     do
+     :: cnt == 0 -> break                                  /* [C2] */
+     :: else ->
+        atomic {                                           /* [P0] */
+          if
+          :: pw[EXT] == AWAKE -> pw[EXT] = PARKED; tok = AWAKE
+          :: else -> tok = pw[EXT]; pw[EXT] = AWAKE
+          fi
+        };
+        if
+        :: tok != AWAKE -> tok = AWAKE
+        :: else ->
+           if
+           :: cnt == 0 -> atomic { pw[EXT] = AWAKE }; break     /* [C2], cancel */
+           :: else -> sleep(EXT); tok = AWAKE
+           fi
+        fi
+     od;
+     who = 0
+  :: else -> skip
+  fi;
+  t = 0;
+  assert(ran == ALL);
+  /* RuntimeImpl::shutdown */
+  stop = 1;                                                /* [X1] */
+  i = 0;
+  do :: i < N -> notify(i); i++ :: else -> break od;       /* [X2] */
+  (exited == N);                                           /* [X3] join */
+  assert(S == 0 && I == 0 && sp == 0 && inj == 0);
+  extdone = 1
+}
+
+/* every pushed task is eventually run (no lost wakeup) */
+ltl nolost {
+  [] ((((pushed & 1) != 0) -> <> ((ran & 1) != 0)) &&
+      (((pushed & 2) != 0) -> <> ((ran & 2) != 0)) &&
+      (((pushed & 4) != 0) -> <> ((ran & 4) != 0)))
+}
+/* and the runtime shuts down */
+ltl alldone { <> extdone }

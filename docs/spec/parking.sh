@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# parking.sh -- the SPIN checks of docs/spec/parking.pml (make spec-parking).
+#
+#   parking.sh            run every check in the table below
+#   parking.sh NAME...    run the named checks only
+#   parking.sh -l         list the checks
+#   KEEP=1 parking.sh     keep the work directory (pan files, trails)
+#
+# A check is: name, expectation, mode, spin defines. Expectations:
+#   pass          SPIN must explore the whole state space and find nothing
+#   fail:KIND     SPIN must find a counterexample of that kind (assert,
+#                 endstate, accept, nonprogress); an ablation or a recorded
+#                 bug that is no longer caught is a FAILED check.
+# Modes: safety (assertions, monitor invariants, invalid end states),
+# nolost / alldone (LTL property of the model, weak fairness), np
+# (non-progress cycles, weak fairness).
+# Output ends with "N passed, N failed, N skipped"; exit 1 if any failed.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+MODEL=$HERE/parking.pml
+
+CHECKS=(
+  # name              expect          mode    defines
+  "safety-n2          pass            safety  -DN=2"
+  "safety-n3          pass            safety  -DN=3 -DSTART_PARKED=1 -DNI=1"
+  "nolost-n2          pass            nolost  -DN=2"
+  "alldone-n2         pass            alldone -DN=2"
+  "baton-n2           pass            alldone -DN=2 -DBLOCK=1"
+  "alt-fix-n2         pass            safety  -DN=2 -DHANDOFF=2"
+  "abl-no-recheck     fail:accept     nolost  -DN=2 -DNO_RECHECK=1"
+  "abl-no-baton       fail:accept     alldone -DN=2 -DBLOCK=1 -DNO_BATON=1"
+  "abl-no-token       fail:accept     nolost  -DN=2 -DNO_TOKEN=1"
+  "bug-stale-handoff  fail:assert     safety  -DN=2 -DHANDOFF=0"
+  "bug-wake-race      fail:assert     safety  -DN=2 -DW2CAS=0"
+)
+
+if [ "${1:-}" = "-l" ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
+
+command -v spin >/dev/null || { echo "spin not installed (make deps)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+W=$(mktemp -d "${TMPDIR:-/tmp}/parking-spin.XXXXXX")
+[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$W"' EXIT
+
+now() { date +%s.%N; }
+dt() { printf '%.2f' "$(echo "$2 - $1" | bc)"; }
+
+# run_check NAME EXPECT MODE DEFS... ; sets RESULT (PASS/FAIL) and prints a line
+run_check() {
+  local name=$1 expect=$2 mode=$3; shift 3
+  local defs="$*" d="$W/$name"
+  mkdir -p "$d"
+  local cf rf
+  case $mode in
+    safety)  cf="-DSAFETY -DNOCLAIM"; rf="" ;;
+    nolost)  cf="";                   rf="-a -f -N nolost" ;;
+    alldone) cf="";                   rf="-a -f -N alldone" ;;
+    np)      cf="-DNP -DNOCLAIM";     rf="-l -f" ;;
+    *) echo "bad mode $mode"; RESULT=FAIL; return ;;
+  esac
+  local t0 t1 t2
+  t0=$(now)
+  (cd "$d" && spin $defs -a "$MODEL" > spin.out 2>&1) || { cat "$d/spin.out"; RESULT=FAIL; echo "FAIL  $name: spin -a failed"; return; }
+  (cd "$d" && gcc -O1 -w $cf -DCOLLAPSE -o pan pan.c) || { RESULT=FAIL; echo "FAIL  $name: gcc failed"; return; }
+  t1=$(now)
+  (cd "$d" && ./pan -m200000 $rf > pan.out 2>&1)
+  t2=$(now)
+  local out=$d/pan.out
+  local states errs kind
+  states=$(sed -nE 's/^ *([0-9e.+]+) states, stored.*/\1/p' "$out" | head -1)
+  errs=$(sed -nE 's/.*errors: ([0-9]+).*/\1/p' "$out" | head -1)
+  local first
+  first=$(grep -m1 '^pan:1:' "$out")
+  case $first in
+    *'assertion violated'*) kind=assert ;;
+    *'invalid end state'*)  kind=endstate ;;
+    *'acceptance cycle'*)   kind=accept ;;
+    *'non-progress cycle'*) kind=nonprogress ;;
+    *) kind=none ;;
+  esac
+  local trunc=0
+  grep -q 'max search depth too small' "$out" && trunc=1
+  local verdict why
+  if [ -z "$errs" ]; then
+    verdict=FAIL; why="pan did not finish (see $out)"
+  elif [ "$expect" = pass ]; then
+    if [ "$errs" = 0 ] && [ $trunc = 0 ]; then verdict=PASS; why="no counterexample"
+    elif [ $trunc = 1 ]; then verdict=FAIL; why="search depth too small: incomplete"
+    else verdict=FAIL; why="counterexample: $first"
+    fi
+  else
+    local want=${expect#fail:}
+    if [ "$errs" != 0 ] && [ "$kind" = "$want" ]; then verdict=PASS; why="caught as required: ${first#pan:1: }"
+    elif [ "$errs" != 0 ]; then verdict=FAIL; why="caught, but as $kind, not $want"
+    else verdict=FAIL; why="NOT caught: the check no longer finds the expected $want"
+    fi
+  fi
+  if [ "$kind" != none ] && [ "$errs" != 0 ]; then
+    (cd "$d" && spin -t $defs -p "$MODEL" > trail.txt 2>&1)
+  fi
+  printf '%-4s  %-18s %-8s %-8s %10s states  pan %6ss  build %5ss  %s\n' \
+    "$verdict" "$name" "$mode" "${expect}" "${states:-?}" "$(dt "$t1" "$t2")" "$(dt "$t0" "$t1")" "$why"
+  printf '      spin %s -a parking.pml; gcc -O1 %s -DCOLLAPSE; ./pan -m200000 %s\n' "$defs" "$cf" "$rf"
+  [ "$verdict" = FAIL ] && [ "${KEEP:-0}" != 1 ] && { sed -n '1,40p' "$out" | sed 's/^/      | /'; }
+  RESULT=$verdict
+}
+
+pass=0; fail=0
+T0=$(now)
+echo "parking.pml: SPIN $(spin -V | sed -nE 's/Spin Version ([0-9.]+).*/\1/p'), work dir $W"
+for c in "${CHECKS[@]}"; do
+  read -r name expect mode defs <<<"$c"
+  if [ $# -gt 0 ]; then
+    hit=0; for a in "$@"; do [ "$a" = "$name" ] && hit=1; done
+    [ $hit = 1 ] || continue
+  fi
+  run_check "$name" "$expect" "$mode" $defs
+  if [ "$RESULT" = PASS ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+done
+echo "total $(dt "$T0" "$(now)") s"
+echo "$pass passed, $fail failed, 0 skipped"
+[ "$fail" -eq 0 ]
