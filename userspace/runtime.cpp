@@ -8,6 +8,7 @@
 #include <string>
 
 #include "parker.hpp"
+#include "parkway/coro.hpp"
 #include "probes.hpp"
 #include "runtime_impl.hpp"
 
@@ -170,6 +171,13 @@ Runtime* Runtime::current() noexcept {
 int Runtime::current_worker_index() noexcept {
   detail::Worker* w = detail::Worker::current();
   return w ? int(w->index()) : -1;
+}
+
+void detail::enqueue_on(Runtime& rt, detail::Task* t) { rt.enqueue(t); }
+
+Runtime& detail::runtime_for_spawn() {
+  Runtime* rt = Runtime::current();
+  return rt ? *rt : Runtime::default_runtime();
 }
 
 Runtime& Runtime::default_runtime() {

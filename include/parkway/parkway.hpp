@@ -8,6 +8,7 @@
 //   parkway::Stats s = rt.stats();
 #pragma once
 
+#include "parkway/coro.hpp"
 #include "parkway/errors.hpp"
 #include "parkway/future.hpp"
 #include "parkway/options.hpp"

@@ -18,6 +18,7 @@ namespace parkway {
 
 namespace detail {
 class RuntimeImpl;
+PARKWAY_API void enqueue_on(Runtime& rt, Task* t);
 }
 
 class PARKWAY_API Runtime {
@@ -120,6 +121,7 @@ class PARKWAY_API Runtime {
   // Pushes a task: to the calling worker's deque if it is one of ours,
   // otherwise to the injection queue (throws RuntimeShutdown when closed).
   void enqueue(detail::Task* t);
+  friend void detail::enqueue_on(Runtime& rt, detail::Task* t);
 
   detail::RuntimeImpl* impl_;
 };

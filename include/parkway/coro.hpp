@@ -1,0 +1,293 @@
+// parkway/coro.hpp -- C++20 coroutine tasks on the work-stealing pool.
+//
+//   parkway::Task<long> fib(int n) {
+//     if (n < 2) co_return n;
+//     parkway::Spawned<long> a = parkway::spawn(fib(n - 1));  // may run on another worker
+//     long b = co_await fib(n - 2);                           // runs inline, now
+//     co_return co_await a + b;                               // join; never blocks a thread
+//   }
+//   long r = parkway::sync_wait(rt, fib(30));                 // from outside the pool
+//
+// Task<T> is lazy: nothing runs until it is awaited (inline, by symmetric
+// transfer) or spawned. spawn() makes the coroutine a runtime task, pushed
+// on the calling worker's deque where thieves can take it. co_await on a
+// Spawned<T> either finds it finished and continues, or suspends: the
+// child resumes the awaiting coroutine when it finishes, on whichever
+// worker finished it (so a join costs no thread, unlike TaskGroup::wait).
+//
+// The join race (child finishing vs. parent suspending) is one word:
+// `cont` = nullptr (running, nobody waits) | kDone | the waiting handle.
+// The parent CASes nullptr -> its handle; the child exchanges in kDone and,
+// if it got a handle, resumes it. Exactly one of them sees the other.
+// Exceptions travel with the result: co_await / sync_wait rethrow them.
+// A Spawned<T> dropped without co_await waits for its child (helping if on
+// a worker), so a frame never outlives the scope that spawned it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <coroutine>
+#include <exception>
+#include <new>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+#include "parkway/runtime.hpp"
+#include "parkway/task.hpp"
+
+namespace parkway {
+
+template <class T = void>
+class Task;
+template <class T = void>
+class Spawned;
+
+namespace detail {
+
+// Schedules a runtime task on rt (the caller's deque if it is one of rt's
+// workers, else the injection queue; throws RuntimeShutdown when closed).
+PARKWAY_API void enqueue_on(Runtime& rt, Task* t);
+// The calling worker's runtime, or Runtime::default_runtime().
+PARKWAY_API Runtime& runtime_for_spawn();
+
+inline void* const kCoroDone = reinterpret_cast<void*>(std::uintptr_t(1));
+
+template <class T>
+struct Result {
+  alignas(T) unsigned char storage[sizeof(T)];
+  bool has = false;
+  std::exception_ptr error;
+  template <class U>
+  void set(U&& v) {
+    ::new (static_cast<void*>(storage)) T(static_cast<U&&>(v));
+    has = true;
+  }
+  T take() {
+    if (error) std::rethrow_exception(error);
+    return std::move(*std::launder(reinterpret_cast<T*>(storage)));
+  }
+  ~Result() {
+    if (has) std::launder(reinterpret_cast<T*>(storage))->~T();
+  }
+};
+template <>
+struct Result<void> {
+  std::exception_ptr error;
+  void take() {
+    if (error) std::rethrow_exception(error);
+  }
+};
+
+struct PromiseBase {
+  // Frames come from the task block cache (userspace/task_alloc.cpp).
+  static void* operator new(std::size_t n) { return allocate_task(n); }
+  static void operator delete(void* p, std::size_t n) noexcept { free_task(p, n); }
+
+  std::coroutine_handle<> continuation;  // inline co_await: who resumes when we finish
+  // Spawned only: the runtime task that starts us, the join word, and the
+  // completion count a dropped Spawned (or sync_wait) blocks on.
+  struct Starter : ::parkway::detail::Task {
+    std::coroutine_handle<> h;
+  } starter;
+  std::atomic<void*> cont{nullptr};
+  CompletionWord finished;
+  bool spawned = false;
+
+  std::suspend_always initial_suspend() noexcept { return {}; }
+
+  struct Final {
+    bool await_ready() noexcept { return false; }
+    template <class P>
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
+      PromiseBase& p = h.promise();
+      if (!p.spawned) return p.continuation ? p.continuation : std::noop_coroutine();
+      void* waiter = p.cont.exchange(kCoroDone, std::memory_order_acq_rel);
+      p.finished.done();  // after this the owner may destroy the frame: touch nothing
+      if (waiter && waiter != kCoroDone) return std::coroutine_handle<>::from_address(waiter);
+      return std::noop_coroutine();
+    }
+    void await_resume() noexcept {}
+  };
+  Final final_suspend() noexcept { return {}; }
+
+  static void start(::parkway::detail::Task* t) noexcept { static_cast<Starter*>(t)->h.resume(); }
+};
+
+template <class T>
+struct Promise : PromiseBase {
+  Result<T> result;
+  ::parkway::Task<T> get_return_object() noexcept;
+  void unhandled_exception() noexcept { result.error = std::current_exception(); }
+  template <class U>
+  void return_value(U&& v) {
+    result.set(static_cast<U&&>(v));
+  }
+};
+template <>
+struct Promise<void> : PromiseBase {
+  Result<void> result;
+  ::parkway::Task<void> get_return_object() noexcept;
+  void unhandled_exception() noexcept { result.error = std::current_exception(); }
+  void return_void() noexcept {}
+};
+
+}  // namespace detail
+
+// A lazily started coroutine. Await it (runs inline) or spawn() it.
+template <class T>
+class [[nodiscard]] Task {
+ public:
+  using promise_type = detail::Promise<T>;
+  using Handle = std::coroutine_handle<promise_type>;
+
+  Task(Task&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  Task& operator=(Task&& o) noexcept {
+    if (this != &o) {
+      if (h_) h_.destroy();
+      h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
+  }
+  ~Task() {
+    if (h_) h_.destroy();
+  }
+
+  // co_await task: run it now on this thread; resume here when it is done.
+  // The awaiter takes the frame and frees it when the co_await ends.
+  auto operator co_await() && {
+    struct Awaiter {
+      Handle h;
+      Awaiter(Handle x) noexcept : h(x) {}
+      Awaiter(const Awaiter&) = delete;
+      ~Awaiter() { h.destroy(); }
+      bool await_ready() noexcept { return false; }
+      std::coroutine_handle<> await_suspend(std::coroutine_handle<> parent) noexcept {
+        h.promise().continuation = parent;
+        return h;
+      }
+      T await_resume() { return h.promise().result.take(); }
+    };
+    if (!h_) throw std::logic_error("parkway::Task: awaited twice or moved from");
+    return Awaiter{std::exchange(h_, nullptr)};
+  }
+
+ private:
+  friend struct detail::Promise<T>;
+  template <class U>
+  friend Spawned<U> spawn(Task<U> t, Runtime& rt);
+  explicit Task(Handle h) noexcept : h_(h) {}
+  Handle release() noexcept { return std::exchange(h_, nullptr); }
+  Handle h_;
+};
+
+namespace detail {
+template <class T>
+::parkway::Task<T> Promise<T>::get_return_object() noexcept {
+  return ::parkway::Task<T>(std::coroutine_handle<Promise<T>>::from_promise(*this));
+}
+inline ::parkway::Task<void> Promise<void>::get_return_object() noexcept {
+  return ::parkway::Task<void>(std::coroutine_handle<Promise<void>>::from_promise(*this));
+}
+}  // namespace detail
+
+// A coroutine running (or queued) as a runtime task. co_await it once to
+// join and get its result.
+template <class T>
+class [[nodiscard]] Spawned {
+ public:
+  using Handle = std::coroutine_handle<detail::Promise<T>>;
+  Spawned(Spawned&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  Spawned& operator=(Spawned&&) = delete;
+  Spawned(const Spawned&) = delete;
+  ~Spawned() {
+    if (!h_) return;
+    h_.promise().finished.wait();  // a dropped handle waits for its child
+    h_.destroy();
+  }
+
+  bool ready() const noexcept { return h_ && h_.promise().finished.is_zero(); }
+
+  auto operator co_await() && {
+    struct Awaiter {
+      Spawned* self;
+      bool await_ready() noexcept {
+        return self->h_.promise().cont.load(std::memory_order_acquire) == detail::kCoroDone;
+      }
+      bool await_suspend(std::coroutine_handle<> parent) noexcept {
+        void* expected = nullptr;
+        // false: the child finished meanwhile; continue without suspending.
+        return self->h_.promise().cont.compare_exchange_strong(expected, parent.address(),
+                                                               std::memory_order_acq_rel,
+                                                               std::memory_order_acquire);
+      }
+      T await_resume() {
+        // The child resumed us from its final suspend, or had finished:
+        // wait for its last touch of the frame, then take the result.
+        Handle h = std::exchange(self->h_, nullptr);
+        h.promise().finished.wait();
+        struct Destroy {
+          Handle h;
+          ~Destroy() { h.destroy(); }
+        } d{h};
+        return h.promise().result.take();
+      }
+    };
+    if (!h_) throw std::logic_error("parkway::Spawned: awaited twice or moved from");
+    return Awaiter{this};
+  }
+
+  // Blocks the calling thread (helping if it is a worker) until done, then
+  // returns the result or rethrows. For use outside coroutines.
+  T get() {
+    if (!h_) throw std::logic_error("parkway::Spawned: get() after the result was taken");
+    Handle h = std::exchange(h_, nullptr);
+    h.promise().finished.wait();
+    struct Destroy {
+      Handle h;
+      ~Destroy() { h.destroy(); }
+    } d{h};
+    return h.promise().result.take();
+  }
+
+ private:
+  template <class U>
+  friend Spawned<U> spawn(Task<U> t, Runtime& rt);
+  explicit Spawned(Handle h) noexcept : h_(h) {}
+  Handle h_;
+};
+
+// Starts t as a runtime task on rt.
+template <class T>
+Spawned<T> spawn(Task<T> t, Runtime& rt) {
+  typename Task<T>::Handle h = t.release();
+  if (!h) throw std::logic_error("parkway::spawn: the Task was already started or moved from");
+  auto& p = h.promise();
+  p.spawned = true;
+  p.finished.add(1);
+  p.starter.invoke = &detail::PromiseBase::start;
+  p.starter.h = h;
+  try {
+    detail::enqueue_on(rt, &p.starter);
+  } catch (...) {
+    h.destroy();
+    throw;
+  }
+  return Spawned<T>(h);
+}
+
+// Starts t as a runtime task on the calling worker's runtime (outside any
+// pool: Runtime::default_runtime()).
+template <class T>
+Spawned<T> spawn(Task<T> t) {
+  return spawn(std::move(t), detail::runtime_for_spawn());
+}
+
+// Runs t on rt and blocks the caller until it finishes; returns its result
+// or rethrows its exception.
+template <class T>
+T sync_wait(Runtime& rt, Task<T> t) {
+  return spawn(std::move(t), rt).get();
+}
+
+}  // namespace parkway

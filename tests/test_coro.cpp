@@ -1,0 +1,136 @@
+// test_coro.cpp -- coroutine tasks: inline await, spawn/join across
+// workers, exceptions, dropped handles, sync_wait from many threads.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "parkway/parkway.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+parkway::Task<long> fib(int n) {
+  if (n < 2) co_return n;
+  parkway::Spawned<long> a = parkway::spawn(fib(n - 1));
+  long b = co_await fib(n - 2);
+  co_return co_await std::move(a) + b;
+}
+long fib_seq(int n) { return n < 2 ? n : fib_seq(n - 1) + fib_seq(n - 2); }
+
+parkway::Task<int> add_one(int x) { co_return x + 1; }
+
+parkway::Task<std::string> chain() {
+  int v = co_await add_one(1);
+  v = co_await add_one(v);
+  co_return std::to_string(v);
+}
+
+parkway::Task<void> fail_after(int depth) {
+  if (depth == 0) throw std::runtime_error("coroutine failed");
+  co_await fail_after(depth - 1);
+}
+
+parkway::Task<int> sum_children(int n, std::atomic<int>* ran) {
+  std::vector<parkway::Spawned<int>> kids;
+  for (int i = 0; i < n; ++i)
+    kids.push_back(parkway::spawn([](int i, std::atomic<int>* r) -> parkway::Task<int> {
+      r->fetch_add(1);
+      co_return i;
+    }(i, ran)));
+  int s = 0;
+  for (auto& k : kids) s += co_await std::move(k);
+  co_return s;
+}
+
+}  // namespace
+
+TEST(Coro, InlineAwaitChain) {
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  EXPECT_EQ(parkway::sync_wait(rt, chain()), "3");
+}
+
+TEST(Coro, FibAcrossWorkers) {
+  pwtest::Watchdog w("Coro.FibAcrossWorkers", 120);
+  for (unsigned workers : {1u, 2u, 4u}) {
+    parkway::Runtime rt(parkway::Options{.workers = workers});
+    int n = pwtest::kSanitized ? 16 : 22;
+    EXPECT_EQ(parkway::sync_wait(rt, fib(n)), fib_seq(n)) << workers << " workers";
+  }
+}
+
+TEST(Coro, ManyChildrenJoined) {
+  parkway::Runtime rt(parkway::Options{.workers = 3});
+  std::atomic<int> ran{0};
+  const int n = 20000 / pwtest::kSlow;
+  EXPECT_EQ(parkway::sync_wait(rt, sum_children(n, &ran)), (n - 1) * n / 2);
+  EXPECT_EQ(ran.load(), n);
+}
+
+TEST(Coro, ExceptionsPropagate) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  EXPECT_THROW(parkway::sync_wait(rt, fail_after(5)), std::runtime_error);
+  auto spawned_failure = []() -> parkway::Task<int> {
+    auto s = parkway::spawn(fail_after(3));
+    co_await std::move(s);
+    co_return 1;
+  };
+  EXPECT_THROW(parkway::sync_wait(rt, spawned_failure()), std::runtime_error);
+}
+
+TEST(Coro, DroppedSpawnedWaitsForItsChild) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  std::atomic<int> done{0};
+  auto parent = [](std::atomic<int>* d) -> parkway::Task<void> {
+    {
+      auto child = parkway::spawn([](std::atomic<int>* d) -> parkway::Task<void> {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        d->fetch_add(1);
+        co_return;
+      }(d));
+    }  // dropped without co_await: waits here
+    EXPECT_EQ(d->load(), 1);
+    co_return;
+  };
+  parkway::sync_wait(rt, parent(&done));
+  EXPECT_EQ(done.load(), 1);
+}
+
+TEST(Coro, SyncWaitFromManyThreads) {
+  pwtest::Watchdog w("Coro.SyncWaitFromManyThreads", 120);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  std::vector<std::thread> ts;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 6; ++t)
+    ts.emplace_back([&] {
+      for (int i = 0; i < 50 / pwtest::kSlow + 5; ++i)
+        if (parkway::sync_wait(rt, fib(12)) == 144) ok.fetch_add(1);
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(ok.load(), 6 * (50 / pwtest::kSlow + 5));
+}
+
+TEST(Coro, SpawnAfterShutdownThrows) {
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  rt.shutdown();
+  EXPECT_THROW(parkway::sync_wait(rt, add_one(1)), parkway::RuntimeShutdown);
+}
+
+TEST(Coro, AwaitingTwiceIsAnError) {
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  auto f = []() -> parkway::Task<int> {
+    auto t = add_one(1);
+    int a = co_await std::move(t);
+    bool threw = false;
+    try {
+      (void)co_await std::move(t);  // moved-from handle: refused, not UB
+    } catch (const std::logic_error&) {
+      threw = true;
+    }
+    co_return threw ? a : -1;
+  };
+  EXPECT_EQ(parkway::sync_wait(rt, f()), 2);
+}
