@@ -144,8 +144,12 @@ static struct parkway_proc *get_proc(struct task_struct *p)
 	struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
 	struct parkway_proc fresh = {};
 
-	if (pr)
+	if (pr) {
+		/* The name the leader had at fork may predate its exec. */
+		if (p->pid == p->tgid && pr->comm[0] != p->comm[0])
+			bpf_probe_read_kernel_str(pr->comm, sizeof(pr->comm), p->comm);
 		return pr;
+	}
 	fresh.vtime = vtime_now;
 	bpf_probe_read_kernel_str(fresh.comm, sizeof(fresh.comm), p->group_leader->comm);
 	bpf_map_update_elem(&procs, &tgid, &fresh, BPF_NOEXIST);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -114,15 +115,25 @@ void print_stats_line(const char *prefix, const uint64_t s[PARKWAY_NR_STATS])
 	fflush(stdout);
 }
 
-/* Registered workers per owner tgid (a linear scan of the slots). */
-static unsigned workers_of(int wfd, uint32_t tgid)
-{
-	struct parkway_slot slot;
-	unsigned n = 0;
+/* Registered workers of one tgid, by published state (a scan of the
+ * mmapped slots: no syscall per slot). */
+struct worker_count {
+	unsigned total, by_state[4];
+};
 
-	for (uint32_t i = 0; wfd >= 0 && i < PARKWAY_MAX_SLOTS; i++)
-		if (!bpf_map_lookup_elem(wfd, &i, &slot) && slot.owner == tgid)
-			n++;
+static struct worker_count workers_of(const struct parkway_slot *slots, uint32_t tgid)
+{
+	struct worker_count n = { 0 };
+
+	for (uint32_t i = 0; slots && i < PARKWAY_MAX_SLOTS; i++) {
+		uint32_t st = __atomic_load_n(&slots[i].state, __ATOMIC_RELAXED);
+
+		if (__atomic_load_n(&slots[i].owner, __ATOMIC_RELAXED) != tgid)
+			continue;
+		n.total++;
+		if (st < 4)
+			n.by_state[st]++;
+	}
 	return n;
 }
 
@@ -135,10 +146,18 @@ void print_programs(void)
 	uint64_t *vals = ncpu > 0 ? calloc((size_t)ncpu, sizeof(uint64_t)) : NULL;
 	uint32_t key, next, *prev = NULL;
 	struct parkway_proc pr;
+	struct worker_count wc;
+	const size_t wbytes = sizeof(struct parkway_slot) * PARKWAY_MAX_SLOTS;
+	struct parkway_slot *slots = NULL;
 
 	if (pfd < 0 || rfd < 0 || !vals)
 		goto out;
-	printf("programs (tgid comm cpu_ms registered_workers):\n");
+	if (wfd >= 0) {
+		slots = mmap(NULL, wbytes, PROT_READ, MAP_SHARED, wfd, 0);
+		if (slots == MAP_FAILED)
+			slots = NULL;
+	}
+	printf("programs (tgid comm cpu_ms registered workers, by published state):\n");
 	while (!bpf_map_get_next_key(pfd, prev, &next)) {
 		uint64_t ns = 0;
 
@@ -149,11 +168,19 @@ void print_programs(void)
 		if (!bpf_map_lookup_elem(rfd, &key, vals))
 			for (int c = 0; c < ncpu; c++)
 				ns += vals[c];
-		if (ns < 1000000 && !workers_of(wfd, key))
+		wc = workers_of(slots, key);
+		if (ns < 1000000 && !wc.total)
 			continue; /* keep the table short: skip programs under 1 ms */
-		printf("program %u %.16s cpu_ms=%llu workers=%u\n", key, pr.comm,
-		       (unsigned long long)(ns / 1000000), workers_of(wfd, key));
+		printf("program %u %.16s cpu_ms=%llu workers=%u", key, pr.comm,
+		       (unsigned long long)(ns / 1000000), wc.total);
+		if (wc.total)
+			printf(" (busy %u, searching %u, parked %u, off %u)",
+			       wc.by_state[PARKWAY_W_BUSY], wc.by_state[PARKWAY_W_SEARCHING],
+			       wc.by_state[PARKWAY_W_PARKED], wc.by_state[PARKWAY_W_OFF]);
+		printf("\n");
 	}
+	if (slots)
+		munmap(slots, wbytes);
 out:
 	free(vals);
 	if (pfd >= 0)

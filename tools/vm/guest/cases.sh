@@ -127,6 +127,25 @@ case2() {
 	else
 		bad="$bad pw_vmprog-missing"
 	fi
+	# 2d: parked workers cost nothing: an idle program's workers show as
+	# parked and its CPU time stands still.
+	if [ -x /bin/pw_vmprog ]; then
+		pw_vmprog --workers 2 --idle 6 --seconds 1 >/tmp/idle.log 2>&1 &
+		ipid=$!
+		up_then_status /tmp/idle.log
+		sleep 0.5
+		parkway sched status >/tmp/status.log 2>&1
+		line0=$(grep "^program $ipid " /tmp/status.log)
+		sleep 1.5
+		parkway sched status >/tmp/status.log 2>&1
+		line1=$(grep "^program $ipid " /tmp/status.log)
+		wait $ipid
+		c0=$(echo "$line0" | sed -n 's/.* cpu_ms=\([0-9]*\).*/\1/p')
+		c1=$(echo "$line1" | sed -n 's/.* cpu_ms=\([0-9]*\).*/\1/p')
+		log "idle program $ipid: [$line0] then 1.5 s later [$line1]"
+		echo "$line1" | grep -q 'workers=2 (busy 0, searching 0, parked 2' || bad="$bad idle-workers-not-parked"
+		[ -n "$c0" ] && [ -n "$c1" ] && [ $((c1 - c0)) -le 20 ] || bad="$bad idle-program-used-cpu(${c0}->${c1}ms)"
+	fi
 	parkway sched status >/tmp/status.log 2>&1
 	runs1=$(stat_of worker_runs)
 	log "counters: $(grep '^counters' /tmp/status.log)"

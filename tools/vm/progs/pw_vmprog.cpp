@@ -1,4 +1,5 @@
-// pw_vmprog --workers N --seconds S -- a parkway program for the VM tests:
+// pw_vmprog --workers N --seconds S [--idle I] -- a parkway program for the
+// VM tests (--idle: first sit idle for I seconds after start-up):
 // repeats a parallel sum with a known answer for about S seconds, checks
 // every answer, prints "result ok ..." (or "result WRONG ...") and the CPU
 // time the process used (the scheduler's per-program figure is compared
@@ -15,10 +16,11 @@
 
 int main(int argc, char** argv) {
   unsigned workers = 2;
-  int seconds = 3;
+  int seconds = 3, idle = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--workers")) workers = static_cast<unsigned>(std::atoi(argv[i + 1]));
     if (!std::strcmp(argv[i], "--seconds")) seconds = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--idle")) idle = std::atoi(argv[i + 1]);
   }
   std::printf("pw_vmprog pid %d, %u workers, %d s\n", static_cast<int>(getpid()), workers, seconds);
   std::fflush(stdout);
@@ -27,6 +29,11 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 3; ++i) parkway::parallel_for(rt, 0, 4 * workers, 1, [](std::size_t) {});
   std::printf("runtime up\n");
   std::fflush(stdout);
+  if (idle) {  // --idle S: no work for S seconds (the workers should park)
+    sleep(static_cast<unsigned>(idle));
+    std::printf("idle done\n");
+    std::fflush(stdout);
+  }
   const std::size_t n = 200000;
   const std::uint64_t want = static_cast<std::uint64_t>(n) * (n - 1) / 2;
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
