@@ -11,7 +11,7 @@
 //   g++ -std=c++20 -O2 -g -Iinclude -Iuserspace -D_GNU_SOURCE -pthread \
 //       tests/bench/bench_submit.cpp build/libparkway.a -o build/bench/bench_submit
 // Run:
-//   build/bench/bench_submit [--quick] [--json PATH]
+//   build/bench/bench_submit [--quick] [--json PATH] [--only QUEUE] [--producers N]
 //   (default JSON path: submit.json beside the binary)
 //
 // Throughput comes from untimed runs (median of REPS); latency from
@@ -26,6 +26,7 @@
 #include <concurrentqueue/concurrentqueue.h>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -52,6 +53,28 @@ void noop(Task*) noexcept {}
 inline void construct(Task& t) noexcept {
   t.invoke = noop;
   t.next = nullptr;
+}
+
+// Warm mode: each producer recycles a small ring of tasks (what the
+// runtime's thread-local task cache gives a submitting thread), so the
+// task lines are in cache; a slot is reused once a consumer ran it.
+bool g_warm = false;
+constexpr std::size_t kPool = 1024;
+struct Slot : Task {
+  std::atomic<std::uint32_t> busy{0};
+};
+void release_slot(Task* t) noexcept { static_cast<Slot*>(t)->busy.store(0, std::memory_order_release); }
+inline Task* next_task(Task* cold, Slot* ring, std::size_t i) noexcept {
+  if (!g_warm) {
+    construct(cold[i]);
+    return &cold[i];
+  }
+  Slot& sl = ring[i & (kPool - 1)];
+  while (sl.busy.load(std::memory_order_acquire)) std::this_thread::yield();
+  sl.busy.store(1, std::memory_order_relaxed);
+  sl.invoke = release_slot;
+  sl.next = nullptr;
+  return &sl;
 }
 
 // ---- the contenders, behind one small interface ---------------------------
@@ -118,7 +141,8 @@ void calibrate_tsc() {
 }
 
 struct RunResult {
-  double mops = 0;                       // pushes per microsecond = M/s
+  double mops = 0;                       // pushes per microsecond = M/s, until the last push returned
+  double e2e = 0;                        // tasks per microsecond, until the last task ran
   std::vector<std::uint32_t> lat_ticks;  // per push, latency runs only
 };
 
@@ -131,6 +155,9 @@ RunResult run_once(bool tags, unsigned producers, std::size_t per, bool timed,
   std::atomic<std::uint64_t> consumed{0};
   const std::uint64_t total = std::uint64_t(producers) * per;
   std::vector<std::vector<std::uint32_t>> lat(producers);
+  std::vector<std::unique_ptr<Slot[]>> rings(producers);  // outlive the consumers' last touch
+  if (g_warm)
+    for (auto& r : rings) r.reset(new Slot[kPool]);
   std::vector<std::thread> th;
   for (unsigned c = 0; c < kConsumers; ++c)
     th.emplace_back([&] {
@@ -149,23 +176,21 @@ RunResult run_once(bool tags, unsigned producers, std::size_t per, bool timed,
   for (unsigned p = 0; p < producers; ++p)
     th.emplace_back([&, p] {
       Task* mine = items[p].get();
+      Slot* ring = rings[p].get();
       if (timed) lat[p].resize(per);
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) {
       }
       if (timed) {
         for (std::size_t i = 0; i < per; ++i) {
-          construct(mine[i]);
+          Task* t = next_task(mine, ring, i);
           std::uint64_t a = __rdtsc();
-          q.push(&mine[i]);
+          q.push(t);
           std::uint64_t b = __rdtsc();
           lat[p][i] = std::uint32_t(std::min<std::uint64_t>(b - a, UINT32_MAX));
         }
       } else {
-        for (std::size_t i = 0; i < per; ++i) {
-          construct(mine[i]);
-          q.push(&mine[i]);
-        }
+        for (std::size_t i = 0; i < per; ++i) q.push(next_task(mine, ring, i));
       }
       std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
       std::int64_t prev = t_end.load();
@@ -176,9 +201,11 @@ RunResult run_once(bool tags, unsigned producers, std::size_t per, bool timed,
   std::int64_t t0 = std::chrono::steady_clock::now().time_since_epoch().count();
   go.store(true, std::memory_order_release);
   for (auto& t : th) t.join();
+  std::int64_t t_all = std::chrono::steady_clock::now().time_since_epoch().count();
   RunResult r;
   double secs = double(t_end.load() - t0) * 1e-9;  // steady_clock ticks are ns on Linux
   r.mops = double(total) / secs / 1e6;
+  r.e2e = double(total) / (double(t_all - t0) * 1e-9) / 1e6;
   if (timed)
     for (auto& v : lat) r.lat_ticks.insert(r.lat_ticks.end(), v.begin(), v.end());
   if (consumed.load() != total) std::fprintf(stderr, "bench_submit: lost tasks!\n");
@@ -186,9 +213,11 @@ RunResult run_once(bool tags, unsigned producers, std::size_t per, bool timed,
 }
 
 struct Row {
+  std::string tasks;  // "cold" or "warm"
   std::string queue;
   unsigned producers;
   double mops;
+  double e2e;
   double p50_ns, p99_ns, p999_ns, max_ns;
 };
 
@@ -214,17 +243,26 @@ const Contender kContenders[] = {
 
 // Repetitions are interleaved across the contenders, so drift in the
 // machine (other load, frequency) hits all of them alike.
+std::string g_only;       // --only NAME: run one contender (for profiling)
+unsigned g_producers = 0;  // --producers N: only that column
+
 std::vector<Row> measure(unsigned producers, std::size_t per, int reps, std::vector<std::unique_ptr<Task[]>>& items) {
   constexpr std::size_t kN = sizeof kContenders / sizeof kContenders[0];
-  std::vector<double> tp[kN];
+  std::vector<double> tp[kN], e2e[kN];
   for (int r = 0; r < reps; ++r)
-    for (std::size_t c = 0; c < kN; ++c)
-      tp[c].push_back(kContenders[c].run(kContenders[c].tags, producers, per, false, items).mops);
+    for (std::size_t c = 0; c < kN; ++c) {
+      if (!g_only.empty() && g_only != kContenders[c].name) continue;
+      RunResult rr = kContenders[c].run(kContenders[c].tags, producers, per, false, items);
+      tp[c].push_back(rr.mops);
+      e2e[c].push_back(rr.e2e);
+    }
   std::vector<Row> rows;
   for (std::size_t c = 0; c < kN; ++c) {
+    if (tp[c].empty()) continue;
     std::sort(tp[c].begin(), tp[c].end());
+    std::sort(e2e[c].begin(), e2e[c].end());
     RunResult lr = kContenders[c].run(kContenders[c].tags, producers, per, true, items);
-    Row row{kContenders[c].name, producers, tp[c][tp[c].size() / 2], 0, 0, 0, 0};
+    Row row{g_warm ? "warm" : "cold", kContenders[c].name, producers, tp[c][tp[c].size() / 2], e2e[c][e2e[c].size() / 2], 0, 0, 0, 0};
     row.p50_ns = pct(lr.lat_ticks, 0.50);
     row.p99_ns = pct(lr.lat_ticks, 0.99);
     row.p999_ns = pct(lr.lat_ticks, 0.999);
@@ -244,8 +282,12 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
       json = argv[++i];
+    } else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
+      g_only = argv[++i];
+    } else if (!std::strcmp(argv[i], "--producers") && i + 1 < argc) {
+      g_producers = unsigned(std::atoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--json PATH]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--json PATH] [--only QUEUE] [--producers N]\n", argv[0]);
       return 2;
     }
   }
@@ -256,7 +298,7 @@ int main(int argc, char** argv) {
   }
   calibrate_tsc();
   const std::size_t total = quick ? 1000000 : 6000000;  // pushes per run, split over producers
-  const int reps = quick ? 3 : 7;
+  const int reps = quick ? 3 : 5;
   const unsigned counts[] = {1, 2, 4, 8};
 
   std::vector<std::unique_ptr<Task[]>> items;
@@ -267,22 +309,38 @@ int main(int argc, char** argv) {
   }
 
   std::vector<Row> rows;
-  for (unsigned np : counts) {
-    std::vector<Row> r = measure(np, total / np, reps, items);
-    rows.insert(rows.end(), r.begin(), r.end());
+  for (bool warm : {false, true}) {
+    g_warm = warm;
+    for (unsigned np : counts) {
+      if (g_producers && np != g_producers) continue;
+      std::vector<Row> r = measure(np, total / np, reps, items);
+      rows.insert(rows.end(), r.begin(), r.end());
+    }
   }
 
   std::printf("bench_submit: %zu pushes per run, %u consumers (batches of %zu), %u CPUs, median of %d\n",
               total, kConsumers, kBatch, std::thread::hardware_concurrency(), reps);
-  std::printf("%-15s %4s %10s %9s %9s %10s %11s %12s\n", "queue", "prod", "Mpush/s", "p50 ns", "p99 ns",
-              "p99.9 ns", "max ns", "vs moody");
+  std::string mode;
   for (const Row& r : rows) {
-    double moody = 0;
+    if (r.tasks != mode) {
+      mode = r.tasks;
+      std::printf("%s tasks (%s)\n", mode.c_str(),
+                  mode == "cold" ? "a fresh 16-byte task per push from a big array: every 4th push touches a line not in cache"
+                                 : "each producer recycles 1024 tasks that the consumers have run");
+      std::printf("%-15s %4s %9s %9s %9s %9s %9s %10s %11s\n", "queue", "prod", "Mpush/s", "vs moody", "Mtask/s",
+                  "vs moody", "p50 ns", "p99 ns", "p99.9 ns");
+    }
+    double moody = 0, moody_e2e = 0;
     for (const Row& m : rows)
-      if (m.queue == "moodycamel" && m.producers == r.producers) moody = m.mops;
-    std::printf("%-15s %4u %10.2f %9.0f %9.0f %10.0f %11.0f %11.2fx\n", r.queue.c_str(), r.producers, r.mops,
-                r.p50_ns, r.p99_ns, r.p999_ns, r.max_ns, moody > 0 ? r.mops / moody : 0.0);
+      if (m.tasks == r.tasks && m.queue == "moodycamel" && m.producers == r.producers) {
+        moody = m.mops;
+        moody_e2e = m.e2e;
+      }
+    std::printf("%-15s %4u %9.2f %8.2fx %9.2f %8.2fx %9.0f %9.0f %10.0f   max %.0f\n", r.queue.c_str(), r.producers,
+                r.mops, moody > 0 ? r.mops / moody : 0.0, r.e2e, moody_e2e > 0 ? r.e2e / moody_e2e : 0.0, r.p50_ns,
+                r.p99_ns, r.p999_ns, r.max_ns);
   }
+  std::printf("Mpush/s: until the last push returned; Mtask/s: until the last task ran.\n");
 
   if (FILE* f = std::fopen(json.c_str(), "w")) {
     std::fprintf(f, "{\n  \"bench\": \"submit\",\n  \"pushes_per_run\": %zu,\n  \"consumers\": %u,\n", total,
@@ -291,9 +349,9 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       std::fprintf(f,
-                   "    {\"queue\": \"%s\", \"producers\": %u, \"mpush_per_s\": %.3f, \"p50_ns\": %.0f, "
+                   "    {\"tasks\": \"%s\", \"queue\": \"%s\", \"producers\": %u, \"mpush_per_s\": %.3f, \"mtask_per_s\": %.3f, \"p50_ns\": %.0f, "
                    "\"p99_ns\": %.0f, \"p999_ns\": %.0f, \"max_ns\": %.0f}%s\n",
-                   r.queue.c_str(), r.producers, r.mops, r.p50_ns, r.p99_ns, r.p999_ns, r.max_ns,
+                   r.tasks.c_str(), r.queue.c_str(), r.producers, r.mops, r.e2e, r.p50_ns, r.p99_ns, r.p999_ns, r.max_ns,
                    i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "  ]\n}\n");
