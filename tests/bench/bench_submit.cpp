@@ -8,8 +8,9 @@
 // all in one run.
 //
 // Build (self-contained; tests/bench/bench.mk does the same):
-//   g++ -std=c++20 -O2 -g -Iinclude -Iuserspace -D_GNU_SOURCE -pthread \
+//   g++ -std=c++20 -O2 -g -Iinclude -Iuserspace -D_GNU_SOURCE -pthread
 //       tests/bench/bench_submit.cpp build/libparkway.a -o build/bench/bench_submit
+//   (one command line; libconcurrentqueue-dev provides the moodycamel header)
 // Run:
 //   build/bench/bench_submit [--quick] [--json PATH] [--only QUEUE] [--producers N]
 //   (default JSON path: submit.json beside the binary)
