@@ -41,6 +41,8 @@ void Txn::hold(TagSlot& s) noexcept {
 void Txn::wake_all(TagSlot& s) noexcept { futex_wake(&s.word, INT_MAX); }
 
 // CanProceed failed: the slot holds another transaction's stamp.
+// Model: GATE in docs/spec/priority_tags.pml (STAMP, then PreemptTag or the
+// blocked wait; BYPASS=1 is the patience bypass).
 void Txn::gate_slow(TagSlot& s) noexcept {
   ensure_stamp();
   ++c_.waits;
@@ -92,7 +94,7 @@ void Txn::gate_slow(TagSlot& s) noexcept {
 }
 
 // TagAfterFail: empty -> mine; mine -> keep (the stamp is fixed);
-// another's and I am older -> mine; otherwise keep theirs.
+// another's and I am older -> mine; otherwise keep theirs. Model: TAGFAIL.
 void Txn::after_fail_slow(TagSlot& s) noexcept {
   ensure_stamp();
   std::uint32_t v = s.word.load(std::memory_order_acquire);
@@ -113,6 +115,7 @@ void Txn::after_fail_slow(TagSlot& s) noexcept {
 
 // ClearMyTags: release each slot that still carries my stamp (a slot taken
 // over by PreemptTag or a bypass is no longer mine and is left alone).
+// Model: CLEARTAGS (with UNSTAMP: the stamp dies with the transaction).
 void Txn::clear_my_tags() noexcept {
   for (unsigned i = 0; i < nheld_; ++i) {
     TagSlot& s = *held_[i];
