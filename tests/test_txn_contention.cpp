@@ -84,9 +84,9 @@ struct Outcome {
   Summary push, pop;
 };
 
-Outcome run(bool tags, unsigned per_producer) {
+Outcome run(bool tags, unsigned per_producer, unsigned children) {
   constexpr unsigned kProducers = 8, kWorkers = 2;
-  Tree q(tags, 1);  // one child: all producers collide on its head
+  Tree q(tags, children);  // 1: all producers collide on its head; 2: the workers' claims collide too
   std::vector<std::unique_ptr<Task[]>> items;
   for (unsigned p = 0; p < kProducers; ++p) {
     items.emplace_back(new Task[per_producer]);
@@ -133,11 +133,11 @@ Outcome run(bool tags, unsigned per_producer) {
   return {summarize(ptally), summarize(wtally)};
 }
 
-void print(const char* what, bool tags, unsigned per, const Outcome& o) {
+void print(const char* what, unsigned children, bool tags, unsigned per, const Outcome& o) {
   std::printf(
-      "[ contention ] %-7s tags=%-3s per-producer=%-6u push: n=%llu retries max=%u p99.9=%u mean=%.3f "
+      "[ contention ] %-5s children=%u tags=%-3s per-producer=%-5u push: n=%llu retries max=%u p99.9=%u mean=%.3f "
       "waits=%llu preempts=%llu bypasses=%llu | pop: n=%llu retries max=%u p99.9=%u mean=%.3f\n",
-      what, tags ? "on" : "off", per, (unsigned long long)o.push.n, o.push.max, o.push.p999, o.push.mean,
+      what, children, tags ? "on" : "off", per, (unsigned long long)o.push.n, o.push.max, o.push.p999, o.push.mean,
       (unsigned long long)o.push.waits, (unsigned long long)o.push.preempts, (unsigned long long)o.push.bypasses,
       (unsigned long long)o.pop.n, o.pop.max, o.pop.p999, o.pop.mean);
   std::fflush(stdout);
@@ -146,11 +146,18 @@ void print(const char* what, bool tags, unsigned per, const Outcome& o) {
 TEST(TxnContention, OneChildEightProducersTwoWorkers) {
   const unsigned short_run = 1000 / kScale, long_run = 4000 / kScale;
   for (bool tags : {false, true}) {
-    Outcome a = run(tags, short_run);
-    print("short", tags, short_run, a);
-    Outcome b = run(tags, long_run);
-    print("long", tags, long_run, b);
+    Outcome a = run(tags, short_run, 1);
+    print("short", 1, tags, short_run, a);
+    Outcome b = run(tags, long_run, 1);
+    print("long", 1, tags, long_run, b);
   }
+}
+
+// Two children: the two workers claim different children at the same
+// time, so [W1] and [W3] collide on the summary word as well.
+TEST(TxnContention, TwoChildrenWorkersCollideOnTheSummary) {
+  const unsigned per = 2000 / kScale;
+  for (bool tags : {false, true}) print("long", 2, tags, per, run(tags, per, 2));
 }
 
 }  // namespace
