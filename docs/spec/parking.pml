@@ -7,12 +7,13 @@
  *     the searcher cap [S1], found_work [S2] + baton recheck [S3], park
  *     [P0..P5] on the worker's own ParkWord, and the shutdown exit path.
  *   - Parking's state word (S = searching, I = idle), its mutex-protected
- *     LIFO idle list with positions, wake_one [W1..W4].
+ *     LIFO idle list with positions (read lock-free by withdraw's fast
+ *     path), wake_one [W1..W5].
  *   - ParkWord values and tokens; FUTEX_WAIT blocks only while the word
  *     still equals the expected value (checked atomically with the wake);
  *     FUTEX_WAKE with nobody waiting is a no-op; SPURIOUS spurious wakes.
  *   - One outside thread: submits NI tasks to the injection queue, each
- *     followed by notify_work [N2, W1..W4]; then waits for their
+ *     followed by notify_work [N2, W1..W5]; then waits for their
  *     CompletionWord on its own ParkWord [C1, C2, P0, P4]; then shuts the
  *     runtime down [X1..X3].
  *   - Task NI-1 (when SPAWN) spawns a child into its worker's deque (TaskGroup
@@ -36,15 +37,21 @@
  *   N         workers (2 or 3)            NI       injected tasks (1..2)
  *   SPAWN     task NI-1 spawns a child      BLOCK    task 0 blocks (above)
  *   SPURIOUS  spurious futex wakes allowed in the whole run
- *   HANDOFF   1 = [W3] token written before mu_ is released (the fix)
- *             0 = token written after unlock and trusted at [P5]
- *                 (userspace/ as of 7b11c1f: stale hand-off bug)
- *             2 = token after unlock, [P5] always asks the list (alt. fix)
- *   W2CAS     1 = [W2] is a CAS that requires S == 0 (the fix)
- *             0 = [W2] fetch_add after the [W1] load (7b11c1f: cap race)
+ *   W2CAS     1 = [W2] is a CAS that requires S == 0 (proposed fix)
+ *             0 = [W2] fetch_add after the [W1] load (userspace/ at
+ *                 ab6151a: a wake while someone searches; cap exceeded)
+ *   POS_FIRST 1 = [W3] (pos_[w] = -1) before the [W2] RMW, fetch_add (as
+ *                 at ab6151a: the wakee's lock-free withdraw can see -1
+ *                 before it is counted) 0 = after it (proposed fix)
+ *   WAKE_ASSERT 0 = drop the "S == 0 at [W2]" assertion (to isolate
+ *             POS_FIRST from the W2CAS defect)
+ *   TRUST_TOKEN 1 = [P5] trusts a kHandedOff token instead of asking the
+ *             list (7b11c1f; fixed in 16bd9c6): must be caught
  *   START_PARKED  1 = every worker starts asleep on the idle list (skips
  *             the start-up races; used to keep N = 3 small)
  *   CAPSLACK  searchers allowed above ceil(N/2) by the cap assertion
+ *   STRICT_WAKES  also assert "at most one hand-off per push" (false: a
+ *             producer's late wake and a baton wake can serve one task)
  * Ablations (each must be caught):
  *   NO_RECHECK  park sleeps without the [P2] recheck of the queues
  *   NO_BATON    found_work does not wake the next worker ([S3] skipped)
@@ -67,8 +74,14 @@
 #ifndef SPURIOUS
 #define SPURIOUS 1
 #endif
-#ifndef HANDOFF
-#define HANDOFF 1
+#ifndef TRUST_TOKEN
+#define TRUST_TOKEN 0
+#endif
+#ifndef POS_FIRST
+#define POS_FIRST 0
+#endif
+#ifndef WAKE_ASSERT
+#define WAKE_ASSERT 1
 #endif
 #ifndef W2CAS
 #define W2CAS 1
@@ -78,6 +91,9 @@
 #endif
 #ifndef CAPSLACK
 #define CAPSLACK 0
+#endif
+#ifndef STRICT_WAKES
+#define STRICT_WAKES 0
 #endif
 #ifndef NO_RECHECK
 #define NO_RECHECK 0
@@ -130,6 +146,14 @@ byte ran;                /* tasks run                                  */
 byte credit;             /* pushes + baton rechecks that saw work
                             - hand-offs: each wake has its own cause   */
 bit  role[N];            /* counted in S on behalf of worker w         */
+#if STRICT_WAKES
+byte pcred;              /* pushes - hand-offs                         */
+#define PCRED_PUSH pcred++
+#define PCRED_WAKE assert(pcred > 0); pcred--
+#else
+#define PCRED_PUSH skip
+#define PCRED_WAKE skip
+#endif
 bit  wk[N];              /* role given by a hand-off, not yet ended    */
 byte exited;             /* workers that left main_loop                */
 bit  extdone;            /* outside thread finished shutdown           */
@@ -140,9 +164,14 @@ bit  extdone;            /* outside thread finished shutdown           */
 /* take the lowest task id out of queue q into t (one atomic step) */
 #define TAKE(q) t = 0; do :: (q >> t) & 1 -> break :: else -> t++ od; q = q & ~BIT(t)
 
-/* Counters match the roles, the list, the cap; at most one unresolved
- * wakee. Checked in every state by the monitor below. */
-#define INV (S == SUMROLE && I == sp && S <= CAP + CAPSLACK && SUMWK <= 1)
+/* S counts exactly the searcher roles; I is the list's length whenever
+ * mu_ is free; the cap; at most one unresolved wakee. Checked in every
+ * state by the monitor below. */
+#define INV_S    (S == SUMROLE)
+#define INV_I    (mu != NONE || I == sp)
+#define INV_CAP  (S <= CAP + CAPSLACK)
+#define INV_WK   (SUMWK <= 1)
+#define INV      (INV_S && INV_I && INV_CAP && INV_WK)
 
 /* any_work_visible() (worker.cpp): injection, then every deque, one load
  * each ([S3] / [P2]). Sets seen. */
@@ -161,37 +190,44 @@ inline wake_one() {
     mu == NONE -> mu = me;
     if
     :: S != 0 || sp == 0 -> mu = NONE; v = NONE
-    :: else -> v = 0
+    :: else -> v = stk[sp - 1]           /* idle_.back() */
     fi
   };
   if
   :: v == NONE -> v = 0
   :: else ->
-     atomic {                                          /* [W2] (+[W3]) */
+#if POS_FIRST
+     atomic { sp--; stk[sp] = 0; pos[v] = NONE };        /* [W3] before [W2] */
+#endif
+     atomic {                                             /* [W2] */
        if
-       :: W2CAS && S != 0 -> mu = NONE; v = NONE
+       :: W2CAS && !POS_FIRST && S != 0 -> mu = NONE; v = NONE
        :: else ->
-          sp--; v = stk[sp]; stk[sp] = 0; pos[v] = NONE;
+#if WAKE_ASSERT
           assert(S == 0);              /* wake only when nobody searches */
+#endif
           assert(SUMWK == 0);          /* one unresolved wakee at a time  */
           I--; S++; assert(!role[v]); role[v] = 1; wk[v] = 1;
           assert(credit > 0); credit--;  /* one wake per cause */
-#if HANDOFF == 1 && !NO_TOKEN
-          old = pw[v]; pw[v] = HANDEDOFF;               /* [W3] under mu_ */
-#endif
+          PCRED_WAKE;
+#if POS_FIRST
           mu = NONE
+#endif
        fi
      };
      if
      :: v == NONE -> v = 0
      :: else ->
+#if !POS_FIRST
+        atomic { sp--; stk[sp] = 0; pos[v] = NONE; mu = NONE };   /* [W3] */
+#endif
 #if NO_TOKEN
         atomic { old = pw[v] };
-#elif HANDOFF != 1
-        atomic { old = pw[v]; pw[v] = HANDEDOFF };      /* [W3] */
+#else
+        atomic { old = pw[v]; pw[v] = HANDEDOFF };       /* [W4] */
 #endif
         if
-        :: old == PARKED -> atomic { fw[v] = 0; old = AWAKE }   /* [W4] */
+        :: old == PARKED -> atomic { fw[v] = 0; old = AWAKE }   /* [W5] */
         :: else -> old = AWAKE
         fi;
         v = 0
@@ -249,17 +285,28 @@ inline sleep(x) {
   atomic { tok = pw[x]; pw[x] = AWAKE }                 /* [P5a] */
 }
 
-/* Parking::withdraw for worker w: [P3a] / [P5b]. res = taken off by a waker */
+/* Parking::withdraw for worker w: [P3a, P3b] / [P5b, P5c].
+ * res = 1: a waker took w off the list (w is counted as a searcher). */
 inline withdraw(res) {
-  atomic {
-    mu == NONE ->
+  atomic {                                   /* lock-free: pos_[w] < 0 ? */
     if
     :: pos[w] == NONE -> res = 1; assert(role[w])
-    :: else ->
-       sp--; v = stk[sp]; stk[pos[w]] = v; pos[v] = pos[w]; stk[sp] = 0;
-       pos[w] = NONE; I--; res = 0; v = 0
+    :: else -> res = 0
     fi
-  }
+  };
+  if
+  :: res == 0 ->
+     atomic {                                /* under mu_ */
+       mu == NONE ->
+       if
+       :: pos[w] == NONE -> res = 1; assert(role[w])
+       :: else ->
+          sp--; v = stk[sp]; stk[pos[w]] = v; pos[v] = pos[w]; stk[sp] = 0;
+          pos[w] = NONE; I--; v = 0
+       fi
+     }
+  :: else -> skip
+  fi
 }
 
 /* Worker::found_work: [S2] then the baton [S3] */
@@ -361,17 +408,17 @@ nowork:
   if
   :: seen ->
      seen = 0;
-     withdraw(searching);                                  /* [P3a] */
-     atomic { pw[w] = AWAKE };                             /* [P3b] cancel */
+     withdraw(searching);                                  /* [P3a, P3b] */
+     atomic { pw[w] = AWAKE };                             /* [P3c] cancel */
      goto top
   :: else -> skip
   fi;
 asleep:
   sleep(w);                                                /* [P4], [P5a] */
   if
-  :: tok == HANDEDOFF && HANDOFF != 2 ->                   /* trusted */
+  :: tok == HANDEDOFF && TRUST_TOKEN ->                    /* trusted */
      searching = 1; assert(role[w] && pos[w] == NONE)
-  :: else -> withdraw(searching)                           /* [P5b] */
+  :: else -> withdraw(searching)                           /* [P5b, P5c] */
   fi;
   tok = AWAKE;
   goto top;
@@ -387,7 +434,7 @@ progress_run:
   if
   :: t == SPAWNER ->
      atomic { cnt++ };                                     /* TaskGroup add */
-     atomic { dq[w] = dq[w] | BIT(CHILD); pushed = pushed | BIT(CHILD); credit++ };  /* [Q2] */
+     atomic { dq[w] = dq[w] | BIT(CHILD); pushed = pushed | BIT(CHILD); credit++; PCRED_PUSH };  /* [Q2] */
      notify_work()                                          /* after_push */
   :: else -> skip
   fi;
@@ -411,7 +458,7 @@ leave:
 active proctype monitor()
 {
 end:
-  atomic { !(INV) -> assert(INV) }
+  atomic { !(INV) -> assert(INV_S); assert(INV_I); assert(INV_CAP); assert(INV_WK) }
 }
 
 init {
@@ -433,7 +480,7 @@ init {
   /* submit NI tasks: RuntimeImpl::inject */
   do
   :: i < NI ->
-     atomic { inj = inj | BIT(i); pushed = pushed | BIT(i); credit++ };   /* [Q1] */
+     atomic { inj = inj | BIT(i); pushed = pushed | BIT(i); credit++; PCRED_PUSH };   /* [Q1] */
      notify_work();
      i++
   :: else -> break

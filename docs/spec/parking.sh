@@ -8,9 +8,10 @@
 #
 # A check is: name, expectation, mode, spin defines. Expectations:
 #   pass          SPIN must explore the whole state space and find nothing
-#   fail:KIND     SPIN must find a counterexample of that kind (assert,
-#                 endstate, accept, nonprogress); an ablation or a recorded
-#                 bug that is no longer caught is a FAILED check.
+#   fail:KIND[:TEXT]  SPIN must find a counterexample of that kind (assert,
+#                 endstate, accept, nonprogress) and, for an assertion, the
+#                 violated expression must contain TEXT; an ablation or a
+#                 recorded bug that is no longer caught is a FAILED check.
 # Modes: safety (assertions, monitor invariants, invalid end states),
 # nolost / alldone (LTL property of the model, weak fairness), np
 # (non-progress cycles, weak fairness).
@@ -24,14 +25,16 @@ CHECKS=(
   "safety-n2          pass            safety  -DN=2"
   "safety-n3          pass            safety  -DN=3 -DSTART_PARKED=1 -DNI=1"
   "nolost-n2          pass            nolost  -DN=2"
-  "alldone-n2         pass            alldone -DN=2"
-  "baton-n2           pass            alldone -DN=2 -DBLOCK=1"
-  "alt-fix-n2         pass            safety  -DN=2 -DHANDOFF=2"
+  "nolost-n3          pass            nolost  -DN=3 -DSTART_PARKED=1 -DNI=1"
+  "alldone-n2         pass            alldone -DN=2 -DSTART_PARKED=1"
+  "baton-n2           pass            alldone -DN=2 -DBLOCK=1 -DSTART_PARKED=1"
   "abl-no-recheck     fail:accept     nolost  -DN=2 -DNO_RECHECK=1"
-  "abl-no-baton       fail:accept     alldone -DN=2 -DBLOCK=1 -DNO_BATON=1"
+  "abl-no-baton       fail:accept     alldone -DN=2 -DBLOCK=1 -DNO_BATON=1 -DSTART_PARKED=1"
   "abl-no-token       fail:accept     nolost  -DN=2 -DNO_TOKEN=1"
-  "bug-stale-handoff  fail:assert     safety  -DN=2 -DHANDOFF=0"
-  "bug-wake-race      fail:assert     safety  -DN=2 -DW2CAS=0"
+  "abl-trust-token    fail:assert:(role[w]&&(pos[w]==255))  safety  -DN=2 -DTRUST_TOKEN=1"
+  "strict-wakes-false fail:assert:(pcred>0)  safety  -DN=2 -DSTRICT_WAKES=1"
+  "bug-wake-race      fail:assert:(S==0)     safety  -DN=2 -DW2CAS=0"
+  "bug-pos-first      fail:assert:role[w]    safety  -DN=2 -DW2CAS=0 -DPOS_FIRST=1 -DWAKE_ASSERT=0 -DCAPSLACK=1"
 )
 
 if [ "${1:-}" = "-l" ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
@@ -87,17 +90,19 @@ run_check() {
     else verdict=FAIL; why="counterexample: $first"
     fi
   else
-    local want=${expect#fail:}
-    if [ "$errs" != 0 ] && [ "$kind" = "$want" ]; then verdict=PASS; why="caught as required: ${first#pan:1: }"
-    elif [ "$errs" != 0 ]; then verdict=FAIL; why="caught, but as $kind, not $want"
+    local want=${expect#fail:} text=
+    case $want in *:*) text=${want#*:}; want=${want%%:*} ;; esac
+    if [ "$errs" != 0 ] && [ "$kind" = "$want" ] && [[ "$first" == *"$text"* ]]; then
+      verdict=PASS; why="caught as required: ${first#pan:1: }"
+    elif [ "$errs" != 0 ]; then verdict=FAIL; why="caught, but as: ${first#pan:1: } (want $want $text)"
     else verdict=FAIL; why="NOT caught: the check no longer finds the expected $want"
     fi
   fi
   if [ "$kind" != none ] && [ "$errs" != 0 ]; then
     (cd "$d" && spin -t $defs -p "$MODEL" > trail.txt 2>&1)
   fi
-  printf '%-4s  %-18s %-8s %-8s %10s states  pan %6ss  build %5ss  %s\n' \
-    "$verdict" "$name" "$mode" "${expect}" "${states:-?}" "$(dt "$t1" "$t2")" "$(dt "$t0" "$t1")" "$why"
+  printf '%-4s  %-18s %-7s %-11s %10s states  pan %6ss  build %5ss  %s\n' \
+    "$verdict" "$name" "$mode" "${expect%%:(*}" "${states:-?}" "$(dt "$t1" "$t2")" "$(dt "$t0" "$t1")" "$why"
   printf '      spin %s -a parking.pml; gcc -O1 %s -DCOLLAPSE; ./pan -m200000 %s\n' "$defs" "$cf" "$rf"
   [ "$verdict" = FAIL ] && [ "${KEEP:-0}" != 1 ] && { sed -n '1,40p' "$out" | sed 's/^/      | /'; }
   RESULT=$verdict
