@@ -29,7 +29,9 @@ bool scx_bpf_consume(u64 dsq_id) __weak __ksym;
 s32 scx_bpf_create_dsq(u64 dsq_id, s32 node) __weak __ksym;
 s32 scx_bpf_select_cpu_dfl(struct task_struct *p, s32 prev_cpu, u64 wake_flags,
 			   bool *is_idle) __weak __ksym;
-void scx_bpf_kick_cpu(s32 cpu, u64 flags) __weak __ksym;
+int bpf_iter_scx_dsq_new(struct bpf_iter_scx_dsq *it, u64 dsq_id, u64 flags) __weak __ksym;
+struct task_struct *bpf_iter_scx_dsq_next(struct bpf_iter_scx_dsq *it) __weak __ksym;
+void bpf_iter_scx_dsq_destroy(struct bpf_iter_scx_dsq *it) __weak __ksym;
 
 static __always_inline void pw_insert(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flags)
 {

@@ -73,20 +73,21 @@ enum parkway_stat {
 	PARKWAY_STAT_WORKER_RUNS,    /* a registered worker started running */
 	PARKWAY_STAT_BUSY_PROMOTE,   /* preempted busy worker queued ahead of thieves */
 	PARKWAY_STAT_YIELD_TO_BUSY,  /* searching worker gave its core to a busy sibling */
-	PARKWAY_STAT_KICK,           /* CPUs kicked to run a preempted busy worker */
 	PARKWAY_STAT_SLOT_FREED,     /* slots released by the scheduler at thread exit */
+	PARKWAY_STAT_KEEP_PREV,      /* a runnable task kept its CPU: still ahead of the queue */
 	PARKWAY_NR_STATS,
 };
 
 #define PARKWAY_STAT_NAMES                                                   \
 	{ "dispatch", "direct_idle", "worker_runs", "busy_promote",         \
-	  "yield_to_busy", "kick", "slot_freed" }
+	  "yield_to_busy", "slot_freed", "keep_prev" }
 
 /* Load-time settings, in the BPF object's ".rodata.cfg" section (read-only
  * once loaded, so the verifier sees them as constants). */
 struct parkway_cfg {
 	__u64 slice_ns;        /* time slice of every task */
-	__u32 nr_cpus;         /* possible CPUs, bounds the kick loop */
+	__u64 search_penalty_ns; /* searching workers queue this far behind their program's clock */
+	__u32 nr_cpus;         /* possible CPUs (informational) */
 	__u32 bad_verifier;    /* test only: keep a branch the verifier must reject */
 	char stall_comm[16];   /* test only: never dispatch tasks with this comm */
 };

@@ -10,24 +10,29 @@
  *
  * Inside a parkway program, workers publish their state (busy, searching,
  * parked) in a pinned mmapable array, one cache line each (parkway_sched.h).
- * The scheduler reads it at its decision points, following Balanced Work
- * Stealing (Ding et al., EuroSys 2012):
- *  - a busy worker that lost its CPU (enqueued without SCX_ENQ_WAKEUP) is
- *    queued one slice ahead of its program's clock, hence ahead of its own
- *    program's thieves; a CPU that runs a searching sibling is kicked so the
- *    busy one gets a core now ("busy_promote", "kick");
- *  - a searching worker whose program has a preempted busy worker waiting
- *    gives up the rest of its slice at the next tick or when it calls
- *    sched_yield() ("yield_to_busy"); it is re-queued behind the busy one;
- *  - a parked worker sleeps on a futex: it is not runnable and costs
- *    nothing, and sleeping earns its program no credit.
+ * The scheduler reads it when it computes a task's key (task_key), after
+ * Balanced Work Stealing (Ding et al., EuroSys 2012):
+ *  - busy: a busy worker that lost its CPU is keyed one slice ahead of its
+ *    program's clock ("busy_promote"). When its slice runs out, the kernel
+ *    asks ops.dispatch for the next task *before* re-queueing it, so
+ *    dispatch compares its key with the queue's head and lets it keep the
+ *    CPU if it is still ahead ("keep_prev"); without that, the head (often
+ *    a thief of the same program) took the core at every slice end.
+ *  - searching: keyed search_penalty_ns (20 slices) behind its program's
+ *    clock, so busy siblings go first; while a busy sibling waits, a
+ *    running thief gives up its slice at the next tick or sched_yield()
+ *    ("yield_to_busy"). The penalty is bounded, so thieves still run and
+ *    the watchdog never sees them starve.
+ *  - parked: asleep on a futex, not runnable, costs nothing, and sleeping
+ *    earns its program no credit.
  * Wakeups that find an idle CPU go straight to it, like scx_simple.
  *
  * Why this shape: one queue with a per-program key keeps the policy in a
  * few lines and makes fairness between programs (parkway or not) the
- * default; the worker states only reorder a program's own threads or hand a
- * program's own core from a thief to a busy sibling, so they can never take
- * CPU from another program. Limits: see docs/design/sched-ext.md.
+ * default. The state offsets reorder a program's threads; they let a busy
+ * worker run at most one slice early, which its program pays for on its
+ * clock, so they cannot shift CPU between programs beyond that. Limits:
+ * docs/design/sched-ext.md.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -38,18 +43,18 @@
 char _license[] SEC("license") = "GPL";
 
 #define SHARED_DSQ 0
-#define MAX_CPUS 512
 #define PW_OP(name, args...) SEC("struct_ops/" #name) BPF_PROG(name, ##args)
 #define PW_OP_SLEEPABLE(name, args...) SEC("struct_ops.s/" #name) BPF_PROG(name, ##args)
 
 const volatile struct parkway_cfg cfg SEC(".rodata.cfg") = {
 	.slice_ns = 5000000,
+	.search_penalty_ns = 100000000,
 	.nr_cpus = 1,
 };
 
 struct parkway_exit_info uei SEC(".data.uei");
 
-/* The global clock: the largest key a task started running with. */
+/* The global clock: the largest program clock a task started running with. */
 static u64 vtime_now;
 
 struct {
@@ -89,20 +94,9 @@ struct {
 	__type(value, u64);
 } stats SEC(".maps");
 
-/* What each CPU runs now, for the kick in enqueue. */
-struct cpu_cur {
-	u32 tgid;
-	s32 slot; /* -1: not a parkway worker */
-};
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_CPUS);
-	__type(key, u32);
-	__type(value, struct cpu_cur);
-} cpu_cur SEC(".maps");
-
 struct task_ctx {
 	u64 started_ns;  /* when it last started running */
+	u64 base_key;    /* its program's clock when last queued */
 	bool busy_queued; /* counted in its program's busy_waiting */
 };
 struct {
@@ -171,29 +165,19 @@ static bool is_stall_target(struct task_struct *p)
 	return true;
 }
 
-/* Give a core to a preempted busy worker: preempt a CPU whose current task
- * is a searching worker of the same program. */
-static void kick_searching_sibling(u32 tgid)
+/* A task's place in SHARED_DSQ: its program's clock (plus `ran`, time run
+ * but not yet charged), moved by the worker's published state: a searching
+ * worker goes behind its busy siblings of the last few slices, a busy one
+ * that lost its CPU (`preempted`) one slice ahead of its program. */
+static u64 task_key(struct parkway_proc *pr, struct parkway_slot *s, bool preempted, u64 ran)
 {
-	u32 n = cfg.nr_cpus < MAX_CPUS ? cfg.nr_cpus : MAX_CPUS;
-	int i;
+	u64 key = pr->vtime + ran;
 
-	bpf_for(i, 0, n) {
-		u32 cpu = i;
-		struct cpu_cur *c = bpf_map_lookup_elem(&cpu_cur, &cpu);
-		struct parkway_slot *s;
-		u32 slot;
-
-		if (!c || c->tgid != tgid || c->slot < 0)
-			continue;
-		slot = c->slot;
-		s = bpf_map_lookup_elem(&workers, &slot);
-		if (s && s->owner == tgid && s->state == PARKWAY_W_SEARCHING) {
-			scx_bpf_kick_cpu(i, SCX_KICK_PREEMPT);
-			stat_inc(PARKWAY_STAT_KICK);
-			return;
-		}
-	}
+	if (s && s->state == PARKWAY_W_SEARCHING)
+		return key + cfg.search_penalty_ns;
+	if (s && s->state == PARKWAY_W_BUSY && preempted)
+		return key > cfg.slice_ns ? key - cfg.slice_ns : 0;
+	return key;
 }
 
 s32 PW_OP(pw_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
@@ -213,6 +197,7 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	struct parkway_proc *pr;
 	struct parkway_slot *s;
+	struct task_ctx *tc;
 	u64 key, floor;
 
 	if (cfg.bad_verifier) {
@@ -236,45 +221,69 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
 	floor = vtime_now > cfg.slice_ns ? vtime_now - cfg.slice_ns : 0;
 	if (pr->vtime < floor)
 		pr->vtime = floor;
-	key = pr->vtime;
+	tc = bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (tc)
+		tc->base_key = pr->vtime;
 
 	s = worker_slot(p, NULL);
+	key = task_key(pr, s, !(enq_flags & SCX_ENQ_WAKEUP), 0);
 	if (s && s->state == PARKWAY_W_BUSY && !(enq_flags & SCX_ENQ_WAKEUP)) {
-		struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0,
-							   BPF_LOCAL_STORAGE_GET_F_CREATE);
-
-		key = key > cfg.slice_ns ? key - cfg.slice_ns : 0;
 		if (tc && !tc->busy_queued) {
 			tc->busy_queued = true;
 			__sync_fetch_and_add(&pr->busy_waiting, 1);
 		}
 		stat_inc(PARKWAY_STAT_BUSY_PROMOTE);
-		kick_searching_sibling(p->tgid);
 	}
 	pw_insert_vtime(p, SHARED_DSQ, cfg.slice_ns, key, enq_flags);
 	stat_inc(PARKWAY_STAT_DISPATCH);
 }
 
+/* prev's slice ran out but it is still runnable. The kernel asks for the
+ * next task before it puts prev back in the queue, so without this check
+ * the head of SHARED_DSQ (say, a thief of prev's own program) would take
+ * the CPU from a busy worker that would queue ahead of it. Keep prev if its
+ * key, charged with the time it just ran, is still ahead of the head. */
+static bool keep_prev(struct task_struct *prev)
+{
+	u32 tgid = prev->tgid;
+	struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
+	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, prev, 0, 0);
+	struct task_struct *q;
+	u64 key, ran = 0;
+	bool ahead = true;
+
+	if (!pr || is_stall_target(prev))
+		return false;
+	if (tc && tc->started_ns)
+		ran = bpf_ktime_get_ns() - tc->started_ns;
+	key = task_key(pr, worker_slot(prev, NULL), true, ran);
+	bpf_for_each(scx_dsq, q, SHARED_DSQ, 0) {
+		ahead = (s64)(key - q->scx.dsq_vtime) < 0;
+		break;
+	}
+	return ahead;
+}
+
 void PW_OP(pw_dispatch, s32 cpu, struct task_struct *prev)
 {
+	if (prev && (prev->scx.flags & SCX_TASK_QUEUED) && keep_prev(prev)) {
+		prev->scx.slice = cfg.slice_ns;
+		stat_inc(PARKWAY_STAT_KEEP_PREV);
+		return;
+	}
 	pw_move_to_local(SHARED_DSQ);
 }
 
 void PW_OP(pw_running, struct task_struct *p)
 {
 	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	u32 cpu = bpf_get_smp_processor_id();
-	struct cpu_cur *c = bpf_map_lookup_elem(&cpu_cur, &cpu);
-	s32 slot = -1;
 
-	if (vtime_now < p->scx.dsq_vtime)
-		vtime_now = p->scx.dsq_vtime;
-	if (worker_slot(p, &slot))
+	/* The global clock follows program clocks, not the state-adjusted keys
+	 * (a searcher's penalty must not pull every program's floor up). */
+	if (tc && vtime_now < tc->base_key)
+		vtime_now = tc->base_key;
+	if (worker_slot(p, NULL))
 		stat_inc(PARKWAY_STAT_WORKER_RUNS);
-	if (c) {
-		c->tgid = p->tgid;
-		c->slot = slot;
-	}
 	if (!tc)
 		return;
 	tc->started_ns = bpf_ktime_get_ns();
@@ -291,16 +300,10 @@ void PW_OP(pw_running, struct task_struct *p)
 void PW_OP(pw_stopping, struct task_struct *p, bool runnable)
 {
 	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0, 0);
-	u32 cpu = bpf_get_smp_processor_id();
-	struct cpu_cur *c = bpf_map_lookup_elem(&cpu_cur, &cpu);
 	u32 tgid = p->tgid;
 	struct parkway_proc *pr;
 	u64 delta, *rt;
 
-	if (c) {
-		c->tgid = 0;
-		c->slot = -1;
-	}
 	if (!tc || !tc->started_ns)
 		return;
 	delta = bpf_ktime_get_ns() - tc->started_ns;

@@ -101,6 +101,13 @@ case2() {
 	log "after the probes: $(grep '^counters' /tmp/status.log)"
 	# 5 spinning threads on 2 CPUs: busy ones are preempted, so promoted.
 	[ "${promo:-0}" -gt 0 ] || bad="$bad no-busy-promotion"
+	# 2b': the policy itself. Two threads stay Busy and two Searching, all
+	# spinning, on 2 CPUs: a per-thread fair scheduler gives the busy pair
+	# half the CPU; ours must give them clearly more (BWS).
+	pw_linkprobe bws 2 2 3 >/tmp/bws.log 2>&1; brc=$?
+	share=$(sed -n 's/.*busy_share=\([0-9]*\)%.*/\1/p' /tmp/bws.log)
+	log "2 busy + 2 searching spinners: $(tail -n 1 /tmp/bws.log) (exit $brc)"
+	[ "${share:-0}" -ge 70 ] || bad="$bad busy-share-${share:-none}%-under-70%"
 	# 2c: kill -9 a registered process: the scheduler frees its slots.
 	freed0=$(stat_of slot_freed)
 	pw_linkprobe 2 30 >/tmp/probe3.log 2>&1 &

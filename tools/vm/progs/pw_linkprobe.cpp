@@ -1,12 +1,23 @@
-// pw_linkprobe NTHREADS SECONDS -- exercises SchedExtLink without the
-// runtime: NTHREADS plain threads register, cycle Busy (spin) -> Searching
-// (spin) -> Parked (sleep) for SECONDS, unregister. The VM test reads the
-// map (`parkway sched status`) while it runs. Exit 1 if the link is inactive.
+// pw_linkprobe -- exercises SchedExtLink without the runtime.
+//
+//   pw_linkprobe NTHREADS SECONDS   NTHREADS plain threads register, cycle
+//       Busy (spin) -> Searching (spin) -> Parked (sleep) for SECONDS,
+//       unregister. The VM test reads the map while it runs.
+//   pw_linkprobe bws NBUSY NSEARCH SECONDS   NBUSY threads stay Busy and
+//       NSEARCH stay Searching, all spinning; prints the CPU time each group
+//       got. Under the parkway scheduler the busy ones should get most of
+//       it (thieves give way to preempted busy siblings); under a fair
+//       per-thread scheduler each thread gets the same.
+// Exit 1 if the link is inactive (scheduler not loaded).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "sched_ext_link.hpp"
 
@@ -20,9 +31,13 @@ static void spin_for(std::chrono::microseconds d) {
   }
 }
 
-int main(int argc, char** argv) {
-  unsigned n = argc > 1 ? static_cast<unsigned>(std::atoi(argv[1])) : 2;
-  int seconds = argc > 2 ? std::atoi(argv[2]) : 2;
+static long thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static int cycle(unsigned n, int seconds) {
   SchedExtLink link(n);
   std::printf("linkprobe pid %d: link %s\n", static_cast<int>(getpid()), link.active() ? "active" : "inactive");
   if (!link.active()) return 1;
@@ -44,4 +59,37 @@ int main(int argc, char** argv) {
   for (auto& t : ts) t.join();
   std::printf("linkprobe ok: %u threads registered, published, unregistered\n", n);
   return 0;
+}
+
+static int bws(unsigned nbusy, unsigned nsearch, int seconds) {
+  const unsigned n = nbusy + nsearch;
+  SchedExtLink link(n);
+  std::printf("linkprobe bws pid %d: link %s\n", static_cast<int>(getpid()), link.active() ? "active" : "inactive");
+  std::vector<long> cpu(n, 0);
+  auto end = Clock::now() + std::chrono::seconds(seconds);
+  std::vector<std::thread> ts;
+  for (unsigned i = 0; i < n; ++i)
+    ts.emplace_back([&, i] {
+      link.register_worker(i);
+      link.publish(i, i < nbusy ? WorkerState::Busy : WorkerState::Searching);
+      while (Clock::now() < end) spin_for(std::chrono::milliseconds(1));
+      cpu[i] = thread_cpu_ms();
+      link.unregister_worker(i);
+    });
+  for (auto& t : ts) t.join();
+  long busy = 0, search = 0;
+  for (unsigned i = 0; i < n; ++i) (i < nbusy ? busy : search) += cpu[i];
+  std::printf("bws busy_ms=%ld searching_ms=%ld busy_share=%ld%%\n", busy, search,
+              busy + search ? busy * 100 / (busy + search) : 0);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && !std::strcmp(argv[1], "bws")) {
+    if (argc != 5) return 2;
+    return bws(static_cast<unsigned>(std::atoi(argv[2])), static_cast<unsigned>(std::atoi(argv[3])), std::atoi(argv[4]));
+  }
+  unsigned n = argc > 1 ? static_cast<unsigned>(std::atoi(argv[1])) : 2;
+  int seconds = argc > 2 ? std::atoi(argv[2]) : 2;
+  return cycle(n, seconds);
 }
