@@ -147,6 +147,7 @@ void print_programs(void)
 	uint32_t key, next, *prev = NULL;
 	struct parkway_proc pr;
 	struct worker_count wc;
+	uint64_t total = 0;
 	const size_t wbytes = sizeof(struct parkway_slot) * PARKWAY_MAX_SLOTS;
 	struct parkway_slot *slots = NULL;
 
@@ -157,7 +158,16 @@ void print_programs(void)
 		if (slots == MAP_FAILED)
 			slots = NULL;
 	}
-	printf("programs (tgid comm cpu_ms registered workers, by published state):\n");
+	/* First pass: all programs' CPU time, for the shares. */
+	while (!bpf_map_get_next_key(rfd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!bpf_map_lookup_elem(rfd, &key, vals))
+			for (int c = 0; c < ncpu; c++)
+				total += vals[c];
+	}
+	prev = NULL;
+	printf("programs (tgid comm cpu_ms share_of_all_cpu_time registered workers, by state):\n");
 	while (!bpf_map_get_next_key(pfd, prev, &next)) {
 		uint64_t ns = 0;
 
@@ -171,8 +181,9 @@ void print_programs(void)
 		wc = workers_of(slots, key);
 		if (ns < 1000000 && !wc.total)
 			continue; /* keep the table short: skip programs under 1 ms */
-		printf("program %u %.16s cpu_ms=%llu workers=%u", key, pr.comm,
-		       (unsigned long long)(ns / 1000000), wc.total);
+		printf("program %u %.16s cpu_ms=%llu share=%.1f%% workers=%u", key, pr.comm,
+		       (unsigned long long)(ns / 1000000), total ? 100.0 * (double)ns / (double)total : 0.0,
+		       wc.total);
 		if (wc.total)
 			printf(" (busy %u, searching %u, parked %u, off %u)",
 			       wc.by_state[PARKWAY_W_BUSY], wc.by_state[PARKWAY_W_SEARCHING],

@@ -62,7 +62,7 @@ append="console=ttyS0 quiet panic=-1 loglevel=4"
 echo "vm-test: booting $(basename "$kdir") under QEMU TCG (-smp 2), log in $LOG"
 t0=$(date +%s)
 timeout --foreground -k 10 "$TIMEOUT" "$QEMU" -accel tcg,thread=${VM_TCG_THREAD:-single} -cpu max -smp 2 -m 1G \
-  -nographic -no-reboot -kernel "$kdir/vmlinuz" -initrd "$BUILD/vm/init.cpio" \
+  -nographic -no-reboot -nic none -kernel "$kdir/vmlinuz" -initrd "$BUILD/vm/init.cpio" \
   -append "$append" </dev/null >"$LOG" 2>&1
 qrc=$?
 # Strip CRs and the terminal escapes SeaBIOS prints.

@@ -194,6 +194,7 @@ case3() {
 		eval "cpu_$1=${map:-0}"
 	done
 	log "CPU received under parkway: A (2 workers) ${cpu_a} ms, B (1 worker) ${cpu_b} ms"
+	grep -E "^program ($apid|$bpid) " /tmp/status.log | while read -r l; do log "  status: $l"; done
 	# For contrast (logged, not judged): the same pair under the default
 	# scheduler, which shares per thread.
 	pw_vmprog --workers 2 --seconds 4 >/tmp/a0.log 2>&1 & apid=$!
