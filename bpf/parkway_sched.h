@@ -87,8 +87,8 @@ enum parkway_stat {
 struct parkway_cfg {
 	__u64 slice_ns;        /* time slice of every task */
 	__u64 search_penalty_ns; /* searching workers queue this far behind their program's clock */
-	__u32 nr_cpus;         /* possible CPUs (informational) */
 	__u32 bad_verifier;    /* test only: keep a branch the verifier must reject */
+	__u32 _pad;
 	char stall_comm[16];   /* test only: never dispatch tasks with this comm */
 };
 

@@ -49,7 +49,6 @@ char _license[] SEC("license") = "GPL";
 const volatile struct parkway_cfg cfg SEC(".rodata.cfg") = {
 	.slice_ns = 5000000,
 	.search_penalty_ns = 100000000,
-	.nr_cpus = 1,
 };
 
 struct parkway_exit_info uei SEC(".data.uei");

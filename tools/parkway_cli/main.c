@@ -93,8 +93,16 @@ int main(int argc, char **argv)
 		fputs(usage, stdout);
 		return EXIT_OK;
 	}
-	if (argc < 3 || strcmp(argv[1], "sched") != 0)
-		return bad_usage(argc < 2 ? "missing command" : "unknown command");
+	if (argc == 3 && !strcmp(argv[1], "sched") && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+		fputs(usage, stdout);
+		return EXIT_OK;
+	}
+	if (argc < 2)
+		return bad_usage("missing command");
+	if (strcmp(argv[1], "sched") != 0)
+		return bad_usage("unknown command");
+	if (argc < 3)
+		return bad_usage("missing sched subcommand (load, status or unload)");
 	if (!strcmp(argv[2], "load"))
 		return cmd_load(argc - 2, argv + 2);
 	if (argc != 3)

@@ -219,7 +219,6 @@ int sched_load(const struct load_opts *o)
 	}
 	cfg->slice_ns = (uint64_t)o->slice_us * 1000;
 	cfg->search_penalty_ns = 20 * cfg->slice_ns;
-	cfg->nr_cpus = (uint32_t)libbpf_num_possible_cpus();
 	cfg->bad_verifier = o->debug_bad_verifier;
 	snprintf(cfg->stall_comm, sizeof(cfg->stall_comm), "%s", o->debug_stall_comm ? o->debug_stall_comm : "");
 
