@@ -24,8 +24,12 @@ if ! mkdir -p "$CACHE" 2>/dev/null || [ ! -w "$CACHE" ]; then
 fi
 NCASES=6
 TIMEOUT=${VM_TIMEOUT:-420}
-LOG=$BUILD/vm/serial.log
 mkdir -p "$BUILD/vm"
+# Each run in its own directory: two runs in one checkout must not share
+# the initramfs or the serial log. The log is kept as $BUILD/vm/serial.log.
+RUN=$(mktemp -d "$BUILD/vm/run.XXXXXX")
+LOG=$RUN/serial.log
+trap 'cp -f "$LOG" "$BUILD/vm/serial.log" 2>/dev/null; cp -f "$LOG.txt" "$BUILD/vm/serial.log.txt" 2>/dev/null; rm -rf "$RUN"' EXIT
 
 skip_all() {
   echo "vm-test: SKIP all $NCASES cases: $*"
@@ -55,14 +59,14 @@ fi
 
 bins=("$BUILD/parkway" "$BUILD/vm/pw_linkprobe" /usr/bin/setpriv)
 [ -x "$BUILD/vm/pw_vmprog" ] && bins+=("$BUILD/vm/pw_vmprog")
-bash tools/vm/mkinitramfs.sh "$BUILD/vm/init.cpio" "${bins[@]}" || { echo "vm-test: initramfs failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+bash tools/vm/mkinitramfs.sh "$RUN/init.cpio" "${bins[@]}" || { echo "vm-test: initramfs failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 
 append="console=ttyS0 quiet panic=-1 loglevel=4"
 [ -n "${VM_TESTS:-}" ] && append="$append parkway_tests=$VM_TESTS"
-echo "vm-test: booting $(basename "$kdir") under QEMU TCG (-smp 2), log in $LOG"
+echo "vm-test: booting $(basename "$kdir") under QEMU TCG (-smp 2), log kept in $BUILD/vm/serial.log"
 t0=$(date +%s)
 timeout --foreground -k 10 "$TIMEOUT" "$QEMU" -accel tcg,thread=${VM_TCG_THREAD:-single} -cpu max -smp 2 -m 1G \
-  -nographic -no-reboot -nic none -kernel "$kdir/vmlinuz" -initrd "$BUILD/vm/init.cpio" \
+  -nographic -no-reboot -nic none -kernel "$kdir/vmlinuz" -initrd "$RUN/init.cpio" \
   -append "$append" </dev/null >"$LOG" 2>&1
 qrc=$?
 # Strip CRs and the terminal escapes SeaBIOS prints.
@@ -73,7 +77,7 @@ grep -E 'sched_ext|BUG|panic' "$LOG.txt" | grep -v -E '^(VMLOG|VMTEST)' | sed 's
 
 if ! grep -q '^VMINFO' "$LOG.txt"; then
   # QEMU ran but the guest never reached /init: a failure, not a skip.
-  echo "vm-test: the guest did not start (see $LOG)"; tail -n 20 "$LOG.txt"
+  echo "vm-test: the guest did not start (see $BUILD/vm/serial.log)"; tail -n 20 "$LOG.txt"
   echo "0 passed, $NCASES failed, 0 skipped"; exit 1
 fi
 
@@ -89,7 +93,7 @@ for n in $(seq 1 $NCASES); do
     PASS) pass=$((pass + 1)); echo "$line" ;;
     SKIP) skip=$((skip + 1)); echo "$line" ;;
     FAIL) fail=$((fail + 1)); echo "$line" ;;
-    *) fail=$((fail + 1)); echo "VMTEST $n: FAIL no result (guest hung or crashed; see $LOG)" ;;
+    *) fail=$((fail + 1)); echo "VMTEST $n: FAIL no result (guest hung or crashed; see $BUILD/vm/serial.log)" ;;
   esac
 done
 grep -q '^VMDONE' "$LOG.txt" || echo "vm-test: the guest did not finish its cases"
