@@ -38,8 +38,8 @@
 // claimer, which clears the bit only after closing), so a push onto OPEN
 // is visible at once. No CAS result is ever undone, so without tags every
 // loop is lock-free (a failed CAS means another one succeeded); the tags
-// add the bound: a transaction that failed gets a stamp and the oldest
-// stamp always goes next.
+// add the bound: a transaction that failed gets a stamp, and the oldest
+// stamp is never made to wait (it preempts any tag in its way).
 #pragma once
 
 #include <atomic>
