@@ -57,13 +57,12 @@ struct parkway_slot {
 
 /* Per program (tgid), in the PARKWAY_PIN_PROCS hash. vtime is shared by
  * all threads of the program, which is what makes the sharing per
- * program rather than per thread. */
+ * program rather than per thread. (CPU time per program is kept per CPU in
+ * PARKWAY_PIN_RUNTIME.) */
 struct parkway_proc {
-	__u64 vtime;         /* ns of CPU received, the fair-share clock */
-	__u64 runtime_ns;    /* total ns on CPU under this scheduler */
+	__u64 vtime;         /* ns of CPU received (floored), the fair-share clock */
 	__u64 busy_waiting;  /* preempted busy workers queued right now */
-	__u32 workers;       /* registered workers seen */
-	char comm[16];
+	char comm[16];       /* the program's name */
 };
 
 /* Per-CPU counters (PARKWAY_PIN_STATS, a per-CPU array of __u64). */

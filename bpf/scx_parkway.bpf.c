@@ -168,15 +168,24 @@ static bool is_stall_target(struct task_struct *p)
  * but not yet charged), moved by the worker's published state: a searching
  * worker goes behind its busy siblings of the last few slices, a busy one
  * that lost its CPU (`preempted`) one slice ahead of its program. */
-static u64 task_key(struct parkway_proc *pr, struct parkway_slot *s, bool preempted, u64 ran)
+static u64 task_key(struct parkway_proc *pr, u32 state, bool preempted, u64 ran)
 {
 	u64 key = pr->vtime + ran;
 
-	if (s && s->state == PARKWAY_W_SEARCHING)
+	if (state == PARKWAY_W_SEARCHING)
 		return key + cfg.search_penalty_ns;
-	if (s && s->state == PARKWAY_W_BUSY && preempted)
+	if (state == PARKWAY_W_BUSY && preempted)
 		return key > cfg.slice_ns ? key - cfg.slice_ns : 0;
 	return key;
+}
+
+/* The state a worker published (one read: it may change any time), or
+ * PARKWAY_W_OFF for a task that is not a registered worker. */
+static u32 worker_state(struct task_struct *p)
+{
+	struct parkway_slot *s = worker_slot(p, NULL);
+
+	return s ? *(volatile u32 *)&s->state : PARKWAY_W_OFF;
 }
 
 s32 PW_OP(pw_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
@@ -195,9 +204,9 @@ s32 PW_OP(pw_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	struct parkway_proc *pr;
-	struct parkway_slot *s;
 	struct task_ctx *tc;
 	u64 key, floor;
+	u32 state;
 
 	if (cfg.bad_verifier) {
 		/* Test switch: a write past the end of an 8-byte map value. */
@@ -224,9 +233,9 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
 	if (tc)
 		tc->base_key = pr->vtime;
 
-	s = worker_slot(p, NULL);
-	key = task_key(pr, s, !(enq_flags & SCX_ENQ_WAKEUP), 0);
-	if (s && s->state == PARKWAY_W_BUSY && !(enq_flags & SCX_ENQ_WAKEUP)) {
+	state = worker_state(p);
+	key = task_key(pr, state, !(enq_flags & SCX_ENQ_WAKEUP), 0);
+	if (state == PARKWAY_W_BUSY && !(enq_flags & SCX_ENQ_WAKEUP)) {
 		if (tc && !tc->busy_queued) {
 			tc->busy_queued = true;
 			__sync_fetch_and_add(&pr->busy_waiting, 1);
@@ -255,7 +264,7 @@ static bool keep_prev(struct task_struct *prev)
 		return false;
 	if (tc && tc->started_ns)
 		ran = bpf_ktime_get_ns() - tc->started_ns;
-	key = task_key(pr, worker_slot(prev, NULL), true, ran);
+	key = task_key(pr, worker_state(prev), true, ran);
 	bpf_for_each(scx_dsq, q, SHARED_DSQ, 0) {
 		ahead = (s64)(key - q->scx.dsq_vtime) < 0;
 		break;
@@ -321,11 +330,10 @@ void PW_OP(pw_stopping, struct task_struct *p, bool runnable)
 /* A searching worker hands the rest of its slice to a waiting busy sibling. */
 static bool thief_should_yield(struct task_struct *p)
 {
-	struct parkway_slot *s = worker_slot(p, NULL);
 	struct parkway_proc *pr;
 	u32 tgid = p->tgid;
 
-	if (!s || s->state != PARKWAY_W_SEARCHING)
+	if (worker_state(p) != PARKWAY_W_SEARCHING)
 		return false;
 	pr = bpf_map_lookup_elem(&procs, &tgid);
 	return pr && pr->busy_waiting;
