@@ -236,7 +236,8 @@ inline wake_one() {
 }
 
 /* Parking::should_wake [N1 fence, N2 load] then wake_one: notify_work()
- * and Worker::after_push(). */
+ * and Worker::after_push(). Under SPIN's interleaving the fence [N1] is a
+ * no-op; its job (no load before the push) is argued in parking.md. */
 inline notify_work() {
   if
   :: S == 0 && I > 0 -> wake_one()                      /* [N2] */
