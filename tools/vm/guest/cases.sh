@@ -216,10 +216,14 @@ case4() {
 		result FAIL "a shell loop did not finish in 20 s after the fallback"; return
 	fi
 	if ! start_loader /tmp/l4b.log; then result FAIL "reload after kill -9 failed: $(tail -n 3 /tmp/l4b.log)"; return; fi
-	stop_loader; rc=$?
-	log "after kill -9: disabled; reload and unload: exit $rc, state $(state)"
-	if [ $rc -eq 0 ] && is_state disabled; then result PASS "fell back to the default scheduler; reload works"
-	else result FAIL "reload/unload after kill -9: exit $rc, state $(state)"; fi
+	# This time leave with SIGINT (Ctrl-C), not `parkway sched unload`.
+	kill -INT $lpid
+	wait_for 15 loader_gone $lpid || kill -9 $lpid
+	wait $lpid; rc=$?
+	log "after kill -9: disabled; reload, then SIGINT: exit $rc, state $(state), $(tail -n 1 /tmp/l4b.log)"
+	if [ $rc -eq 0 ] && is_state disabled && grep -q 'scheduler unloaded' /tmp/l4b.log; then
+		result PASS "fell back to the default scheduler; reload works; SIGINT unloads cleanly"
+	else result FAIL "reload/SIGINT after kill -9: exit $rc, state $(state)"; fi
 }
 
 # ---------------------------------------------------------------- case 5
