@@ -118,6 +118,10 @@ void SchedExtLink::register_worker(unsigned index) noexcept {
     std::atomic_ref<std::uint32_t>(s.tag).store(0, std::memory_order_relaxed);
     std::atomic_ref<std::uint32_t>(s.index).store(index, std::memory_order_relaxed);
     std::atomic_ref<__u64>(s.claims).fetch_add(1, std::memory_order_relaxed);
+    // release: orders the fields above before tid for another process's
+    // reader (`parkway sched status`); the scheduler itself only trusts the
+    // slot once the bpf(2) update below has made tid -> slot visible, and
+    // the syscall orders these stores before that.
     std::atomic_ref<std::uint32_t>(s.tid).store(tid, std::memory_order_release);
     if (tids_update(tids_fd_, tid, k, false) != 0) {  // map full or gone: stay unknown
       std::atomic_ref<std::uint32_t>(s.tid).store(0, std::memory_order_relaxed);
