@@ -48,17 +48,24 @@ int Parking::wake_one() noexcept {
   unsigned w;
   {
     std::lock_guard<std::mutex> g(mu_);  // [W1]
+    if (idle_.empty()) return -1;
+    // [W2] idle -= 1, searching += 1 in one CAS that requires S == 0: a
+    // worker may start searching (lock-free [S1]) after any earlier load,
+    // and then nobody is to be woken (the cap and "wake only when nobody
+    // searches" both depend on it). idle_ only changes under mu_.
     std::uint64_t s = state_.load(std::memory_order_relaxed);
-    if (searching_of(s) != 0 || idle_.empty()) return -1;
+    do {
+      if (searching_of(s) != 0) return -1;
+    } while (!state_.compare_exchange_weak(s, s + kOneSearching - kOneIdle, std::memory_order_seq_cst,
+                                           std::memory_order_relaxed));
     w = idle_.back();
     idle_.pop_back();
+    // [W3] after [W2]: a wakee that reads -1 here without the lock (its
+    // withdraw fast path) must already be counted as a searcher.
     pos_[w].store(-1, std::memory_order_release);
-    // idle -= 1, searching += 1 in one RMW: producers that read state_
-    // from now on see a searcher and do not wake another worker.
-    state_.fetch_add(kOneSearching - kOneIdle, std::memory_order_seq_cst);
   }
   PW_CHAOS();
-  park_word(park_id(w)).hand_off();  // [W2]
+  park_word(park_id(w)).hand_off();  // [W4]
   return int(w);
 }
 

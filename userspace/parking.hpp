@@ -19,9 +19,10 @@
 //                  woken by a hand-off -> counted as a searcher already.
 //   Producer after making a task visible (deque push, injection push):
 //     should_wake() [N1 fence, N2 load]: S == 0 && idle > 0 -> wake_one()
-//     [W1 lock, re-check, pop the idle list, idle -= 1, S += 1 (the wakee
-//     starts as a searcher, so later producers do not wake more), W2 hand
-//     off on the wakee's ParkWord].
+//     [W1 lock; W2 CAS idle -= 1, S += 1 only if still S == 0 (the wakee
+//     starts as a searcher, so later producers do not wake more); W3 pop
+//     the idle list, pos = -1; unlock; W4 leave kHandedOff on the wakee's
+//     ParkWord, W5 FUTEX_WAKE if it was kParked].
 //
 // No lost wakeup: a producer's push, fence, load of state_ and a parker's
 // RMW of state_, recheck are a Dekker pair: either the producer sees the
@@ -71,7 +72,7 @@ class Parking {
     std::uint64_t s = state_.load(std::memory_order_relaxed);  // [N2]
     return searching_of(s) == 0 && idle_of(s) > 0;
   }
-  // [W1, W2] Wake one idle worker as a searcher, if still nobody searches.
+  // [W1..W5] Wake one idle worker as a searcher, if still nobody searches.
   // Returns the index of the worker woken, or -1.
   int wake_one() noexcept;
 

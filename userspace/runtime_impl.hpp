@@ -24,7 +24,7 @@ class RuntimeImpl {
   // From a thread outside the pool: enqueue on the injection queue and wake
   // a worker if needed. Throws RuntimeShutdown once shutdown has begun.
   void inject(Task* t);
-  // Wake an idle worker if nobody searches ([N1]..[W2]); waker is the index
+  // Wake an idle worker if nobody searches ([N1]..[W5]); waker is the index
   // of the calling worker, or -1 for a thread outside the pool.
   void notify_work(int waker) noexcept;
 
