@@ -163,6 +163,25 @@ case2() {
 }
 
 # ---------------------------------------------------------------- case 3
+# cpu_ms_of PID: user+system CPU time from /proc (USER_HZ is 100).
+cpu_ms_of() { set -- $(cut -d' ' -f14,15 /proc/$1/stat); echo $(( ($1 + $2) * 10 )); }
+
+# mix_run: `pw_linkprobe bws 1 1 4` and a plain spinner side by side; sets
+# mix_share (the spinner's % of both), mix_busy (busy % inside the probe).
+mix_run() {
+	sh -c 'while :; do :; done' & qpid=$!
+	q0=$(cpu_ms_of $qpid)
+	pw_linkprobe bws 1 1 4 >/tmp/mix.log 2>&1
+	q1=$(cpu_ms_of $qpid)
+	kill $qpid; wait $qpid 2>/dev/null
+	pb=$(sed -n 's/.*busy_ms=\([0-9]*\).*/\1/p' /tmp/mix.log)
+	ps=$(sed -n 's/.*searching_ms=\([0-9]*\).*/\1/p' /tmp/mix.log)
+	mix_busy=$(sed -n 's/.*busy_share=\([0-9]*\)%.*/\1/p' /tmp/mix.log)
+	qms=$((q1 - q0))
+	mix_share=$(( qms * 100 / (qms + ${pb:-0} + ${ps:-0} + 1) ))
+	mix_line="probe busy ${pb:-?} ms + searching ${ps:-?} ms (busy ${mix_busy:-?}%), plain spinner ${qms} ms (${mix_share}% of all)"
+}
+
 # cpu_ratio PID: our map's cpu_ms for PID over the program's own cpu_ms, x100.
 case3() {
 	if ! [ -x /bin/pw_vmprog ]; then result FAIL "pw_vmprog missing"; return; fi
@@ -177,6 +196,14 @@ case3() {
 	wait $bpid; brc=$?
 	parkway sched status >/tmp/status.log 2>&1
 	bad=""
+	# 3b: a program with 1 busy + 1 searching spinner against a plain
+	# spinning process. Per program, each should get about one CPU (per
+	# thread, the plain one would get a third), and inside the first the
+	# busy thread should get most.
+	mix_run
+	log "1 busy + 1 searching worker vs a plain spinner: $mix_line"
+	[ "${mix_share:-0}" -ge 40 ] && [ "${mix_share:-0}" -le 60 ] || bad="$bad other-program-share-${mix_share:-none}%"
+	[ "${mix_busy:-0}" -ge 70 ] || bad="$bad busy-share-in-program-${mix_busy:-none}%"
 	stop_loader || bad="$bad loader-exit-$?(ejected?)"
 	log "registered workers while both ran: A ${wa:-none}, B ${wb:-none}"
 	[ "$wa" = 2 ] && [ "$wb" = 1 ] || bad="$bad not-registered(${wa:-none}/${wb:-none})"
@@ -200,6 +227,8 @@ case3() {
 	pw_vmprog --workers 2 --seconds 4 >/tmp/a0.log 2>&1 & apid=$!
 	pw_vmprog --workers 1 --seconds 4 >/tmp/b0.log 2>&1 & bpid=$!
 	wait $apid; wait $bpid
+	mix_run
+	log "default scheduler, 1 busy + 1 searching vs a plain spinner: $mix_line"
 	log "same pair, default scheduler: A own cpu_ms=$(sed -n 's/.* cpu_ms=\([0-9]*\).*/\1/p' /tmp/a0.log) B own cpu_ms=$(sed -n 's/.* cpu_ms=\([0-9]*\).*/\1/p' /tmp/b0.log)"
 	if [ -z "$bad" ]; then result PASS "both correct; CPU A(2w)=${cpu_a}ms B(1w)=${cpu_b}ms (TCG: not a performance figure)"
 	else result FAIL "$bad"; fi
