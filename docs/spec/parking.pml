@@ -418,7 +418,7 @@ asleep:
   sleep(w);                                                /* [P4], [P5a] */
   if
   :: tok == HANDEDOFF && TRUST_TOKEN ->                    /* trusted */
-     searching = 1; assert(role[w] && pos[w] == NONE)
+     searching = 1; assert(role[w] && pos[w] == NONE)      /* ablation only */
   :: else -> withdraw(searching)                           /* [P5b, P5c] */
   fi;
   tok = AWAKE;

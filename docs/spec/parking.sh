@@ -15,7 +15,10 @@
 # Modes: safety (assertions, monitor invariants, invalid end states),
 # nolost / alldone (LTL property of the model, weak fairness), np
 # (non-progress cycles, weak fairness).
-# Output ends with "N passed, N failed, N skipped"; exit 1 if any failed.
+# After a full run, "coverage" checks that every model statement is reached
+# by some passing check (a check that never gets somewhere proves nothing
+# there). Output ends with "N passed, N failed, N skipped"; exit 1 if any
+# check failed.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 MODEL=$HERE/parking.pml
@@ -101,6 +104,31 @@ run_check() {
     else verdict=FAIL; why="NOT caught: the check no longer finds the expected $want"
     fi
   fi
+  if [ "$expect" = pass ] && [ "$verdict" = PASS ]; then
+    # coverage: model lines with at least one reached state in this run
+    (cd "$d" && ./pan -d > states.txt 2>&1)
+    awk -f - "$d/states.txt" "$out" > "$d/reached.txt" <<'AWK'
+FNR == 1 { f++ }
+f == 1 && /^proctype / { p = $2; next }
+f == 1 && /^init/ { p = ":init:"; next }
+f == 1 && /^claim/ { p = "claim"; next }
+f == 1 && /parking\.pml:[0-9]+/ {
+  match($0, /parking\.pml:[0-9]+/); l = substr($0, RSTART + 12, RLENGTH - 12)
+  split($0, a, " "); line[p SUBSEP a[2]] = l; all[l] = 1; next
+}
+f == 2 && /^unreached in proctype / { p = $4; next }
+f == 2 && /^unreached in init/ { p = ":init:"; next }
+f == 2 && /^unreached in claim/ { p = "claim"; next }
+f == 2 && /parking\.pml:[0-9]+, state [0-9]+/ {
+  match($0, /parking\.pml:[0-9]+, state [0-9]+/); m = substr($0, RSTART, RLENGTH)
+  split(m, b, " "); unr[p SUBSEP b[3]] = 1; next
+}
+END {
+  for (k in line) if (!(k in unr)) print "R", line[k]
+  for (l in all) print "A", l
+}
+AWK
+  fi
   if [ "$kind" != none ] && [ "$errs" != 0 ]; then
     (cd "$d" && spin -t $defs -p "$MODEL" > trail.txt 2>&1)
   fi
@@ -123,6 +151,25 @@ for c in "${CHECKS[@]}"; do
   run_check "$name" "$expect" "$mode" $defs
   if [ "$RESULT" = PASS ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 done
+# Coverage: every statement of the model is reached by some passing check
+# (else a check could pass because the model never gets there). Lines
+# marked "ablation only" and closing braces are exempt.
+if [ $# -eq 0 ] || [ "${COVER:-0}" = 1 ]; then
+  cat "$W"/*/reached.txt 2>/dev/null | sort -u > "$W/cover.txt"
+  unreached=$(awk '$1 == "A" { a[$2] = 1 } $1 == "R" { r[$2] = 1 }
+                   END { for (l in a) if (!(l in r)) print l }' "$W/cover.txt" | sort -n |
+              while read -r l; do
+                src=$(sed -n "${l}p" "$MODEL")
+                case $src in *"ablation only"*|"}"|"  }") ;; *) printf '%s ' "$l" ;; esac
+              done)
+  if [ -z "$unreached" ]; then
+    echo "PASS  coverage           every model statement is reached by a passing check"
+    pass=$((pass + 1))
+  else
+    echo "FAIL  coverage           model lines reached by no passing check: $unreached"
+    fail=$((fail + 1))
+  fi
+fi
 echo "total $(dt "$T0" "$(now)") s"
 echo "$pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]
