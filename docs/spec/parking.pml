@@ -37,12 +37,13 @@
  *   N         workers (2 or 3)            NI       injected tasks (1..2)
  *   SPAWN     task NI-1 spawns a child      BLOCK    task 0 blocks (above)
  *   SPURIOUS  spurious futex wakes allowed in the whole run
- *   W2CAS     1 = [W2] is a CAS that requires S == 0 (proposed fix)
- *             0 = [W2] fetch_add after the [W1] load (userspace/ at
- *                 ab6151a: a wake while someone searches; cap exceeded)
- *   POS_FIRST 1 = [W3] (pos_[w] = -1) before the [W2] RMW, fetch_add (as
- *                 at ab6151a: the wakee's lock-free withdraw can see -1
- *                 before it is counted) 0 = after it (proposed fix)
+ *   W2CAS     1 = [W2] is a CAS that requires S == 0 (userspace/ since
+ *                 5528321)
+ *             0 = [W2] fetch_add after the [W1] load (before 5528321: a
+ *                 wake while someone searches; cap exceeded): must be caught
+ *   POS_FIRST 1 = [W3] (pos_[w] = -1) before the [W2] RMW (16bd9c6 until
+ *                 5528321: the wakee's lock-free withdraw can see -1
+ *                 before it is counted): must be caught. 0 = after it.
  *   WAKE_ASSERT 0 = drop the "S == 0 at [W2]" assertion (to isolate
  *             POS_FIRST from the W2CAS defect)
  *   TRUST_TOKEN 1 = [P5] trusts a kHandedOff token instead of asking the
