@@ -48,6 +48,8 @@
  *  - waiting (spin + futex) is a blocked guard; the patience bypass is
  *    off unless BYPASS=1, which allows it at ANY moment (over-approximates
  *    "after 1 ms").
+ *  - the parking contract is a monitor process (contract) whose assertion
+ *    SPIN evaluates in every reachable state
  *  - a worker with nothing to claim blocks until something is announced
  *    (the parking protocol, modelled in parking.pml); it exits when all
  *    producers are done and nothing is announced.
@@ -63,6 +65,7 @@
  *                     failed CAS, i.e. while holding a tag
  *   BUG_NO_REVALIDATE mutation: a retried W3 keeps its stale "empty"
  *   BUG_NO_EPOCH      mutation: P2 does not bump the epoch (a plain OR)
+ *   CONTRACT          add the parking-contract monitor (safety checks)
  *   BUG_ORDER         mutation: W3 re-validates the head before reading
  *                     the summary (W3v before W3r)
  */
@@ -115,6 +118,7 @@ byte nstamped;
 byte delivered;      /* tasks handed to a worker                            */
 byte pfin, wfin;     /* producers / workers finished                        */
 byte lastc = NOTAG;  /* last thread to commit (INFINITE runs)               */
+byte inflight;       /* pushes between a P1 onto CLOSED and their P2        */
 bit  crashed;
 
 #define STAMP(t) \
@@ -203,7 +207,7 @@ p1g:
     :: top == h ->
          assert(h != 0 || ne);     /* lemma: OPEN implies nonempty is set */
          top = it; hset = hset | IBIT(it);
-         if :: h != CLSD -> goto commit :: else -> skip fi
+         if :: h != CLSD -> goto commit :: else -> inflight++ fi
     :: else -> TAGFAIL(t, tagC); h = top; MAYCRASH(t); goto p1g
     fi
   };
@@ -213,7 +217,7 @@ p2g:
   atomic {                                              /* P2  */
     if
     :: SUMMARY_SAME(t) ->
-         ne = 1;
+         ne = 1; inflight--;
 #ifndef BUG_NO_EPOCH
          efresh = 0                                     /* epoch + 1 */
 #endif
@@ -333,6 +337,17 @@ progress_pop:
 out:
   skip
 }
+
+/* The parking contract (injection_queue.hpp): a task in the head is
+ * announced, or an announcing push is still in flight; a task in pending
+ * keeps its child announced. Checked in every reachable state: the
+ * monitor may run its one assertion at any point.                        */
+#ifdef CONTRACT
+active proctype contract()
+{
+  assert((hset == 0 || ne || inflight > 0) && (pend == 0 || ne))
+}
+#endif
 
 init {
   atomic {
