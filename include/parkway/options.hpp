@@ -18,8 +18,11 @@ struct Options {
   // every other worker once and the injection queue). Valid: 1..1000000.
   unsigned search_rounds = 32;
 
-  // Guard the shared injection queues with priority-tag transactions
-  // (livelock-free). false is for ablation experiments only.
+  // Guard the shared injection queue's multi-CAS operations with
+  // priority-tag transactions, which make them starvation-free (every
+  // submission's retries stay bounded under contention). The queue is
+  // lock-free and correct either way; false is for ablation experiments
+  // (docs/design/priority-tags.md).
   bool priority_tags = true;
 
   // Worker thread names are "<name>-w<index>" (Linux limits the whole name
