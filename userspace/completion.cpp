@@ -27,7 +27,7 @@ Reg register_waiter(std::atomic<std::uint64_t>& word, std::uint32_t id) noexcept
     std::uint64_t who = v >> 32;
     if (who == me) return Reg::kRegistered;
     if (who != 0) return Reg::kOccupied;  // a second waiter: it polls
-    if (word.compare_exchange_weak(v, v | (me << 32), std::memory_order_acq_rel, std::memory_order_acquire))
+    if (word.compare_exchange_weak(v, v | (me << 32), std::memory_order_acq_rel, std::memory_order_acquire))  // [C1]
       return Reg::kRegistered;
   }
 }
@@ -56,10 +56,10 @@ void CompletionWord::wait_slow() noexcept {
     me->run_until(&is_zero_fn, this, timed);  // helps while it waits
   } else {
     ParkWord& pw = park_word(id);
-    while (!is_zero()) {
-      if (pw.announce() != kAwake) continue;  // a token: look again
+    while (!is_zero()) {                      // [C2]
+      if (pw.announce() != kAwake) continue;  // [P0] a token: look again
       PW_CHAOS();
-      if (is_zero()) {
+      if (is_zero()) {  // [C2]
         pw.cancel();
         break;
       }
@@ -67,7 +67,7 @@ void CompletionWord::wait_slow() noexcept {
         timespec ts{0, 1000000};
         pw.sleep_for(ts);
       } else {
-        pw.sleep();
+        pw.sleep();  // [P4]
       }
     }
   }

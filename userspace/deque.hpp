@@ -121,7 +121,7 @@ class Deque {
     return b > t ? b - t : 0;
   }
 
-  // Any thread; seq_cst loads for the parking recheck (parking.md, R1).
+  // Any thread; seq_cst loads for the parking recheck (parking.md: the [P2]/[S3] rechecks).
   bool maybe_nonempty() const noexcept {
     std::int64_t t = top_.load(std::memory_order_seq_cst);
     std::int64_t b = bottom_.load(std::memory_order_seq_cst);

@@ -8,7 +8,10 @@
 //   kParked    the owner announced it will sleep; a waker must FUTEX_WAKE
 //   kNotified  a wake token: someone asked the owner to look again
 //   kHandedOff a wake token from the idle list: the waker took the owner
-//              off the idle list and counted it as a searcher (parking.md)
+//              off the idle list and counted it as a searcher. Only a
+//              hint: it may be stale (from a hand-off an earlier wake-up
+//              already accounted for), so the idle list, not the token,
+//              decides at [P5] (parking.md)
 //
 // Tokens persist: a wake that lands before the owner sleeps leaves the word
 // != kParked, so the owner's FUTEX_WAIT(kParked) returns at once and the
@@ -41,18 +44,18 @@ struct alignas(64) ParkWord {
     std::uint32_t v = kAwake;
     // seq_cst: a notify() that read kAwake before this is ordered before
     // it, so its token is visible to the owner's recheck that follows.
-    if (word.compare_exchange_strong(v, kParked, std::memory_order_seq_cst)) return kAwake;
+    if (word.compare_exchange_strong(v, kParked, std::memory_order_seq_cst)) return kAwake;  // [P0]
     return word.exchange(kAwake, std::memory_order_acquire);
   }
 
   // Owner: sleep until a token arrives; consume and return it.
   std::uint32_t sleep() noexcept {
-    while (word.load(std::memory_order_acquire) == kParked) futex_wait(&word, kParked);
-    return word.exchange(kAwake, std::memory_order_acquire);
+    while (word.load(std::memory_order_acquire) == kParked) futex_wait(&word, kParked);  // [P4]
+    return word.exchange(kAwake, std::memory_order_acquire);                            // [P5a]
   }
 
   // Owner: sleep until a token arrives or the timeout passes; returns the
-  // token, or kAwake on timeout (the announcement is withdrawn).
+  // token, or kParked on timeout (the announcement is withdrawn).
   std::uint32_t sleep_for(const timespec& ts) noexcept {
     if (word.load(std::memory_order_acquire) == kParked) futex_wait(&word, kParked, &ts);
     return word.exchange(kAwake, std::memory_order_acquire);
@@ -60,10 +63,11 @@ struct alignas(64) ParkWord {
 
   // Owner: withdraw the announcement (found something to do). Returns a
   // token that arrived meanwhile, or kAwake.
-  std::uint32_t cancel() noexcept { return word.exchange(kAwake, std::memory_order_acquire); }
+  std::uint32_t cancel() noexcept { return word.exchange(kAwake, std::memory_order_acquire); }  // [P3c]
 
   // Anyone: leave a kNotified token; FUTEX_WAKE if the owner may be asleep.
-  // Returns true if a futex_wake was issued.
+  // Returns true if a futex_wake was issued. [C4] (a completion) / [X2]
+  // (shutdown).
   bool notify() noexcept {
     std::uint32_t v = word.load(std::memory_order_relaxed);
     do {
@@ -77,7 +81,8 @@ struct alignas(64) ParkWord {
     return false;
   }
 
-  // Idle-list waker: leave kHandedOff (model step W3 in parking.md).
+  // Idle-list waker: [W4] exchange in kHandedOff, [W5] FUTEX_WAKE if the
+  // owner was kParked.
   void hand_off() noexcept {
     if (word.exchange(kHandedOff, std::memory_order_seq_cst) == kParked) futex_wake(&word);
   }

@@ -65,7 +65,7 @@ int Parking::wake_one() noexcept {
     pos_[w].store(-1, std::memory_order_release);
   }
   PW_CHAOS();
-  park_word(park_id(w)).hand_off();  // [W4]
+  park_word(park_id(w)).hand_off();  // [W4], [W5]
   return int(w);
 }
 
@@ -81,8 +81,8 @@ void Parking::announce_idle(unsigned w, bool searching) noexcept {
 
 bool Parking::withdraw(unsigned w) noexcept {
   // A waker took us off the list (and counted us as a searcher): no lock.
-  if (pos_[w].load(std::memory_order_acquire) < 0) return true;
-  std::lock_guard<std::mutex> g(mu_);  // [P3]/[P5]
+  if (pos_[w].load(std::memory_order_acquire) < 0) return true;  // [P3a]/[P5b]
+  std::lock_guard<std::mutex> g(mu_);                            // [P3b]/[P5c]
   int p = pos_[w].load(std::memory_order_relaxed);
   if (p < 0) return true;
   unsigned last = idle_.back();

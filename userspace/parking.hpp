@@ -10,13 +10,14 @@
 //     start_searching()  [S1]  S += 1 unless 2*S >= N (cap: ~half search)
 //     ... steal / take from the injection queue ...
 //     found work:  stop_searching() [S2] S -= 1; if that was the last
-//                  searcher and work is still visible, wake_one() [the
-//                  last searcher that finds work wakes the next one]
+//                  searcher and work is still visible [S3], wake_one()
+//                  [the last searcher that finds work wakes the next one]
 //     no work:     ParkWord::announce() [P0]; announce_idle() [P1]: push
 //                  self on the idle list, idle += 1, S -= 1 if searching;
 //                  then RECHECK every queue [P2]; work seen -> withdraw()
 //                  [P3] and search again; else sleep on the ParkWord [P4];
-//                  woken by a hand-off -> counted as a searcher already.
+//                  woken: [P5] withdraw(); the idle list says whether a
+//                  waker removed it (then it is counted as a searcher).
 //   Producer after making a task visible (deque push, injection push):
 //     should_wake() [N1 fence, N2 load]: S == 0 && idle > 0 -> wake_one()
 //     [W1 lock; W2 CAS idle -= 1, S += 1 only if still S == 0 (the wakee

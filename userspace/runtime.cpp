@@ -85,7 +85,7 @@ void RuntimeImpl::inject(Task* t) {
     injecting.fetch_sub(1, std::memory_order_release);
     throw RuntimeShutdown("parkway: the runtime is shutting down; the task was not accepted");
   }
-  injection.push(t);
+  injection.push(t);  // [Q1]
   PW_CHAOS();
   submitted.fetch_add(1, std::memory_order_relaxed);
   PW_PROBE1(inject, t);
@@ -107,9 +107,9 @@ void RuntimeImpl::shutdown() {
   if (joined) return;
   closing.store(true, std::memory_order_seq_cst);
   while (injecting.load(std::memory_order_seq_cst) != 0) sched_yield();
-  stop.store(true, std::memory_order_seq_cst);
-  for (unsigned i = 0; i < threads.size(); ++i) park_word(parking.park_id(i)).notify();
-  for (auto& th : threads)
+  stop.store(true, std::memory_order_seq_cst);                                            // [X1]
+  for (unsigned i = 0; i < threads.size(); ++i) park_word(parking.park_id(i)).notify();  // [X2]
+  for (auto& th : threads)  // [X3]
     if (th.joinable()) th.join();
   joined = true;
 }

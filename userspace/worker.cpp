@@ -65,7 +65,7 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
       execute(t);
       continue;
     }
-    if (main && rt_.stop.load(std::memory_order_acquire)) {
+    if (main && rt_.stop.load(std::memory_order_acquire)) {  // [E1]
       // Shutting down: leave only when nothing is left anywhere we can see.
       if (searching_) found_work();
       Task* t = take_injected();
@@ -97,7 +97,7 @@ Task* Worker::next_local() noexcept {
     tick_ = 0;
     if (Task* t = take_injected()) return t;
   }
-  return deque_.pop();
+  return deque_.pop();  // [Q4]
 }
 
 Task* Worker::take_injected() noexcept {
@@ -105,7 +105,7 @@ Task* Worker::take_injected() noexcept {
   std::size_t want = rt_.injection.size_hint() / rt_.n + 1;
   if (want > kInjectBatch) want = kInjectBatch;
   std::size_t n = 0;
-  Task* first = rt_.injection.pop_batch(want, &n);
+  Task* first = rt_.injection.pop_batch(want, &n);  // [Q3]
   if (!first) return nullptr;
   for (Task* t = first->next; t;) {
     Task* next = t->next;
@@ -125,7 +125,7 @@ Task* Worker::steal_round() noexcept {
     if (v == index_) continue;
     std::size_t taken;
     bool lost;
-    Task* t = deque_.steal_batch(rt_.workers[v]->deque(), kStealBatch, &taken, &lost);
+    Task* t = deque_.steal_batch(rt_.workers[v]->deque(), kStealBatch, &taken, &lost);  // [Q5]
     if (t) {
       WorkerCounters::bump(counters_.steals, taken);
       PW_PROBE3(steal, int(index_), int(v), taken);
@@ -163,12 +163,12 @@ Task* Worker::search(DoneFn done, void* ctx) noexcept {
 }
 
 // The last searcher that finds work wakes the next one, if there is more
-// work to find ([S2] then the recheck; parking.md "baton").
+// work to find ([S2], then the recheck [S3]; parking.md "baton").
 void Worker::found_work() noexcept {
   searching_ = false;
   bool last = rt_.parking.stop_searching();
   PW_CHAOS();
-  if (last && any_work_visible()) wake_one();
+  if (last && any_work_visible()) wake_one();  // [S3] baton recheck, then [W1..W5]
 }
 
 bool Worker::any_work_visible() const noexcept {
@@ -188,8 +188,8 @@ void Worker::park(DoneFn done, void* ctx, bool timed) noexcept {
   PW_CHAOS();
   // [P2] recheck, ordered after [P1]'s seq_cst RMW.
   if (done(ctx) || rt_.stop.load(std::memory_order_seq_cst) || any_work_visible()) {
-    searching_ = rt_.parking.withdraw(index_);  // [P3]
-    pw.cancel();
+    searching_ = rt_.parking.withdraw(index_);  // [P3a, P3b]
+    pw.cancel();                                // [P3c]
     return;
   }
   WorkerCounters::bump(counters_.parks);
@@ -201,13 +201,13 @@ void Worker::park(DoneFn done, void* ctx, bool timed) noexcept {
     timespec ts{0, 1000000};
     token = pw.sleep_for(ts);
   } else {
-    token = pw.sleep();  // [P4]
+    token = pw.sleep();  // [P4], [P5a]
   }
   (void)token;  // only the idle list says whether we were handed off: a
                 // kHandedOff token may be stale, from a hand-off that a
                 // different wake-up already accounted for
   PW_CHAOS();
-  searching_ = rt_.parking.withdraw(index_);  // [P5]
+  searching_ = rt_.parking.withdraw(index_);  // [P5b, P5c]
   publish(WorkerState::Searching);
   PW_PROBE2(unpark, int(index_), int(searching_));
 }

@@ -36,7 +36,7 @@ class alignas(64) Worker {
   // Push a task spawned on this worker and wake a sleeper if nobody
   // searches. Owner thread only.
   [[gnu::always_inline]] void spawn(Task* t) {
-    deque_.push(t);
+    deque_.push(t);  // [Q2]
     WorkerCounters::bump(counters_.spawned);
     PW_PROBE2(spawn, int(index_), t);
     after_push();
@@ -65,7 +65,7 @@ class alignas(64) Worker {
   }
 
  private:
-  void after_push() noexcept {
+  void after_push() noexcept {  // [N1, N2], then [W1..W5]
     if (parking().should_wake()) wake_one();
   }
   Parking& parking() noexcept { return parking_; }

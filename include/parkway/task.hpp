@@ -62,8 +62,8 @@ class PARKWAY_API CompletionWord {
   // One outstanding task finished. acq_rel: the finished task's writes
   // happen-before the waiter's return (pairs with the acquire in is_zero).
   void done() noexcept {
-    std::uint64_t old = word_.fetch_sub(1, std::memory_order_acq_rel);
-    if ((old & kCountMask) == 1 && (old >> 32) != 0) wake_waiter(std::uint32_t(old >> 32) - 1);
+    std::uint64_t old = word_.fetch_sub(1, std::memory_order_acq_rel);  // [C3] (parking.md)
+    if ((old & kCountMask) == 1 && (old >> 32) != 0) wake_waiter(std::uint32_t(old >> 32) - 1);  // [C4]
   }
 
   bool is_zero() const noexcept {
