@@ -186,6 +186,11 @@ def main():
         "libgomp": sh("dpkg-query -W -f='${Version}' libgomp1"),
         "valgrind": sh("valgrind --version"),
         "git_commit": sh("git rev-parse --short HEAD"),
+        # The binaries are not necessarily rebuilt at HEAD (run_bench.py can
+        # be run alone): record the library binary's age and the sources'.
+        "lib_built": sh("date -u -r build/libparkway.a '+%Y-%m-%d %H:%M:%S'"),
+        "lib_last_commit": sh("git log -1 --format='%h %cd' --date=format:'%H:%M:%S' -- userspace include"),
+        "lib_uncommitted_changes": sh("git status --porcelain -- userspace include") != "",
         "workers": W,
         "quick": q,
         "omp_env": {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in os.environ},
