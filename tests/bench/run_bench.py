@@ -188,7 +188,8 @@ def main():
         "git_commit": sh("git rev-parse --short HEAD"),
         # The binaries are not necessarily rebuilt at HEAD (run_bench.py can
         # be run alone): record the library binary's age and the sources'.
-        "lib_built": sh("date -u -r build/libparkway.a '+%Y-%m-%d %H:%M:%S'"),
+        "lib_built": sh("date -u -r '%s' '+%%Y-%%m-%%d %%H:%%M:%%S'" %
+                        os.path.join(os.path.dirname(os.path.abspath(a.bin)), "libparkway.a")),
         "lib_last_commit": sh("git log -1 --format='%h %cd' --date=format:'%H:%M:%S' -- userspace include"),
         "lib_uncommitted_changes": sh("git status --porcelain -- userspace include") != "",
         "workers": W,
