@@ -59,6 +59,13 @@ class PARKWAY_API CompletionWord {
 
   void add(std::uint32_t n = 1) noexcept { word_.fetch_add(n, std::memory_order_relaxed); }
 
+  // Adds one; true if the count was zero. acq_rel: a zero count read here
+  // comes from the last done(), so everything the finished tasks did (and
+  // their destruction) happens-before what the caller does next.
+  bool add_one_was_zero() noexcept {
+    return (word_.fetch_add(1, std::memory_order_acq_rel) & kCountMask) == 0;
+  }
+
   // One outstanding task finished. acq_rel: the finished task's writes
   // happen-before the waiter's return (pairs with the acquire in is_zero).
   void done() noexcept {

@@ -42,38 +42,43 @@ class PARKWAY_API TaskGroup {
   void spawn(F&& f) {
     using Fn = std::decay_t<F>;
     using Inline = Body<Fn, true>;
+    const bool first = pending_.add_one_was_zero();
     if constexpr (sizeof(Inline) <= kInlineBytes && alignof(Inline) <= kInlineAlign) {
-      // The first task after each wait() lives inside the group itself (the
-      // group outlives its tasks): no allocation for the common
-      // spawn-one-then-wait shape.
-      if (!inline_busy_.load(std::memory_order_relaxed) &&
-          !inline_busy_.exchange(true, std::memory_order_acquire)) {
+      // A task that finds the count at zero lives inside the group itself:
+      // every earlier task has finished (an inline one destroys itself
+      // before its done()), so the slot is free, and only one spawner can
+      // see that zero. No allocation for the spawn-one-then-wait shape.
+      if (first) {
         Inline* t;
         try {
           t = ::new (static_cast<void*>(inline_)) Inline(static_cast<F&&>(f), this);
         } catch (...) {
-          inline_busy_.store(false, std::memory_order_relaxed);
+          pending_.done();
           throw;
         }
-        pending_.add(1);
         try {
           schedule(t);
         } catch (...) {
-          pending_.done();
           t->~Inline();
-          inline_busy_.store(false, std::memory_order_relaxed);
+          pending_.done();
           throw;
         }
         return;
       }
     }
-    auto* t = detail::new_task<Body<Fn, false>>(static_cast<F&&>(f), this);
-    pending_.add(1);
+    (void)first;
+    Body<Fn, false>* t;
+    try {
+      t = detail::new_task<Body<Fn, false>>(static_cast<F&&>(f), this);
+    } catch (...) {
+      pending_.done();
+      throw;
+    }
     try {
       schedule(t);
     } catch (...) {
-      pending_.done();
       detail::delete_task(t);
+      pending_.done();
       throw;
     }
   }
@@ -82,7 +87,6 @@ class PARKWAY_API TaskGroup {
   // exception a task threw (and forgets it, so the group can be reused).
   void wait() {
     pending_.wait();
-    inline_busy_.store(false, std::memory_order_relaxed);  // its task has finished
     if (failed_.load(std::memory_order_acquire)) rethrow_exception();
   }
 
@@ -127,7 +131,6 @@ class PARKWAY_API TaskGroup {
   void report_lost_exception() noexcept;
 
   detail::CompletionWord pending_;
-  std::atomic<bool> inline_busy_{false};
   Runtime* rt_ = nullptr;
   std::atomic<bool> failed_{false};
   std::exception_ptr error_;
