@@ -19,7 +19,7 @@ parkway::Task<long> fib(int n) {
   long b = co_await fib(n - 2);
   co_return co_await std::move(a) + b;
 }
-long fib_seq(int n) { return n < 2 ? n : fib_seq(n - 1) + fib_seq(n - 2); }
+using pwtest::fib_seq;
 
 parkway::Task<int> add_one(int x) { co_return x + 1; }
 

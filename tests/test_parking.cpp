@@ -27,15 +27,7 @@ bool all_parked(parkway::Runtime& rt) {
   return false;
 }
 
-long fib(int n) {
-  if (n < 2) return n;
-  long a = 0, b = 0;
-  parkway::TaskGroup g;
-  g.spawn([&] { a = fib(n - 1); });
-  b = fib(n - 2);
-  g.wait();
-  return a + b;
-}
+using pwtest::fib;
 
 }  // namespace
 

@@ -10,17 +10,8 @@
 
 namespace {
 
-long fib(int n) {
-  if (n < 2) return n;
-  long a = 0, b = 0;
-  parkway::TaskGroup g;
-  g.spawn([&] { a = fib(n - 1); });
-  b = fib(n - 2);
-  g.wait();
-  return a + b;
-}
-
-long fib_seq(int n) { return n < 2 ? n : fib_seq(n - 1) + fib_seq(n - 2); }
+using pwtest::fib;
+using pwtest::fib_seq;
 
 // A deep, unbalanced tree: node d has (d % 3) children and depth decreases
 // by 1 or 2; returns the node count.

@@ -18,7 +18,21 @@
 #include <string>
 #include <thread>
 
+#include "parkway/task_group.hpp"
+
 namespace pwtest {
+
+// fib with one spawn per call: the standard fork/join workload.
+inline long fib(int n) {
+  if (n < 2) return n;
+  long a = 0, b = 0;
+  parkway::TaskGroup g;
+  g.spawn([&] { a = fib(n - 1); });
+  b = fib(n - 2);
+  g.wait();
+  return a + b;
+}
+inline long fib_seq(int n) { return n < 2 ? n : fib_seq(n - 1) + fib_seq(n - 2); }
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 inline constexpr bool kSanitized = true;

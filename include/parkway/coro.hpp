@@ -221,17 +221,8 @@ class [[nodiscard]] Spawned {
                                                                std::memory_order_acq_rel,
                                                                std::memory_order_acquire);
       }
-      T await_resume() {
-        // The child resumed us from its final suspend, or had finished:
-        // wait for its last touch of the frame, then take the result.
-        Handle h = std::exchange(self->h_, nullptr);
-        h.promise().finished.wait();
-        struct Destroy {
-          Handle h;
-          ~Destroy() { h.destroy(); }
-        } d{h};
-        return h.promise().result.take();
-      }
+      // The child resumed us from its final suspend, or had finished.
+      T await_resume() { return self->take(); }
     };
     if (!h_) throw std::logic_error("parkway::Spawned: awaited twice or moved from");
     return Awaiter{this};
@@ -241,6 +232,13 @@ class [[nodiscard]] Spawned {
   // returns the result or rethrows. For use outside coroutines.
   T get() {
     if (!h_) throw std::logic_error("parkway::Spawned: get() after the result was taken");
+    return take();
+  }
+
+ private:
+  // Waits for the child's last touch of its frame (its final done()),
+  // frees the frame, and returns the result or rethrows.
+  T take() {
     Handle h = std::exchange(h_, nullptr);
     h.promise().finished.wait();
     struct Destroy {
@@ -250,7 +248,6 @@ class [[nodiscard]] Spawned {
     return h.promise().result.take();
   }
 
- private:
   template <class U>
   friend Spawned<U> spawn(Task<U> t, Runtime& rt);
   explicit Spawned(Handle h) noexcept : h_(h) {}
