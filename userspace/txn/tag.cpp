@@ -40,6 +40,16 @@ void Txn::hold(TagSlot& s) noexcept {
 
 void Txn::wake_all(TagSlot& s) noexcept { futex_wake(&s.word, INT_MAX); }
 
+// Replace the holder's stamp `v` (as last read) with mine: PreemptTag, or
+// the patience bypass. Waiters parked on the slot re-check who holds it.
+bool Txn::take_over(TagSlot& s, std::uint32_t v, std::uint32_t& counter) noexcept {
+  if (!s.word.compare_exchange_strong(v, stamp_, std::memory_order_acq_rel)) return false;
+  hold(s);
+  ++counter;
+  if (v & TagSlot::kWaiters) wake_all(s);
+  return true;
+}
+
 // CanProceed failed: the slot holds another transaction's stamp.
 // Model: GATE in docs/spec/priority_tags.pml (STAMP, then PreemptTag or the
 // blocked wait; BYPASS=1 is the patience bypass).
@@ -56,12 +66,7 @@ void Txn::gate_slow(TagSlot& s) noexcept {
       // PreemptTag: an older waiter replaces a younger holder's stamp. The
       // holder's finished CASes stay valid (nothing is undone); it simply
       // waits for me at its next gate on this word.
-      if (s.word.compare_exchange_strong(v, stamp_, std::memory_order_acq_rel)) {
-        hold(s);
-        ++c_.preempts;
-        if (v & TagSlot::kWaiters) wake_all(s);
-        return;
-      }
+      if (take_over(s, v, c_.preempts)) return;
       continue;
     }
     if (spins < kSpins) {
@@ -76,12 +81,7 @@ void Txn::gate_slow(TagSlot& s) noexcept {
       // The older holder has not committed for kPatienceNs: most likely the
       // OS descheduled it. Take the tag anyway (safe: tags never replace
       // validation). It will preempt us back at its next gate.
-      if (s.word.compare_exchange_strong(v, stamp_, std::memory_order_acq_rel)) {
-        hold(s);
-        ++c_.bypasses;
-        if (v & TagSlot::kWaiters) wake_all(s);
-        return;
-      }
+      if (take_over(s, v, c_.bypasses)) return;
       continue;
     }
     if (!(v & TagSlot::kWaiters)) {

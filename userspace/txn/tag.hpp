@@ -93,6 +93,7 @@ class Txn {
   void ensure_stamp() noexcept;
   void hold(TagSlot& s) noexcept;
   static void wake_all(TagSlot& s) noexcept;
+  bool take_over(TagSlot& s, std::uint32_t v, std::uint32_t& counter) noexcept;
 
   const bool on_;
   std::uint8_t nheld_ = 0;
