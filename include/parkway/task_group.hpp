@@ -56,13 +56,7 @@ class PARKWAY_API TaskGroup {
           pending_.done();
           throw;
         }
-        try {
-          schedule(t);
-        } catch (...) {
-          t->~Inline();
-          pending_.done();
-          throw;
-        }
+        schedule_or_undo(t, [](Inline* x) { x->~Inline(); });
         return;
       }
     }
@@ -74,13 +68,7 @@ class PARKWAY_API TaskGroup {
       pending_.done();
       throw;
     }
-    try {
-      schedule(t);
-    } catch (...) {
-      detail::delete_task(t);
-      pending_.done();
-      throw;
-    }
+    schedule_or_undo(t, [](Body<Fn, false>* x) { detail::delete_task(x); });
   }
 
   // Returns once every spawned task has finished. Rethrows the first
@@ -126,6 +114,18 @@ class PARKWAY_API TaskGroup {
   static constexpr std::size_t kInlineAlign = 16;
 
   void schedule(detail::Task* t);
+  // schedule(t); if that throws (RuntimeShutdown), undo the spawn: free t
+  // with `destroy`, drop its count, rethrow.
+  template <class T, class Destroy>
+  void schedule_or_undo(T* t, Destroy destroy) {
+    try {
+      schedule(t);
+    } catch (...) {
+      destroy(t);
+      pending_.done();
+      throw;
+    }
+  }
   void record_exception(std::exception_ptr e) noexcept;
   [[noreturn]] void rethrow_exception();
   void report_lost_exception() noexcept;
