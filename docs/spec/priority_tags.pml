@@ -26,8 +26,12 @@
  *          hand out one task from pending            (max = 1)
  *          W3cg gate(child tag)                      (only if none handed out)
  *          W3c  CAS head OPEN -> CLOSED (failure: a push got in; no retry)
+ *          not closed:
+ *          W3g  gate(parent tag)
+ *          W3a  fetch_and summary: - claimed            (cannot fail)
+ *          closed:
  *          W3r  s = summary.load()
- *          W3v  empty = closed && head.load() == CLOSED   (re-validate)
+ *          W3v  empty = head.load() == CLOSED            (re-validate)
  *          W3g  gate(parent tag)
  *          W3   CAS summary s -> s - claimed (- nonempty if empty)
  *               | fail: TagAfterFail, s = summary, W3v
@@ -301,13 +305,20 @@ w1g:
        }
   :: else -> skip
   fi;
+  if
+  :: !closed ->
+       GATE(t, tagP);                                   /* W3g */
+       atomic { cl = 0 };                               /* W3a: fetch_and */
+       goto commit
+  :: else -> skip
+  fi;
 #ifndef BUG_ORDER
   atomic { READ_SUMMARY(t) };                           /* W3r */
 w3v:
-  isempty = (closed && top == CLSD);                    /* W3v */
+  isempty = (top == CLSD);                              /* W3v */
 #else
 w3v:
-  isempty = (closed && top == CLSD);                    /* W3v, too early */
+  isempty = (top == CLSD);                              /* W3v, too early */
   atomic { READ_SUMMARY(t) };                           /* W3r */
 #endif
 w3g:

@@ -31,8 +31,10 @@
 //                CAS head OPEN -> CLOSED (fails if a push got in: then keep
 //                nonempty(i)). A child that just gave tasks stays OPEN, so
 //                a streaming producer never touches the parent.
-//           [W3] CAS summary: clear claimed(i), and nonempty(i) too if we
-//                closed the child and a re-read of head, after the read of
+//           [W3a] if we did not close it: fetch_and summary, clear
+//                claimed(i) (cannot fail: only the claimer writes that bit)
+//           [W3] if we closed it: CAS summary, clear claimed(i), and
+//                nonempty(i) too if a re-read of head, after the read of
 //                summary, still sees CLOSED. A retried CAS re-validates.
 // Lemma: head == OPEN implies nonempty(i) is set (OPEN is made by the
 // claimer, which clears the bit only after closing), so a push onto OPEN
@@ -194,19 +196,30 @@ class BasicInjectTree {
         tx.gate(ch.tag);  // [W3cg]
         closed = ch.head.compare_exchange_strong(open, kClosed, std::memory_order_seq_cst);
       }
-      // [W3] release the claim; clear nonempty(i) too if the child is still
-      // closed. The head is re-read after each read of the summary ([W3r],
-      // and the reload of a failed CAS): a push onto the closed head after
-      // that re-read bumps the epoch in [P2], which fails this CAS.
-      s = summary_.load(std::memory_order_seq_cst);  // [W3r]
-      for (;;) {
-        bool empty = closed && ch.head.load(std::memory_order_seq_cst) == kClosed;  // [W3v]
-        std::uint64_t ns = s & ~claimed_bit(i);
-        if (empty) ns &= ~nonempty_bit(i);
+      if (!closed) {
+        // [W3a] release the claim, keep nonempty(i): nothing to validate
+        // (only the claimer writes claimed(i)), so a fetch_and, which
+        // cannot fail. Gated like the exchange [W2]. release: pending_[i]
+        // goes to the next claimer's [W1].
         Hooks::window();
         tx.gate(ptag_);  // [W3g]
-        if (summary_.compare_exchange_strong(s, ns, std::memory_order_seq_cst)) break;  // [W3]
-        tx.after_fail(ptag_);
+        summary_.fetch_and(~claimed_bit(i), std::memory_order_seq_cst);  // [W3a]
+      } else {
+        // [W3] release the claim and clear nonempty(i) too if the child is
+        // still closed. The head is re-read after each read of the summary
+        // ([W3r], and the reload of a failed CAS): a push onto the closed
+        // head after that re-read bumps the epoch in [P2], which fails this
+        // CAS.
+        s = summary_.load(std::memory_order_seq_cst);  // [W3r]
+        for (;;) {
+          bool empty = ch.head.load(std::memory_order_seq_cst) == kClosed;  // [W3v]
+          std::uint64_t ns = s & ~claimed_bit(i);
+          if (empty) ns &= ~nonempty_bit(i);
+          Hooks::window();
+          tx.gate(ptag_);  // [W3g]
+          if (summary_.compare_exchange_strong(s, ns, std::memory_order_seq_cst)) break;  // [W3]
+          tx.after_fail(ptag_);
+        }
       }
       tx.commit();  // ClearMyTags
       account(tx, out);

@@ -16,7 +16,9 @@ constexpr long kWaitSliceNs = 50000;     // one futex wait, then look again
 
 // The stamp clock: one ticket per transaction that ever has to negotiate.
 // Uncontended transactions never touch it.
-std::atomic<std::uint32_t> g_stamp_clock{1};
+// On a line of its own: every stamping transaction writes it, and it must
+// not drag unrelated data (or be dragged) between cores.
+alignas(64) std::atomic<std::uint32_t> g_stamp_clock{1};
 
 std::uint64_t monotonic_ns() noexcept {
   timespec ts;
