@@ -56,6 +56,6 @@ TEST_SUITES += test-usdt
 test-chaos:
 	@$(MAKE) --no-print-directory BUILD=build/chaos OPT="-O2 -g -DPARKWAY_CHAOS" test-unit-build
 	@bash tests/run-gtest.sh build/chaos/tests/parkway_tests \
-	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:ParallelFor.*:Coro.*'
+	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*'
 
 TEST_SUITES += test-chaos

@@ -11,13 +11,10 @@
 #include "chaos.hpp"
 #include "parker.hpp"
 #include "parkway/task.hpp"
+#include "waiting.hpp"
 #include "worker.hpp"
 
 namespace parkway::detail {
-
-namespace {
-
-enum class Reg { kDone, kRegistered, kOccupied };
 
 Reg register_waiter(std::atomic<std::uint64_t>& word, std::uint32_t id) noexcept {
   const std::uint64_t me = std::uint64_t(id) + 1;
@@ -32,45 +29,51 @@ Reg register_waiter(std::atomic<std::uint64_t>& word, std::uint32_t id) noexcept
   }
 }
 
-bool is_zero_fn(void* p) noexcept { return static_cast<CompletionWord*>(p)->is_zero(); }
+bool help_own_deque(Worker* me, DoneFn done, void* ctx) noexcept {
+  while (Task* t = me->deque().pop()) {
+    me->execute(t);
+    if (done(ctx)) return true;
+  }
+  return false;
+}
 
+void block_until(Worker* me, std::uint32_t id, DoneFn done, void* ctx, bool timed) noexcept {
+  if (me) {
+    me->run_until(done, ctx, timed);  // helps while it waits
+    return;
+  }
+  ParkWord& pw = park_word(id);
+  while (!done(ctx)) {                      // [C2]
+    if (pw.announce() != kAwake) continue;  // [P0] a token: look again
+    PW_CHAOS();
+    if (done(ctx)) {  // [C2]
+      pw.cancel();
+      break;
+    }
+    if (timed) {
+      timespec ts{0, 1000000};
+      pw.sleep_for(ts);
+    } else {
+      pw.sleep();  // [P4]
+    }
+  }
+}
+
+namespace {
+bool is_zero_fn(void* p) noexcept { return static_cast<CompletionWord*>(p)->is_zero(); }
 }  // namespace
 
 void wake_waiter(std::uint32_t waiter) noexcept { park_word(waiter).notify(); }
 
 void CompletionWord::wait_slow() noexcept {
   Worker* me = Worker::current();
-  if (me) {
-    // Fast help: run our own newest tasks (usually the ones we wait for)
-    // without registering; only an empty deque leads to the full loop.
-    while (Task* t = me->deque().pop()) {
-      me->execute(t);
-      if (is_zero()) return;
-    }
-  }
+  // Fast help: run our own newest tasks without registering; only an
+  // empty deque leads to the full wait.
+  if (me && help_own_deque(me, &is_zero_fn, this)) return;
   const std::uint32_t id = me ? me->park_id() : this_thread_park_id();
   Reg r = register_waiter(word_, id);
   if (r == Reg::kDone) return;
-  const bool timed = r == Reg::kOccupied;
-  if (me) {
-    me->run_until(&is_zero_fn, this, timed);  // helps while it waits
-  } else {
-    ParkWord& pw = park_word(id);
-    while (!is_zero()) {                      // [C2]
-      if (pw.announce() != kAwake) continue;  // [P0] a token: look again
-      PW_CHAOS();
-      if (is_zero()) {  // [C2]
-        pw.cancel();
-        break;
-      }
-      if (timed) {
-        timespec ts{0, 1000000};
-        pw.sleep_for(ts);
-      } else {
-        pw.sleep();  // [P4]
-      }
-    }
-  }
+  block_until(me, id, &is_zero_fn, this, /*timed=*/r == Reg::kOccupied);
   // Count is zero and nobody else touches the word until the owner spawns
   // again: drop the registration so the next wait starts clean.
   if (r == Reg::kRegistered) word_.fetch_and(kCountMask, std::memory_order_relaxed);

@@ -42,6 +42,21 @@ void delete_task(T* t) noexcept {
   free_task(t, sizeof(T));
 }
 
+// A value unique to the calling thread among live threads (TaskGroup uses
+// it to recognise the thread that created it). On x86-64 Linux the thread
+// pointer (%fs:0 holds its own address); `volatile` because a coroutine can
+// move between threads inside one function.
+inline const void* this_thread_token() noexcept {
+#if defined(__x86_64__) && defined(__linux__)
+  const void* p;
+  asm volatile("mov %%fs:0, %0" : "=r"(p));
+  return p;
+#else
+  static thread_local char marker;
+  return &marker;
+#endif
+}
+
 // Wakes the thread whose parker id is `waiter` (see userspace/parker.hpp).
 PARKWAY_API void wake_waiter(std::uint32_t waiter) noexcept;
 

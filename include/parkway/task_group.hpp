@@ -18,20 +18,23 @@
 namespace parkway {
 
 class Runtime;
+namespace detail {
+class Worker;
+}
 
 class PARKWAY_API TaskGroup {
  public:
   // Binds, at the first spawn, to the runtime of the spawning worker, or,
   // on a thread outside any pool, to Runtime::default_runtime().
-  TaskGroup() noexcept = default;
-  explicit TaskGroup(Runtime& rt) noexcept : rt_(&rt) {}
+  TaskGroup() noexcept : owner_(detail::this_thread_token()) {}
+  explicit TaskGroup(Runtime& rt) noexcept : rt_(&rt), owner_(detail::this_thread_token()) {}
   TaskGroup(const TaskGroup&) = delete;
   TaskGroup& operator=(const TaskGroup&) = delete;
 
   // Waits for the tasks still running. An exception that no wait() observed
   // is reported on stderr (a destructor cannot rethrow it).
   ~TaskGroup() {
-    pending_.wait();
+    if (!finished()) wait_slow();
     if (failed_.load(std::memory_order_acquire)) report_lost_exception();
   }
 
@@ -42,25 +45,22 @@ class PARKWAY_API TaskGroup {
   void spawn(F&& f) {
     using Fn = std::decay_t<F>;
     using Inline = Body<Fn, true>;
-    const bool first = pending_.add_one_was_zero();
     if constexpr (sizeof(Inline) <= kInlineBytes && alignof(Inline) <= kInlineAlign) {
-      // A task that finds the count at zero lives inside the group itself:
-      // every earlier task has finished (an inline one destroys itself
-      // before its done()), so the slot is free, and only one spawner can
-      // see that zero. No allocation for the spawn-one-then-wait shape.
-      if (first) {
-        Inline* t;
-        try {
-          t = ::new (static_cast<void*>(inline_)) Inline(static_cast<F&&>(f), this);
-        } catch (...) {
-          pending_.done();
-          throw;
-        }
-        schedule_or_undo(t, [](Inline* x) { x->~Inline(); });
+      // The inline slot: only the thread that created the group uses it,
+      // and only when the task it last held has finished (slot.md has the
+      // protocol). No allocation and no read-modify-write for the
+      // spawn-one-then-wait shape.
+      if (owner_ == detail::this_thread_token() && slot_.load(std::memory_order_acquire) == 0) {  // [G1]
+        Inline* t = ::new (static_cast<void*>(inline_)) Inline(static_cast<F&&>(f), this);
+        slot_.store(kSlotBusy, std::memory_order_relaxed);  // [G2] published by the push's release
+        schedule_or_undo(t, [this](Inline* x) {
+          x->~Inline();
+          slot_.store(0, std::memory_order_release);
+        });
         return;
       }
     }
-    (void)first;
+    pending_.add(1);
     Body<Fn, false>* t;
     try {
       t = detail::new_task<Body<Fn, false>>(static_cast<F&&>(f), this);
@@ -68,20 +68,24 @@ class PARKWAY_API TaskGroup {
       pending_.done();
       throw;
     }
-    schedule_or_undo(t, [](Body<Fn, false>* x) { detail::delete_task(x); });
+    schedule_or_undo(t, [this](Body<Fn, false>* x) {
+      detail::delete_task(x);
+      pending_.done();
+    });
   }
 
   // Returns once every spawned task has finished. Rethrows the first
   // exception a task threw (and forgets it, so the group can be reused).
   void wait() {
-    pending_.wait();
+    if (!finished()) wait_slow();
     if (failed_.load(std::memory_order_acquire)) rethrow_exception();
   }
 
   // Number of spawned tasks not yet finished (a snapshot).
   std::uint32_t pending() const noexcept {
     return std::uint32_t(const_cast<detail::CompletionWord&>(pending_).raw().load(std::memory_order_acquire) &
-                         detail::CompletionWord::kCountMask);
+                         detail::CompletionWord::kCountMask) +
+           std::uint32_t((slot_.load(std::memory_order_acquire) & kSlotBusy) != 0);
   }
 
  private:
@@ -103,26 +107,48 @@ class PARKWAY_API TaskGroup {
       }
       if constexpr (InGroup) {
         self->~Body();
+        g->slot_done();  // last touch of *g: the waiter may return now
       } else {
         detail::delete_task(self);
+        g->pending_.done();  // last touch of *g: the waiter may return now
       }
-      g->pending_.done();  // last touch of *g (and of an inline task): the waiter may return now
     }
   };
 
   static constexpr std::size_t kInlineBytes = 64;
   static constexpr std::size_t kInlineAlign = 16;
 
+  // The inline slot's word: 0 free, else kSlotBusy | (waiter's ParkWord id
+  // + 1) << 32. Only the owner thread sets it busy and only the owner
+  // registers as its waiter (docs/design/slot.md).
+  static constexpr std::uint64_t kSlotBusy = 1;
+
+  bool finished() const noexcept {  // [G5] both loads acquire
+    return slot_.load(std::memory_order_acquire) == 0 &&
+           const_cast<detail::CompletionWord&>(pending_).is_zero();
+  }
+  // The inline task has finished. On the owner thread a plain store: no
+  // other thread can have registered, and the owner is here, not asleep.
+  void slot_done() noexcept {
+    if (owner_ == detail::this_thread_token())
+      slot_.store(0, std::memory_order_release);  // [G3o]
+    else
+      slot_done_remote();
+  }
+  void slot_done_remote() noexcept;  // [G3], [G4]
+  static bool finished_fn(void* g) noexcept;
+  void wait_slow() noexcept;
+  [[gnu::noinline]] void wait_blocking(detail::Worker* me) noexcept;
+
   void schedule(detail::Task* t);
-  // schedule(t); if that throws (RuntimeShutdown), undo the spawn: free t
-  // with `destroy`, drop its count, rethrow.
-  template <class T, class Destroy>
-  void schedule_or_undo(T* t, Destroy destroy) {
+  // schedule(t); if that throws (RuntimeShutdown), undo the spawn with
+  // `undo` (free t, drop its count) and rethrow.
+  template <class T, class Undo>
+  void schedule_or_undo(T* t, Undo undo) {
     try {
       schedule(t);
     } catch (...) {
-      destroy(t);
-      pending_.done();
+      undo(t);
       throw;
     }
   }
@@ -130,8 +156,10 @@ class PARKWAY_API TaskGroup {
   [[noreturn]] void rethrow_exception();
   void report_lost_exception() noexcept;
 
-  detail::CompletionWord pending_;
+  detail::CompletionWord pending_;  // heap tasks not yet finished
+  std::atomic<std::uint64_t> slot_{0};
   Runtime* rt_ = nullptr;
+  const void* owner_;
   std::atomic<bool> failed_{false};
   std::exception_ptr error_;
   alignas(kInlineAlign) unsigned char inline_[kInlineBytes];
