@@ -59,3 +59,12 @@ test-chaos:
 	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*'
 
 TEST_SUITES += test-chaos
+
+# The same runtime with the symmetric [N1] fence (membarrier switched off,
+# as on a kernel without it): userspace/asymmetric_fence.hpp.
+.PHONY: test-symmetric-fence
+test-symmetric-fence: $(TEST_BIN)
+	@PARKWAY_MEMBARRIER=0 bash tests/run-gtest.sh $(TEST_BIN) \
+	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:AsymmetricFence.Mode*'
+
+TEST_SUITES += test-symmetric-fence

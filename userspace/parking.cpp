@@ -41,7 +41,7 @@ bool Parking::stop_searching() noexcept {
   // with a producer's [N1] fence.
   std::uint64_t prev = state_.fetch_sub(kOneSearching, std::memory_order_seq_cst);
   if (searching_of(prev) == 0) violated("stop_searching with no searcher counted");
-  return searching_of(prev) == 1;
+  return searching_of(prev) == 1 && idle_of(prev) > 0;
 }
 
 int Parking::wake_one() noexcept {

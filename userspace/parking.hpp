@@ -10,7 +10,8 @@
 //     start_searching()  [S1]  S += 1 unless 2*S >= N (cap: ~half search)
 //     ... steal / take from the injection queue ...
 //     found work:  stop_searching() [S2] S -= 1; if that was the last
-//                  searcher and work is still visible [S3], wake_one()
+//                  searcher, a worker is idle and work is still visible
+//                  [S3], wake_one()
 //                  [the last searcher that finds work wakes the next one]
 //     no work:     ParkWord::announce() [P0]; announce_idle() [P1]: push
 //                  self on the idle list, idle += 1, S -= 1 if searching;
@@ -20,6 +21,8 @@
 //                  waker removed it (then it is counted as a searcher).
 //   Producer after making a task visible (deque push, injection push):
 //     should_wake() [N1 fence, N2 load]: S == 0 && idle > 0 -> wake_one()
+//     (a worker's push: [N1] is asymmetric, the parker's and the last
+//     searcher's rechecks issue membarrier(2); asymmetric_fence.hpp)
 //     [W1 lock; W2 CAS idle -= 1, S += 1 only if still S == 0 (the wakee
 //     starts as a searcher, so later producers do not wake more); W3 pop
 //     the idle list, pos = -1; unlock; W4 leave kHandedOff on the wakee's
@@ -39,19 +42,10 @@
 #include <mutex>
 #include <vector>
 
+#include "asymmetric_fence.hpp"
 #include "chaos.hpp"
 
 namespace parkway::detail {
-
-// A full StoreLoad barrier (the [N1] fence). On x86 a locked RMW of the own
-// stack line is cheaper than mfence; elsewhere the C++ fence.
-inline void store_load_fence() noexcept {
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-  asm volatile("lock orq $0, (%%rsp)" ::: "memory", "cc");
-#else
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-#endif
-}
 
 class Parking {
  public:
@@ -62,16 +56,24 @@ class Parking {
 
   // [S1] Become a searcher unless about half the workers already are.
   bool start_searching() noexcept;
-  // [S2] Stop searching; true if this was the last searcher.
+  // [S2] Stop searching; true if this was the last searcher and some
+  // worker was idle then (only then is the baton recheck [S3] needed: a
+  // worker that goes idle later rechecks the queues itself, [P2]).
   bool stop_searching() noexcept;
 
-  // [N1, N2] Producer, after publishing work: is a wake needed?
+  // [N1, N2] Producer outside the pool, after publishing work: is a wake
+  // needed? A full fence orders the push before [N2].
   bool should_wake() const noexcept {
     PW_CHAOS();
-    store_load_fence();  // [N1] orders the producer's push before [N2]
+    store_load_fence();  // [N1]
+    return wake_needed();
+  }
+  // The same for a worker's deque push: the asymmetric [N1]
+  // (asymmetric_fence.hpp): a compiler barrier when membarrier is on.
+  bool should_wake_after_push() const noexcept {
     PW_CHAOS();
-    std::uint64_t s = state_.load(std::memory_order_relaxed);  // [N2]
-    return searching_of(s) == 0 && idle_of(s) > 0;
+    producer_fence();  // [N1]
+    return wake_needed();
   }
   // [W1..W5] Wake one idle worker as a searcher, if still nobody searches.
   // Returns the index of the worker woken, or -1.
@@ -88,6 +90,12 @@ class Parking {
     park_ids_[w].store(park_id, std::memory_order_release);
   }
   std::uint32_t park_id(unsigned w) const noexcept { return park_ids_[w].load(std::memory_order_acquire); }
+
+  bool wake_needed() const noexcept {
+    PW_CHAOS();
+    std::uint64_t s = state_.load(std::memory_order_relaxed);  // [N2]
+    return searching_of(s) == 0 && idle_of(s) > 0;
+  }
 
   std::uint64_t snapshot() const noexcept { return state_.load(std::memory_order_seq_cst); }
 

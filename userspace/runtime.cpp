@@ -60,6 +60,7 @@ RuntimeImpl::RuntimeImpl(Runtime& rt, const Options& o)
 }
 
 void RuntimeImpl::start() {
+  init_asymmetric_fence();  // decided before the first worker of the process runs
   threads.reserve(n);
   try {
     for (unsigned i = 0; i < n; ++i) {

@@ -166,9 +166,11 @@ Task* Worker::search(DoneFn done, void* ctx) noexcept {
 // work to find ([S2], then the recheck [S3]; parking.md "baton").
 void Worker::found_work() noexcept {
   searching_ = false;
-  bool last = rt_.parking.stop_searching();
+  bool last = rt_.parking.stop_searching();  // last searcher, someone idle
   PW_CHAOS();
-  if (last && any_work_visible()) wake_one();  // [S3] baton recheck, then [W1..W5]
+  if (!last) return;
+  recheck_fence();                          // the heavy side of [N1]
+  if (any_work_visible()) wake_one();       // [S3] baton recheck, then [W1..W5]
 }
 
 bool Worker::any_work_visible() const noexcept {
@@ -186,6 +188,7 @@ void Worker::park(DoneFn done, void* ctx, bool timed) noexcept {
   rt_.parking.announce_idle(index_, searching_);  // [P1]
   searching_ = false;
   PW_CHAOS();
+  recheck_fence();  // the heavy side of [N1]
   // [P2] recheck, ordered after [P1]'s seq_cst RMW.
   if (done(ctx) || rt_.stop.load(std::memory_order_seq_cst) || any_work_visible()) {
     searching_ = rt_.parking.withdraw(index_);  // [P3a, P3b]

@@ -66,7 +66,7 @@ class alignas(64) Worker {
 
  private:
   void after_push() noexcept {  // [N1, N2], then [W1..W5]
-    if (parking().should_wake()) wake_one();
+    if (parking().should_wake_after_push()) wake_one();
   }
   Parking& parking() noexcept { return parking_; }
   Task* next_local() noexcept;

@@ -238,7 +238,9 @@ inline wake_one() {
 
 /* Parking::should_wake [N1 fence, N2 load] then wake_one: notify_work()
  * and Worker::after_push(). Under SPIN's interleaving the fence [N1] is a
- * no-op; its job (no load before the push) is argued in parking.md. */
+ * no-op; its job (no load before the push) is argued in parking.md, also
+ * for its asymmetric form on a worker's push (a compiler barrier there,
+ * membarrier(2) before the [P2] and [S3] rechecks). */
 inline notify_work() {
   if
   :: S == 0 && I > 0 -> wake_one()                      /* [N2] */
@@ -316,7 +318,7 @@ inline found_work() {
   searching = 0;
   atomic {                                               /* [S2] */
     assert(role[w] && S > 0);
-    last = (S == 1); S--; role[w] = 0; wk[w] = 0
+    last = (S == 1 && I > 0); S--; role[w] = 0; wk[w] = 0  /* no one idle: no baton */
   };
 #if !NO_BATON
   if

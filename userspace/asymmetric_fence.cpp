@@ -1,0 +1,48 @@
+// asymmetric_fence.cpp -- membarrier(2) registration and the heavy side
+// of the asymmetric [N1] barrier (see asymmetric_fence.hpp).
+#include "asymmetric_fence.hpp"
+
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace parkway::detail {
+
+namespace {
+
+long membarrier(int cmd) noexcept { return syscall(SYS_membarrier, cmd, 0u, 0); }
+
+bool try_enable() noexcept {
+  if (const char* e = std::getenv("PARKWAY_MEMBARRIER"); e && std::strcmp(e, "0") == 0) return false;
+  long cmds = membarrier(MEMBARRIER_CMD_QUERY);
+  if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) || !(cmds & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED))
+    return false;
+  return membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+}
+
+}  // namespace
+
+bool init_asymmetric_fence() noexcept {
+  static std::once_flag once;
+  std::call_once(once, [] { g_asymmetric_fence.store(try_enable(), std::memory_order_relaxed); });
+  return asymmetric_fence_on();
+}
+
+void recheck_fence() noexcept {
+  if (!asymmetric_fence_on()) return;  // the producers fence themselves
+  if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
+    // Registered, so the kernel promises this works (only EINTR-free
+    // failures are possible, none documented). Without it a wakeup could
+    // be lost: stop loudly.
+    std::fprintf(stderr, "parkway: membarrier(PRIVATE_EXPEDITED) failed: %s\n", std::strerror(errno));
+    std::abort();
+  }
+}
+
+}  // namespace parkway::detail

@@ -1,0 +1,64 @@
+// asymmetric_fence.hpp -- the [N1] StoreLoad barrier of the parking
+// protocol, split so that the frequent side (a worker pushing a task) pays
+// nothing and the rare side (a worker about to sleep, or the last searcher
+// handing on the baton) pays a membarrier(2) system call.
+//
+// The Dekker pair (parking.md): the producer stores its push, then loads
+// Parking::state_ [N2]; a parker RMWs state_ [P1] (or a searcher [S2]),
+// then loads every queue [P2]/[S3]. Symmetric: a full fence on both sides.
+// Asymmetric: the producer has only a compiler barrier; the other side,
+// after its RMW, calls membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which
+// makes every running thread of the process execute a full barrier before
+// it returns. Let B be the point in the producer's instruction stream
+// where that barrier ran. If B comes after the producer's [N2] load, it
+// also comes after the push (program order), so the push is visible to
+// the recheck. If B comes before [N2], then [N2] executes after the
+// parker's RMW and reads it or a later value: the producer sees the idle
+// worker and wakes it. Either way the pair holds, as with two fences.
+// (A thread that is not running has passed through a context switch, a
+// full barrier, since its last instruction.)
+//
+// Decided once per process, before the first worker starts: on when the
+// kernel offers the expedited private command and the registration works,
+// off when PARKWAY_MEMBARRIER=0 is set in the environment or the kernel
+// lacks it (then both sides use the full fence, as before).
+#pragma once
+
+#include <atomic>
+
+namespace parkway::detail {
+
+// A full StoreLoad barrier. On x86 a locked RMW of the own stack line is
+// cheaper than mfence; elsewhere the C++ fence.
+inline void store_load_fence() noexcept {
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+  asm volatile("lock orq $0, (%%rsp)" ::: "memory", "cc");
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
+// Written once, before any worker thread exists (thread creation orders it
+// before every read); read relaxed on the hot path.
+inline std::atomic<bool> g_asymmetric_fence{false};
+
+// Called by every Runtime before it starts its workers; the first call
+// decides. Returns whether the asymmetric mode is on.
+bool init_asymmetric_fence() noexcept;
+
+inline bool asymmetric_fence_on() noexcept { return g_asymmetric_fence.load(std::memory_order_relaxed); }
+
+// The producer's side of [N1].
+inline void producer_fence() noexcept {
+  if (asymmetric_fence_on())
+    asm volatile("" ::: "memory");  // only the compiler may not reorder
+  else
+    store_load_fence();
+}
+
+// The recheck side ([P2], [S3]), after its seq_cst RMW of state_: the RMW
+// is already a full barrier for this thread; membarrier adds one on every
+// other running thread of the process.
+void recheck_fence() noexcept;
+
+}  // namespace parkway::detail
