@@ -45,12 +45,17 @@ class Deque {
 
   // Owner only.
   void push(Task* t) {
+    if (!try_push(t)) [[unlikely]] push_grown(t);
+  }
+  // Owner only. false (nothing pushed) when the buffer is full.
+  bool try_push(Task* t) noexcept {
     std::int64_t b = bottom_.load(std::memory_order_relaxed);
     std::int64_t tp = top_.load(std::memory_order_acquire);
     Buffer* a = own_;
-    if (b - tp > a->mask) a = grow(a, tp, b);
+    if (b - tp > a->mask) [[unlikely]] return false;
     a->put(b, t);
     bottom_.store(b + 1, std::memory_order_release);
+    return true;
   }
 
   // Owner only. nullptr when empty.
@@ -139,6 +144,14 @@ class Deque {
     Task* get(std::int64_t i) const noexcept { return slots[i & mask].load(std::memory_order_relaxed); }
     void put(std::int64_t i, Task* t) noexcept { slots[i & mask].store(t, std::memory_order_relaxed); }
   };
+
+  __attribute__((noinline)) void push_grown(Task* t) {
+    std::int64_t b = bottom_.load(std::memory_order_relaxed);
+    std::int64_t tp = top_.load(std::memory_order_acquire);
+    Buffer* a = grow(own_, tp, b);
+    a->put(b, t);
+    bottom_.store(b + 1, std::memory_order_release);
+  }
 
   __attribute__((noinline)) Buffer* grow(Buffer* a, std::int64_t t, std::int64_t b) {
     std::size_t log2 = 0;

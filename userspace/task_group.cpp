@@ -1,6 +1,7 @@
 // task_group.cpp -- TaskGroup's out-of-line parts.
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <stdexcept>
 
 #include "parkway/runtime.hpp"
@@ -13,28 +14,55 @@
 
 namespace parkway {
 
-void TaskGroup::report_lost_exception() noexcept {
-  if (error_) {
-    try {
-      std::rethrow_exception(error_);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "parkway: TaskGroup destroyed without wait(); a task's exception was lost: %s\n", e.what());
-    } catch (...) {
-      std::fprintf(stderr, "parkway: TaskGroup destroyed without wait(); a task threw a non-std exception\n");
-    }
-  }
-}
+namespace {
+// Recorded when holding a task's exception needs memory we cannot get:
+// wait() then throws std::bad_alloc instead (the failure is not dropped).
+std::exception_ptr g_no_memory_marker;
+}  // namespace
 
-void TaskGroup::schedule(detail::Task* t) {
-  detail::Worker* w = detail::Worker::current();
-  if (w && (&w->runtime().owner == rt_ || !rt_)) {
-    rt_ = &w->runtime().owner;
-    w->spawn(t);
+void TaskGroup::report_lost_exception() noexcept {
+  std::exception_ptr* p = error_.exchange(nullptr, std::memory_order_acquire);
+  if (!p) return;
+  if (p == &g_no_memory_marker) {
+    std::fprintf(stderr, "parkway: TaskGroup destroyed without wait(); a task threw (no memory to keep it)\n");
     return;
   }
+  try {
+    std::rethrow_exception(*p);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "parkway: TaskGroup destroyed without wait(); a task's exception was lost: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "parkway: TaskGroup destroyed without wait(); a task threw a non-std exception\n");
+  }
+  delete p;
+}
+
+// The fast path (a worker spawning into a group of its runtime) makes no
+// call but a tail call, so it needs no stack frame.
+void TaskGroup::schedule(detail::Task* t) {
+  detail::Worker* w = detail::Worker::current();
+  if (w) [[likely]] {
+    Runtime* r = w->owner_runtime();
+    if (rt_ == r || !rt_) [[likely]] {
+      rt_ = r;
+      w->spawn(t);
+      return;
+    }
+  }
+  schedule_outside(t);
+}
+
+void TaskGroup::schedule_outside(detail::Task* t) {
   if (!rt_) rt_ = &Runtime::default_runtime();
   rt_->impl().inject(t);
 }
+
+namespace detail {
+Task* take_own_task() noexcept {
+  Worker* w = Worker::current();
+  return w ? w->take_own() : nullptr;
+}
+}  // namespace detail
 
 // The inline task finished on a thread other than the owner: clear the
 // slot and learn, from the same RMW, whether the owner sleeps on it.
@@ -88,15 +116,19 @@ void TaskGroup::wait_blocking(detail::Worker* me) noexcept {
 bool TaskGroup::finished_fn(void* g) noexcept { return static_cast<TaskGroup*>(g)->finished(); }
 
 void TaskGroup::record_exception(std::exception_ptr e) noexcept {
-  bool expected = false;
-  if (failed_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) error_ = std::move(e);
-  // Later exceptions of the same wait are dropped: wait() rethrows one.
+  if (error_.load(std::memory_order_relaxed)) return;  // wait() rethrows the first one only
+  std::exception_ptr* p = new (std::nothrow) std::exception_ptr(std::move(e));
+  if (!p) p = &g_no_memory_marker;
+  std::exception_ptr* expected = nullptr;
+  if (!error_.compare_exchange_strong(expected, p, std::memory_order_acq_rel) && p != &g_no_memory_marker) delete p;
 }
 
 void TaskGroup::rethrow_exception() {
-  std::exception_ptr e = std::move(error_);
-  error_ = nullptr;
-  failed_.store(false, std::memory_order_relaxed);
+  std::exception_ptr* p = error_.exchange(nullptr, std::memory_order_acquire);
+  if (!p) return;  // a concurrent wait() took it
+  if (p == &g_no_memory_marker) throw std::bad_alloc();
+  std::exception_ptr e = std::move(*p);
+  delete p;
   std::rethrow_exception(e);
 }
 

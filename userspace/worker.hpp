@@ -11,6 +11,10 @@
 #include "random.hpp"
 #include "sched_ext_link.hpp"
 
+namespace parkway {
+class Runtime;
+}
+
 namespace parkway::detail {
 
 class RuntimeImpl;
@@ -36,7 +40,17 @@ class alignas(64) Worker {
   // Push a task spawned on this worker and wake a sleeper if nobody
   // searches. Owner thread only.
   [[gnu::always_inline]] void spawn(Task* t) {
-    deque_.push(t);  // [Q2]
+    if (!deque_.try_push(t)) [[unlikely]] {  // [Q2]
+      spawn_grown(t);  // a tail call: the common path needs no frame
+      return;
+    }
+    spawned(t);
+  }
+  [[gnu::noinline]] void spawn_grown(Task* t) {
+    deque_.push(t);  // [Q2], growing the buffer
+    spawned(t);
+  }
+  [[gnu::always_inline]] void spawned(Task* t) {
     WorkerCounters::bump(counters_.spawned);
     PW_PROBE2(spawn, int(index_), t);
     after_push();
@@ -49,7 +63,18 @@ class alignas(64) Worker {
   using DoneFn = bool (*)(void*) noexcept;
   void run_until(DoneFn done, void* ctx, bool timed = false);
 
+  // Pop this worker's newest task for the caller to run now. Owner only.
+  [[gnu::always_inline]] Task* take_own() noexcept {
+    Task* t = deque_.pop();  // [Q4]
+    if (t) {
+      WorkerCounters::bump(counters_.executed);
+      PW_PROBE2(run, int(index_), t);
+    }
+    return t;
+  }
+
   unsigned index() const noexcept { return index_; }
+  Runtime* owner_runtime() const noexcept { return owner_rt_; }
   std::uint32_t park_id() const noexcept { return park_id_; }
   RuntimeImpl& runtime() const noexcept { return rt_; }
   Deque& deque() noexcept { return deque_; }
@@ -83,6 +108,7 @@ class alignas(64) Worker {
   void publish(WorkerState s) noexcept;
 
   RuntimeImpl& rt_;
+  Runtime* const owner_rt_;  // rt_.owner, one load nearer for spawn
   Parking& parking_;
   const unsigned index_;
   std::uint32_t park_id_ = 0;

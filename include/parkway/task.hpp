@@ -57,6 +57,10 @@ inline const void* this_thread_token() noexcept {
 #endif
 }
 
+// On a worker: pops the newest task of its own deque (counted as executed:
+// the caller runs it at once). Elsewhere, or when empty: nullptr.
+PARKWAY_API Task* take_own_task() noexcept;
+
 // Wakes the thread whose parker id is `waiter` (see userspace/parker.hpp).
 PARKWAY_API void wake_waiter(std::uint32_t waiter) noexcept;
 

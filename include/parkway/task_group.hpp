@@ -34,8 +34,8 @@ class PARKWAY_API TaskGroup {
   // Waits for the tasks still running. An exception that no wait() observed
   // is reported on stderr (a destructor cannot rethrow it).
   ~TaskGroup() {
-    if (!finished()) wait_slow();
-    if (failed_.load(std::memory_order_acquire)) report_lost_exception();
+    join();
+    if (error_.load(std::memory_order_acquire)) report_lost_exception();
   }
 
   // Runs f() on some worker. From a worker the task goes to that worker's
@@ -77,8 +77,8 @@ class PARKWAY_API TaskGroup {
   // Returns once every spawned task has finished. Rethrows the first
   // exception a task threw (and forgets it, so the group can be reused).
   void wait() {
-    if (!finished()) wait_slow();
-    if (failed_.load(std::memory_order_acquire)) rethrow_exception();
+    join();
+    if (error_.load(std::memory_order_acquire)) rethrow_exception();
   }
 
   // Number of spawned tasks not yet finished (a snapshot).
@@ -136,11 +136,24 @@ class PARKWAY_API TaskGroup {
       slot_done_remote();
   }
   void slot_done_remote() noexcept;  // [G3], [G4]
+  // Waits for every task: first runs the calling worker's own newest
+  // tasks (usually the ones waited for), then wait_slow() blocks/helps.
+  void join() noexcept {
+    while (!finished()) {
+      detail::Task* t = detail::take_own_task();
+      if (!t) {
+        wait_slow();
+        return;
+      }
+      t->invoke(t);
+    }
+  }
   static bool finished_fn(void* g) noexcept;
   void wait_slow() noexcept;
   [[gnu::noinline]] void wait_blocking(detail::Worker* me) noexcept;
 
   void schedule(detail::Task* t);
+  [[gnu::noinline]] void schedule_outside(detail::Task* t);
   // schedule(t); if that throws (RuntimeShutdown), undo the spawn with
   // `undo` (free t, drop its count) and rethrow.
   template <class T, class Undo>
@@ -153,15 +166,16 @@ class PARKWAY_API TaskGroup {
     }
   }
   void record_exception(std::exception_ptr e) noexcept;
-  [[noreturn]] void rethrow_exception();
+  void rethrow_exception();  // returns only if another waiter took it first
   void report_lost_exception() noexcept;
 
   detail::CompletionWord pending_;  // heap tasks not yet finished
   std::atomic<std::uint64_t> slot_{0};
   Runtime* rt_ = nullptr;
   const void* owner_;
-  std::atomic<bool> failed_{false};
-  std::exception_ptr error_;
+  // The first exception a task threw since the last wait() (heap-held, so
+  // that the no-exception path is one load of one word).
+  std::atomic<std::exception_ptr*> error_{nullptr};
   alignas(kInlineAlign) unsigned char inline_[kInlineBytes];
 };
 
