@@ -170,3 +170,38 @@ TEST(GroupSlot, SpawnAfterShutdownUndoesTheSlot) {
 }
 
 }  // namespace
+
+namespace {
+
+// A coroutine that creates a group, spawns its slot task, then resumes on
+// another worker (after awaiting a child that ran elsewhere) before it
+// waits: the waiter is then not the owner and polls; the result must be
+// intact either way.
+parkway::Task<long> slow_child(int us) {
+  std::this_thread::sleep_for(std::chrono::microseconds(us));
+  co_return 1;
+}
+
+parkway::Task<long> group_across_resume(int i, std::atomic<int>* moved) {
+  parkway::TaskGroup g;
+  long a = 0;
+  const int before = parkway::Runtime::current_worker_index();
+  g.spawn([&a, i] { a = i; });
+  auto child = parkway::spawn(slow_child(200));
+  std::this_thread::sleep_for(std::chrono::microseconds(100));
+  long c = co_await std::move(child);  // may resume on the other worker
+  if (parkway::Runtime::current_worker_index() != before) moved->fetch_add(1, std::memory_order_relaxed);
+  g.wait();
+  co_return a + c;
+}
+
+TEST(GroupSlot, CoroutineWaitsAfterMovingThreads) {
+  pwtest::Watchdog w("GroupSlot.CoroutineWaitsAfterMovingThreads", 120);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  std::atomic<int> moved{0};
+  const int rounds = 200 / pwtest::kSlow;
+  for (int i = 0; i < rounds; ++i) ASSERT_EQ(parkway::sync_wait(rt, group_across_resume(i, &moved)), i + 1);
+  std::printf("resumed on another worker before wait() in %d of %d rounds\n", moved.load(), rounds);
+}
+
+}  // namespace
