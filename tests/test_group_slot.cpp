@@ -205,3 +205,98 @@ TEST(GroupSlot, CoroutineWaitsAfterMovingThreads) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Review finding B1 (fixed): the owner, blocked in wait() and registered
+// in the slot, helps and runs a heap task of the group whose spawn used to
+// re-take the slot with a plain store, wiping the registration; the new
+// slot task then finished remotely without a wake. Now a spawn from inside
+// the group's own tasks never takes the slot ([G1] needs pending_ == 0).
+TEST(GroupSlot, NestedSpawnWhileOwnerWaitsIsNotLost) {
+  pwtest::Watchdog w("GroupSlot.NestedSpawnWhileOwnerWaitsIsNotLost", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  std::atomic<int> ran{0};
+  for (int round = 0; round < 6; ++round) {
+    rt.run([&] {
+      parkway::TaskGroup g;
+      g.spawn([&] {    // S1 (slot), meant to be stolen by the other worker
+        g.spawn([&] {  // H (heap), may be stolen back by the owner
+          while (g.pending() != 1) std::this_thread::sleep_for(1ms);  // S1 has finished
+          g.spawn([&] {  // S2: a nested spawn, whichever thread runs H
+            std::this_thread::sleep_for(20ms);
+            ran.fetch_add(1);
+          });
+          std::this_thread::sleep_for(10ms);
+          ran.fetch_add(1);
+        });
+        std::this_thread::sleep_for(15ms);
+        ran.fetch_add(1);
+      });
+      std::this_thread::sleep_for(3ms);
+      g.wait();
+      EXPECT_EQ(g.pending(), 0u);
+    });
+  }
+  EXPECT_EQ(ran.load(), 18);
+}
+
+// Review finding B2/B3 (fixed): a waiter that is not the owner, while a
+// heap task of the group (possibly on the owner thread) spawns a nested
+// task: wait() must neither hang nor return before the nested task ends.
+TEST(GroupSlot, NonOwnerWaiterWithNestedSpawn) {
+  pwtest::Watchdog w("GroupSlot.NonOwnerWaiterWithNestedSpawn", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  for (int round = 0; round < 6; ++round) {
+    std::unique_ptr<parkway::TaskGroup> g;
+    std::atomic<bool> go{false}, nested_done{false};
+    rt.run([&] {  // the group's owner is this worker
+      g = std::make_unique<parkway::TaskGroup>();
+      char pad[80] = {};  // too big for the slot: a heap task
+      g->spawn([&, pad] {
+        (void)pad;
+        while (!go.load()) std::this_thread::yield();
+        std::this_thread::sleep_for(10ms);  // the main thread waits by then
+        g->spawn([&] {
+          std::this_thread::sleep_for(30ms);
+          nested_done = true;
+        });
+      });
+    });
+    go = true;
+    g->wait();  // the main thread: not the owner
+    EXPECT_TRUE(nested_done.load()) << "wait() returned before a task of the group finished (round " << round << ")";
+    g.reset();
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// SPIN finding (slot.pml, bug-child-pending; fixed): the slot task, run by
+// a worker while the owner sleeps, spawns a heap task into its own group
+// after the owner registered (in the slot only: pending_ was 0). The
+// owner must register in pending_ at its recheck, or that task's done()
+// wakes nobody.
+TEST(GroupSlot, SlotTaskSpawnsIntoItsGroupWhileOwnerSleeps) {
+  pwtest::Watchdog w("GroupSlot.SlotTaskSpawnsIntoItsGroupWhileOwnerSleeps", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  for (int round = 0; round < 20; ++round) {
+    parkway::TaskGroup g(rt);  // outside owner: the slot task runs on a worker
+    std::atomic<bool> h_done{false};
+    g.spawn([&] {
+      std::this_thread::sleep_for(2ms);  // the owner is asleep by now
+      g.spawn([&] {
+        std::this_thread::sleep_for(5ms);
+        h_done = true;
+      });
+    });
+    g.wait();
+    ASSERT_TRUE(h_done.load()) << "round " << round;
+  }
+}
+
+}  // namespace

@@ -43,8 +43,9 @@ void TaskGroup::schedule(detail::Task* t) {
   detail::Worker* w = detail::Worker::current();
   if (w) [[likely]] {
     Runtime* r = w->owner_runtime();
-    if (rt_ == r || !rt_) [[likely]] {
-      rt_ = r;
+    Runtime* cur = rt_.load(std::memory_order_relaxed);
+    if (cur == r || !cur) [[likely]] {
+      if (!cur) rt_.store(r, std::memory_order_relaxed);
       w->spawn(t);
       return;
     }
@@ -53,8 +54,12 @@ void TaskGroup::schedule(detail::Task* t) {
 }
 
 void TaskGroup::schedule_outside(detail::Task* t) {
-  if (!rt_) rt_ = &Runtime::default_runtime();
-  rt_->impl().inject(t);
+  Runtime* cur = rt_.load(std::memory_order_relaxed);
+  if (!cur) {
+    cur = &Runtime::default_runtime();
+    rt_.store(cur, std::memory_order_relaxed);
+  }
+  cur->impl().inject(t);
 }
 
 namespace detail {
@@ -85,35 +90,61 @@ void TaskGroup::wait_slow() noexcept {
   wait_blocking(me);
 }
 
-void TaskGroup::wait_blocking(detail::Worker* me) noexcept {
+// What one blocking wait knows about its registrations.
+struct TaskGroup::WaitState {
+  TaskGroup* g;
+  std::uint32_t id;      // the waiter's ParkWord
+  bool owner;            // may register in the slot ([G6])
+  bool timed = false;    // poll every millisecond instead of sleeping
+  bool registered = false;  // our id is in pending_'s high half ([C1])
+};
+
+// The done() of block_until, also its [G5] recheck after announcing on the
+// ParkWord: registers the waiter wherever a task is outstanding, then
+// reports whether the group has finished. Returns true early ("look
+// again") when the wait must become timed: a busy slot seen by a waiter
+// that is not the owner, or another waiter's id in pending_. So a waiter
+// sleeps untimed only when every outstanding task will notify it.
+bool TaskGroup::wait_check(void* p) noexcept {
   using namespace detail;
-  const std::uint32_t id = me ? me->park_id() : this_thread_park_id();
-  bool timed = false;
-  // The slot: the owner registers (CAS, so a remote [G3] either sees the
-  // registration or happened first and the recheck sees the free slot);
-  // any other waiter polls, since the owner's [G3o] plain store would not
-  // wake it.
-  std::uint64_t v = slot_.load(std::memory_order_acquire);
+  auto& w = *static_cast<WaitState*>(p);
+  TaskGroup* g = w.g;
+  std::uint64_t v = g->slot_.load(std::memory_order_acquire);
   if (v != 0) {
-    if (owner_ == this_thread_token()) {
-      const std::uint64_t mine = (std::uint64_t(id) + 1) << 32;
+    if (w.owner) {
+      const std::uint64_t mine = (std::uint64_t(w.id) + 1) << 32;
       while (v != 0 && (v >> 32) == 0 &&
-             !slot_.compare_exchange_weak(v, v | mine, std::memory_order_acq_rel, std::memory_order_acquire)) {  // [G6]
+             !g->slot_.compare_exchange_weak(v, v | mine, std::memory_order_acq_rel,
+                                             std::memory_order_acquire)) {  // [G6]
       }
-    } else {
-      timed = true;
+    } else if (!w.timed) {
+      return true;  // cannot register in the slot ([G3o] would wipe it): poll
     }
   }
-  PW_CHAOS();
-  Reg r = register_waiter(pending_.raw(), id);  // [C1]
-  if (r == Reg::kOccupied) timed = true;
-  block_until(me, id, &finished_fn, this, timed);
-  // Both are done; nobody else touches pending_ until the next spawn. The
-  // slot's registration went with the [G3] exchange that freed it.
-  if (r == Reg::kRegistered) pending_.raw().fetch_and(CompletionWord::kCountMask, std::memory_order_relaxed);
+  if (!w.registered) {
+    Reg r = register_waiter(g->pending_.raw(), w.id);  // [C1]
+    if (r == Reg::kRegistered) w.registered = true;
+    if (r == Reg::kOccupied && !w.timed) return true;  // a second waiter polls
+  }
+  return g->finished();  // [G5]
 }
 
-bool TaskGroup::finished_fn(void* g) noexcept { return static_cast<TaskGroup*>(g)->finished(); }
+void TaskGroup::wait_blocking(detail::Worker* me) noexcept {
+  using namespace detail;
+  WaitState w{this, me ? me->park_id() : this_thread_park_id(), owner_ == this_thread_token()};
+  // A slot task can spawn heap tasks into the group after the first check
+  // (pending_ 0 -> 1): wait_check runs again at every recheck, so the
+  // waiter registers before it sleeps (SPIN: slot.pml, FIX).
+  for (;;) {
+    PW_CHAOS();
+    block_until(me, w.id, &wait_check, &w, w.timed);
+    if (finished()) break;
+    w.timed = true;  // wait_check asked to poll
+  }
+  // Both are done; nobody else touches pending_ until the next spawn. The
+  // slot's registration went with the store or exchange that freed it.
+  if (w.registered) pending_.raw().fetch_and(CompletionWord::kCountMask, std::memory_order_relaxed);
+}
 
 void TaskGroup::record_exception(std::exception_ptr e) noexcept {
   if (error_.load(std::memory_order_relaxed)) return;  // wait() rethrows the first one only

@@ -21,7 +21,8 @@
  * step with no shared atomic, marked "ghost"):
  *
  *   model step        file : function                     atomic operation
- *   [G1]              task_group.hpp : spawn              slot_.load(acquire)
+ *   [G1]              task_group.hpp : spawn              slot_.load(acquire), then pending_
+ *                                                         load (is_zero): the whole group idle
  *   [G2]              task_group.hpp : spawn              slot_.store(kSlotBusy, relaxed)
  *   push              worker deque push / inject          the push's release store (one step:
  *                                                         the deque has its own tests)
@@ -37,8 +38,8 @@
  *                                                         replaced kParked
  *   [G5]              task_group.hpp : finished           slot_.load(acquire), then
  *                                                         pending_ load (CHILD only; else 0)
- *   [G6] load         task_group.cpp : wait_blocking      slot_.load(acquire)
- *   [G6]              task_group.cpp : wait_blocking      slot_.compare_exchange_weak(acq_rel)
+ *   [G6] load         task_group.cpp : wait_check         slot_.load(acquire)
+ *   [G6]              task_group.cpp : wait_check         slot_.compare_exchange_weak(acq_rel)
  *                                                         (SPURIOUS: may fail spuriously)
  *   [C1]              completion.cpp : register_waiter    pending_ load, then CAS (CHILD only;
  *                                                         with pending_ always 0 it returns
@@ -72,13 +73,21 @@
  *             wake, compare_exchange_weak failing although the value matched
  *   THIEF     0 = no thief: the owner runs every slot task ([G3o])
  *   X         1 = add the non-owner waiter X
- *   XPOLL     1 = X always polls (slot.md invariant 4, and the proposed fix);
- *             0 = as the code: X polls only if the slot is busy at
- *             wait_blocking's [G6] load, else sleeps untimed
+ *   X_OLD     1 = X as the code was at 9970ad9 (a recorded bug, must be
+ *             caught): it polls only if the slot is busy at wait_blocking's
+ *             first load, else sleeps untimed for good. 0 = the code now:
+ *             X's wait_check (every check, and the recheck after [P0])
+ *             turns the wait timed when it sees the slot busy or another
+ *             waiter in pending_, and registers in pending_ ([C1]); X
+ *             sleeps untimed only when registered there with the slot free
+ *   XPOLL     1 (with X_OLD) = X always polls
  *   CHILD     1 = the slot task spawns a heap task H into its own group
- *   FIX       1 = proposed fix for CHILD: the owner's recheck after [P0]
+ *   FIX       1 (default, the code since the fix) = the owner's
+ *             wait_check, at every check and at the recheck after [P0],
  *             registers ([G6] on the slot, [C1] on pending_) whenever it
- *             finds a busy word with no id, so it sleeps only registered
+ *             finds a busy word with no id, so it sleeps only registered.
+ *             0 = the code at 9970ad9 (registration once, before the
+ *             loop): a recorded bug with CHILD, must be caught
  * Ablations (each must be caught):
  *   G6_STORE           [G6] is a plain store of (loaded value | id)
  *   REMOTE_G3O         the thief frees the slot with [G3o] (store, no [G4])
@@ -110,11 +119,14 @@
 #ifndef XPOLL
 #define XPOLL 0
 #endif
+#ifndef X_OLD
+#define X_OLD 0
+#endif
 #ifndef CHILD
 #define CHILD 0
 #endif
 #ifndef FIX
-#define FIX 0
+#define FIX 1
 #endif
 #ifndef G6_STORE
 #define G6_STORE 0
@@ -307,8 +319,9 @@ proctype Owner()
   :: r == ROUNDS -> break
   :: else ->
      /* spawn(): the owner, the slot free */
-     atomic { v = slot };                                     /* [G1] */
+     atomic { v = slot };                                     /* [G1] slot_ */
      assert(v == 0);      /* the owner spawns only after its join returned */
+     atomic { assert(CNT(pend) == 0) };                       /* [G1] pending_: the group idle */
      atomic {                                                 /* [G2] */
        assert(slot == 0 && !live);   /* no second slot task while one is busy */
        slot = BUSY; live = 1; fnret = 0; spawned = 1
@@ -336,7 +349,13 @@ proctype Owner()
            goto announce_first;                               /* ablation only */
 #endif
            do
-           :: finished(res);                                  /* [C2] = [G5] */
+           ::
+#if FIX
+              atomic { v = slot };                            /* wait_check: [G6] load */
+              g6();
+              if :: creg == 0 && cocc == 0 -> c1(OW) :: else -> skip fi;
+#endif
+              finished(res);                                  /* [C2] = [G5] */
               if :: res -> break :: else -> skip fi;
 #if HELP
               /* run_until: next_local, then search */
@@ -418,10 +437,27 @@ end:
 }
 
 #if X
+/* TaskGroup::wait_check for X (not the owner): a busy slot while not
+ * timed, or another waiter in pending_, means "look again, timed"
+ * (again = 1); else [C1] registration, then finished() */
+inline xcheck() {
+  atomic { v = slot };                                        /* wait_check: slot_ load */
+  if :: v != 0 && !timed -> again = 1 :: else -> skip fi;
+  v = 0;
+  if
+  :: !again && !creg ->
+     c1(XW);                                                  /* [C1] */
+     if :: cocc && !timed -> again = 1 :: else -> skip fi;
+     cocc = 0
+  :: else -> skip
+  fi;
+  if :: !again -> finished(res) :: else -> res = 0 fi         /* [G5] */
+}
+
 proctype Xwaiter()
 {
-  byte v, tok;
-  bit res, timed;
+  byte v, tok, p;
+  bit res, timed, again, creg, cocc;
   (spawned);                       /* X waits for a group in use */
   /* join(): X is a thread outside the pool (take_own_task: nothing) */
   finished(res);                                              /* [G5] */
@@ -442,13 +478,16 @@ proctype Xwaiter()
   :: else -> skip
   fi;
   timed = 0;
-#else
+#elif X_OLD
   if
   :: v != 0 || XPOLL -> timed = 1                             /* not the owner: poll */
   :: else -> timed = 0                           /* bug only: bug-x-untimed */
   fi;
+#else
+  timed = 0;                       /* wait_check decides (xcheck below) */
 #endif
   v = 0;
+#if X_REGISTERS || X_OLD
   do
   :: finished(res);                                           /* [C2] = [G5] */
      if :: res -> break :: else -> skip fi;
@@ -463,6 +502,28 @@ proctype Xwaiter()
         fi
      fi
   od;
+#else
+  do
+  :: xcheck();                                                /* wait_check */
+     if
+     :: res -> break
+     :: again -> again = 0; timed = 1            /* block_until returns: poll from now on */
+     :: else ->
+        announce(XW);                                         /* [P0] */
+        if
+        :: tok != AWAKE -> tok = AWAKE
+        :: else ->
+           xcheck();                                          /* recheck = wait_check */
+           if
+           :: res -> atomic { pw[XW] = AWAKE }; break         /* [P3c] */
+           :: again -> again = 0; timed = 1; atomic { pw[XW] = AWAKE }   /* [P3c] */
+           :: else -> psleep(XW, timed)                       /* [P4], [P5a] */
+           fi
+        fi
+     fi
+  od;
+  if :: creg -> creg = 0; atomic { pend = CNT(pend) } :: else -> skip fi;  /* [C1] clear */
+#endif
 xret:
   xdone = 1
 }

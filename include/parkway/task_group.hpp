@@ -47,10 +47,11 @@ class PARKWAY_API TaskGroup {
     using Inline = Body<Fn, true>;
     if constexpr (sizeof(Inline) <= kInlineBytes && alignof(Inline) <= kInlineAlign) {
       // The inline slot: only the thread that created the group uses it,
-      // and only when the task it last held has finished (slot.md has the
-      // protocol). No allocation and no read-modify-write for the
+      // and only when every task of the group has finished, so never from
+      // inside one of them (slot.md has the protocol). No allocation and no read-modify-write for the
       // spawn-one-then-wait shape.
-      if (owner_ == detail::this_thread_token() && slot_.load(std::memory_order_acquire) == 0) {  // [G1]
+      if (owner_ == detail::this_thread_token() && slot_.load(std::memory_order_acquire) == 0 &&
+          pending_.is_zero()) {  // [G1] the whole group idle: not from inside one of its tasks
         Inline* t = ::new (static_cast<void*>(inline_)) Inline(static_cast<F&&>(f), this);
         slot_.store(kSlotBusy, std::memory_order_relaxed);  // [G2] published by the push's release
         schedule_or_undo(t, [this](Inline* x) {
@@ -148,7 +149,8 @@ class PARKWAY_API TaskGroup {
       t->invoke(t);
     }
   }
-  static bool finished_fn(void* g) noexcept;
+  struct WaitState;
+  static bool wait_check(void* w) noexcept;
   void wait_slow() noexcept;
   [[gnu::noinline]] void wait_blocking(detail::Worker* me) noexcept;
 
@@ -171,7 +173,7 @@ class PARKWAY_API TaskGroup {
 
   detail::CompletionWord pending_;  // heap tasks not yet finished
   std::atomic<std::uint64_t> slot_{0};
-  Runtime* rt_ = nullptr;
+  std::atomic<Runtime*> rt_{nullptr};  // bound at the first spawn; relaxed
   const void* owner_;
   // The first exception a task threw since the last wait() (heap-held, so
   // that the no-exception path is one load of one word).
