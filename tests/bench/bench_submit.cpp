@@ -243,7 +243,10 @@ const Contender kContenders[] = {
 };
 
 // Repetitions are interleaved across the contenders, so drift in the
-// machine (other load, frequency) hits all of them alike.
+// machine (other load, frequency) hits all of them alike, and the order
+// rotates each repetition, so no contender always runs after the same
+// one (with a fixed order parkway-tags, always after parkway-notags and
+// first, ran 0.6-0.8x of moodycamel while alone it ran 1.0-1.3x).
 std::string g_only;       // --only NAME: run one contender (for profiling)
 unsigned g_producers = 0;  // --producers N: only that column
 
@@ -251,7 +254,8 @@ std::vector<Row> measure(unsigned producers, std::size_t per, int reps, std::vec
   constexpr std::size_t kN = sizeof kContenders / sizeof kContenders[0];
   std::vector<double> tp[kN], e2e[kN];
   for (int r = 0; r < reps; ++r)
-    for (std::size_t c = 0; c < kN; ++c) {
+    for (std::size_t k = 0; k < kN; ++k) {
+      const std::size_t c = (k + std::size_t(r)) % kN;  // rotate the order each repetition
       if (!g_only.empty() && g_only != kContenders[c].name) continue;
       RunResult rr = kContenders[c].run(kContenders[c].tags, producers, per, false, items);
       tp[c].push_back(rr.mops);
