@@ -300,3 +300,38 @@ TEST(GroupSlot, SlotTaskSpawnsIntoItsGroupWhileOwnerSleeps) {
 }
 
 }  // namespace
+
+namespace {
+
+// Second review's finding (fixed): a non-owner waiter decided to sleep
+// from a slot load taken before the owner reused the group, registered
+// nowhere, and slept untimed for good. Now the decision is made on one
+// snapshot of both words. The owner (an outside thread) runs spawn/wait
+// rounds while another thread waits on the same group over and over;
+// after the owner's last round every wait must return.
+TEST(GroupSlot, NonOwnerWaitsWhileOwnerReusesGroup) {
+  pwtest::Watchdog w("GroupSlot.NonOwnerWaitsWhileOwnerReusesGroup", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  parkway::TaskGroup g(rt);
+  std::atomic<bool> owner_done{false};
+  std::atomic<long> waits{0};
+  std::thread x([&] {
+    while (!owner_done.load(std::memory_order_acquire)) {
+      g.wait();
+      waits.fetch_add(1, std::memory_order_relaxed);
+    }
+    g.wait();
+  });
+  const int rounds = 20000 / pwtest::kSlow;
+  std::atomic<long> ran{0};
+  for (int i = 0; i < rounds; ++i) {
+    g.spawn([&ran] { ran.fetch_add(1, std::memory_order_relaxed); });
+    g.wait();
+  }
+  owner_done.store(true, std::memory_order_release);
+  x.join();
+  EXPECT_EQ(ran.load(), rounds);
+  std::printf("non-owner waits that returned while the owner reused the group: %ld\n", waits.load());
+}
+
+}  // namespace

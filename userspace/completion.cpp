@@ -22,7 +22,7 @@ Reg register_waiter(std::atomic<std::uint64_t>& word, std::uint32_t id) noexcept
   for (;;) {
     if ((v & CompletionWord::kCountMask) == 0) return Reg::kDone;
     std::uint64_t who = v >> 32;
-    if (who == me) return Reg::kRegistered;
+    if (who == me) return Reg::kAlready;
     if (who != 0) return Reg::kOccupied;  // a second waiter: it polls
     if (word.compare_exchange_weak(v, v | (me << 32), std::memory_order_acq_rel, std::memory_order_acquire))  // [C1]
       return Reg::kRegistered;

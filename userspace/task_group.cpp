@@ -96,37 +96,52 @@ struct TaskGroup::WaitState {
   std::uint32_t id;      // the waiter's ParkWord
   bool owner;            // may register in the slot ([G6])
   bool timed = false;    // poll every millisecond instead of sleeping
-  bool registered = false;  // our id is in pending_'s high half ([C1])
+  bool registered = false;  // we put our id in pending_'s high half ([C1])
+  bool need_timed = false;  // wait_check: this waiter cannot register
 };
 
 // The done() of block_until, also its [G5] recheck after announcing on the
 // ParkWord: registers the waiter wherever a task is outstanding, then
-// reports whether the group has finished. Returns true early ("look
-// again") when the wait must become timed: a busy slot seen by a waiter
-// that is not the owner, or another waiter's id in pending_. So a waiter
-// sleeps untimed only when every outstanding task will notify it.
+// decides from one snapshot of both words (slot first, as finished()):
+// finished -> true; else false (sleep) only if the wait is timed or every
+// non-zero word carries this waiter's id, so that whatever finishes last
+// notifies it. Otherwise true ("look again"): wait_blocking comes back,
+// and a waiter that cannot register (a busy slot and not the owner, or
+// another waiter's id in pending_) turns timed.
 bool TaskGroup::wait_check(void* p) noexcept {
   using namespace detail;
   auto& w = *static_cast<WaitState*>(p);
   TaskGroup* g = w.g;
-  std::uint64_t v = g->slot_.load(std::memory_order_acquire);
-  if (v != 0) {
-    if (w.owner) {
-      const std::uint64_t mine = (std::uint64_t(w.id) + 1) << 32;
-      while (v != 0 && (v >> 32) == 0 &&
-             !g->slot_.compare_exchange_weak(v, v | mine, std::memory_order_acq_rel,
-                                             std::memory_order_acquire)) {  // [G6]
-      }
-    } else if (!w.timed) {
-      return true;  // cannot register in the slot ([G3o] would wipe it): poll
+  const std::uint64_t mine = (std::uint64_t(w.id) + 1) << 32;
+  if (w.owner) {
+    std::uint64_t v = g->slot_.load(std::memory_order_acquire);
+    while (v != 0 && (v >> 32) == 0 &&
+           !g->slot_.compare_exchange_weak(v, v | mine, std::memory_order_acq_rel,
+                                           std::memory_order_acquire)) {  // [G6]
     }
   }
   if (!w.registered) {
     Reg r = register_waiter(g->pending_.raw(), w.id);  // [C1]
-    if (r == Reg::kRegistered) w.registered = true;
-    if (r == Reg::kOccupied && !w.timed) return true;  // a second waiter polls
+    if (r == Reg::kRegistered) w.registered = true;     // ours to remove at the end
   }
-  return g->finished();  // [G5]
+  PW_CHAOS();
+  const std::uint64_t s = g->slot_.load(std::memory_order_acquire);  // [G5]
+  const std::uint64_t c = g->pending_.raw().load(std::memory_order_acquire);
+  if (s == 0 && (c & CompletionWord::kCountMask) == 0) return true;
+  if (w.timed) return false;
+  const std::uint64_t kIdMask = ~CompletionWord::kCountMask;
+  if (s != 0 && (!w.owner || (s & kIdMask) != mine)) {
+    if (!w.owner) w.need_timed = true;  // a non-owner cannot register in the slot
+    return true;                        // the owner: the slot changed, register again
+  }
+  if ((c & CompletionWord::kCountMask) != 0 && (c & kIdMask) != mine) {
+    if ((c & kIdMask) != 0)
+      w.need_timed = true;   // another waiter's id: poll
+    else
+      w.registered = false;  // no id: the count rose from zero; register again
+    return true;
+  }
+  return false;
 }
 
 void TaskGroup::wait_blocking(detail::Worker* me) noexcept {
@@ -139,7 +154,7 @@ void TaskGroup::wait_blocking(detail::Worker* me) noexcept {
     PW_CHAOS();
     block_until(me, w.id, &wait_check, &w, w.timed);
     if (finished()) break;
-    w.timed = true;  // wait_check asked to poll
+    if (w.need_timed) w.timed = true;  // wait_check found it cannot register
   }
   // Both are done; nobody else touches pending_ until the next spawn. The
   // slot's registration went with the store or exchange that freed it.

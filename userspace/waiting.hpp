@@ -14,8 +14,10 @@ using DoneFn = bool (*)(void*) noexcept;
 
 // Registering a waiter's ParkWord id in the high half of a 64-bit
 // (count | (id + 1) << 32) word. kDone: the low half was already zero;
-// kOccupied: another waiter is registered (this one must poll).
-enum class Reg { kDone, kRegistered, kOccupied };
+// kOccupied: another waiter is registered (this one must poll);
+// kAlready: this thread's id is there already (an outer wait of the same
+// thread, further down its stack, put it there and will remove it).
+enum class Reg { kDone, kRegistered, kOccupied, kAlready };
 Reg register_waiter(std::atomic<std::uint64_t>& word, std::uint32_t id) noexcept;
 
 // On a worker: run its own deque's tasks (newest first, usually the ones

@@ -65,6 +65,7 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
       execute(t);
       continue;
     }
+    if (done(ctx)) continue;  // the search stopped because done: return, not park
     if (main && rt_.stop.load(std::memory_order_acquire)) {  // [E1]
       // Shutting down: leave only when nothing is left anywhere we can see.
       if (searching_) found_work();

@@ -75,11 +75,18 @@
  *   X         1 = add the non-owner waiter X
  *   X_OLD     1 = X as the code was at 9970ad9 (a recorded bug, must be
  *             caught): it polls only if the slot is busy at wait_blocking's
- *             first load, else sleeps untimed for good. 0 = the code now:
+ *             first load, else sleeps untimed for good. 2 = X as at 147f12e
+ *             (a recorded bug, must be caught with ROUNDS=3): wait_check
+ *             decided from a slot load taken before its [C1], so the owner
+ *             could reuse the slot in between. 0 = the code now:
  *             X's wait_check (every check, and the recheck after [P0])
- *             turns the wait timed when it sees the slot busy or another
- *             waiter in pending_, and registers in pending_ ([C1]); X
- *             sleeps untimed only when registered there with the slot free
+ *             registers in pending_ ([C1]), then decides on one snapshot:
+ *             X sleeps untimed only when the slot is free and pending_ is
+ *             zero or carries X's id; a busy slot or another waiter's id
+ *             turns the wait timed. (The owner's loop sleeps whenever
+ *             finished() is false: the code's owner sleeps in a subset of
+ *             those states, since it also looks again unless registered
+ *             everywhere, so the model over-approximates its sleeps.)
  *   XPOLL     1 (with X_OLD) = X always polls
  *   CHILD     1 = the slot task spawns a heap task H into its own group
  *   FIX       1 (default, the code since the fix) = the owner's
@@ -437,21 +444,46 @@ end:
 }
 
 #if X
-/* TaskGroup::wait_check for X (not the owner): a busy slot while not
- * timed, or another waiter in pending_, means "look again, timed"
- * (again = 1); else [C1] registration, then finished() */
+/* TaskGroup::wait_check for X (not the owner): [C1] unless registered,
+ * then one snapshot of both words (slot first, as finished()). Finished:
+ * res = 1. Else sleep (res = 0, again = 0) only if timed or every
+ * non-zero word carries X's id; else "look again" (again = 1), turning
+ * timed when X cannot register (busy slot, another waiter's id in
+ * pending_), re-registering when pending_ has no id (the count rose). */
 inline xcheck() {
+  if :: !creg -> c1(XW); cocc = 0 :: else -> skip fi;         /* [C1] */
+  atomic { v = slot };                                        /* [G5] slot_ */
+  atomic { p = pend };                                        /* [G5] pending_ */
+  if
+  :: v == 0 && CNT(p) == 0 -> res = 1
+  :: else ->
+     res = 0;
+     if
+     :: timed -> skip
+     :: !timed && v != 0 -> again = 1; timed = 1              /* need_timed */
+     :: !timed && v == 0 && CNT(p) != 0 && PWHO(p) != XW + 1 ->
+        again = 1;
+        if :: PWHO(p) != 0 -> timed = 1 :: else -> creg = 0 fi
+     :: !timed && v == 0 && (CNT(p) == 0 || PWHO(p) == XW + 1) -> skip
+     fi
+  fi;
+  v = 0; p = 0
+}
+
+/* The same as at 147f12e (X_OLD=2, a recorded bug): the "poll?" decision
+ * from a slot load taken before [C1], finished() from later loads */
+inline xcheck_old() {
   atomic { v = slot };                                        /* wait_check: slot_ load */
-  if :: v != 0 && !timed -> again = 1 :: else -> skip fi;
+  if :: v != 0 && !timed -> again = 1; timed = 1 :: else -> skip fi;  /* bug only */
   v = 0;
   if
-  :: !again && !creg ->
-     c1(XW);                                                  /* [C1] */
-     if :: cocc && !timed -> again = 1 :: else -> skip fi;
-     cocc = 0
-  :: else -> skip
+  :: !again && !creg ->                                       /* bug only */
+     c1(XW);                                                  /* bug only */
+     if :: cocc && !timed -> again = 1; timed = 1 :: else -> skip fi;  /* bug only */
+     cocc = 0                                                 /* bug only */
+  :: else -> skip                                             /* bug only */
   fi;
-  if :: !again -> finished(res) :: else -> res = 0 fi         /* [G5] */
+  if :: !again -> finished(res) :: else -> res = 0 fi         /* bug only */
 }
 
 proctype Xwaiter()
@@ -478,7 +510,7 @@ proctype Xwaiter()
   :: else -> skip
   fi;
   timed = 0;
-#elif X_OLD
+#elif X_OLD == 1
   if
   :: v != 0 || XPOLL -> timed = 1                             /* not the owner: poll */
   :: else -> timed = 0                           /* bug only: bug-x-untimed */
@@ -487,7 +519,7 @@ proctype Xwaiter()
   timed = 0;                       /* wait_check decides (xcheck below) */
 #endif
   v = 0;
-#if X_REGISTERS || X_OLD
+#if X_REGISTERS || X_OLD == 1
   do
   :: finished(res);                                           /* [C2] = [G5] */
      if :: res -> break :: else -> skip fi;
@@ -504,19 +536,28 @@ proctype Xwaiter()
   od;
 #else
   do
-  :: xcheck();                                                /* wait_check */
+  ::
+#if X_OLD == 2
+     xcheck_old();                                            /* bug only */
+#else
+     xcheck();                                                /* wait_check */
+#endif
      if
      :: res -> break
-     :: again -> again = 0; timed = 1            /* block_until returns: poll from now on */
+     :: again -> again = 0                       /* block_until returns; wait_blocking loops */
      :: else ->
         announce(XW);                                         /* [P0] */
         if
         :: tok != AWAKE -> tok = AWAKE
         :: else ->
+#if X_OLD == 2
+           xcheck_old();                                      /* bug only */
+#else
            xcheck();                                          /* recheck = wait_check */
+#endif
            if
            :: res -> atomic { pw[XW] = AWAKE }; break         /* [P3c] */
-           :: again -> again = 0; timed = 1; atomic { pw[XW] = AWAKE }   /* [P3c] */
+           :: again -> again = 0; atomic { pw[XW] = AWAKE }   /* [P3c] */
            :: else -> psleep(XW, timed)                       /* [P4], [P5a] */
            fi
         fi

@@ -38,7 +38,10 @@ CHECKS=(
   "abl-no-g5-after-g6  fail:endstate   safety  -DNO_G5_AFTER_G6=1 -DHELP=0"
   "abl-free-first      fail:assert:gone  safety  -DFREE_BEFORE_DESTROY=1 -DROUNDS=1"
   "abl-free-first-g2   fail:assert:live  safety  -DFREE_BEFORE_DESTROY=1 -DKEEP_GROUP=1"
+  "safety-x-r3         pass            safety  -DX=1 -DROUNDS=3"
+  "alldone-x-r3        pass            alldone -DX=1 -DROUNDS=3"
   "bug-x-untimed       fail:endstate   safety  -DX=1 -DX_OLD=1"
+  "bug-x-split         fail:endstate   safety  -DX=1 -DX_OLD=2 -DROUNDS=3"
   "bug-child-pending   fail:endstate   safety  -DCHILD=1 -DFIX=0"
 )
 
