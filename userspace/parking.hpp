@@ -91,15 +91,15 @@ class Parking {
   }
   std::uint32_t park_id(unsigned w) const noexcept { return park_ids_[w].load(std::memory_order_acquire); }
 
+  std::uint64_t snapshot() const noexcept { return state_.load(std::memory_order_seq_cst); }
+
+ private:
   bool wake_needed() const noexcept {
     PW_CHAOS();
     std::uint64_t s = state_.load(std::memory_order_relaxed);  // [N2]
     return searching_of(s) == 0 && idle_of(s) > 0;
   }
 
-  std::uint64_t snapshot() const noexcept { return state_.load(std::memory_order_seq_cst); }
-
- private:
   const unsigned n_;
   alignas(64) std::atomic<std::uint64_t> state_{0};
   alignas(64) std::mutex mu_;        // guards idle_ and pos_ (slow path only)

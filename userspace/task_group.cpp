@@ -77,27 +77,13 @@ void TaskGroup::slot_done_remote() noexcept {
   if (old >> 32) detail::wake_waiter(std::uint32_t(old >> 32) - 1);  // [G4]
 }
 
-void TaskGroup::wait_slow() noexcept {
-  detail::Worker* me = detail::Worker::current();
-  if (me) {
-    // Run our own newest tasks (usually the ones we wait for) without
-    // registering anywhere; only an empty deque leads to wait_blocking().
-    while (detail::Task* t = me->deque().pop()) {
-      me->execute(t);
-      if (finished()) return;
-    }
-  }
-  wait_blocking(me);
-}
-
 // What one blocking wait knows about its registrations.
 struct TaskGroup::WaitState {
   TaskGroup* g;
   std::uint32_t id;      // the waiter's ParkWord
   bool owner;            // may register in the slot ([G6])
-  bool timed = false;    // poll every millisecond instead of sleeping
+  bool timed = false;    // poll every millisecond (set when it cannot register)
   bool registered = false;  // we put our id in pending_'s high half ([C1])
-  bool need_timed = false;  // wait_check: this waiter cannot register
 };
 
 // The done() of block_until, also its [G5] recheck after announcing on the
@@ -105,9 +91,9 @@ struct TaskGroup::WaitState {
 // decides from one snapshot of both words (slot first, as finished()):
 // finished -> true; else false (sleep) only if the wait is timed or every
 // non-zero word carries this waiter's id, so that whatever finishes last
-// notifies it. Otherwise true ("look again"): wait_blocking comes back,
-// and a waiter that cannot register (a busy slot and not the owner, or
-// another waiter's id in pending_) turns timed.
+// notifies it. Otherwise true ("look again"): wait_slow comes back, and
+// a waiter that cannot register (a busy slot and not the owner, or
+// another waiter's id in pending_) is timed from then on.
 bool TaskGroup::wait_check(void* p) noexcept {
   using namespace detail;
   auto& w = *static_cast<WaitState*>(p);
@@ -131,12 +117,12 @@ bool TaskGroup::wait_check(void* p) noexcept {
   if (w.timed) return false;
   const std::uint64_t kIdMask = ~CompletionWord::kCountMask;
   if (s != 0 && (!w.owner || (s & kIdMask) != mine)) {
-    if (!w.owner) w.need_timed = true;  // a non-owner cannot register in the slot
+    if (!w.owner) w.timed = true;  // a non-owner cannot register in the slot
     return true;                        // the owner: the slot changed, register again
   }
   if ((c & CompletionWord::kCountMask) != 0 && (c & kIdMask) != mine) {
     if ((c & kIdMask) != 0)
-      w.need_timed = true;   // another waiter's id: poll
+      w.timed = true;        // another waiter's id: poll
     else
       w.registered = false;  // no id: the count rose from zero; register again
     return true;
@@ -144,8 +130,11 @@ bool TaskGroup::wait_check(void* p) noexcept {
   return false;
 }
 
-void TaskGroup::wait_blocking(detail::Worker* me) noexcept {
+// Called by join() once the calling worker's own deque is empty (or on a
+// thread outside any pool).
+void TaskGroup::wait_slow() noexcept {
   using namespace detail;
+  Worker* me = Worker::current();
   WaitState w{this, me ? me->park_id() : this_thread_park_id(), owner_ == this_thread_token()};
   // A slot task can spawn heap tasks into the group after the first check
   // (pending_ 0 -> 1): wait_check runs again at every recheck, so the
@@ -154,7 +143,6 @@ void TaskGroup::wait_blocking(detail::Worker* me) noexcept {
     PW_CHAOS();
     block_until(me, w.id, &wait_check, &w, w.timed);
     if (finished()) break;
-    if (w.need_timed) w.timed = true;  // wait_check found it cannot register
   }
   // Both are done; nobody else touches pending_ until the next spawn. The
   // slot's registration went with the store or exchange that freed it.

@@ -6,7 +6,7 @@
  *   Owner  the thread that created the group (a worker: with HELP it runs
  *          tasks while it waits, as run_until does). ROUNDS times: spawn
  *          into the free slot [G1, G2, push], then join(): pop the task
- *          back and run it ([G3o]), or find it stolen and wait_blocking():
+ *          back and run it ([G3o]), or find it stolen and wait_slow():
  *          register ([G6], only while busy), [C1] on pending_, then the
  *          ParkWord loop [G5, P0, G5, P4/P5a] until finished().
  *   Thief  another worker: steals the slot task while it is queued, runs
@@ -44,7 +44,7 @@
  *   [C1]              completion.cpp : register_waiter    pending_ load, then CAS (CHILD only;
  *                                                         with pending_ always 0 it returns
  *                                                         kDone and is left out)
- *   [C1] clear        task_group.cpp : wait_blocking      pending_.fetch_and(kCountMask)
+ *   [C1] clear        task_group.cpp : wait_slow          pending_.fetch_and(kCountMask)
  *   add               task.hpp : CompletionWord::add      pending_.fetch_add(1) (CHILD)
  *   [C3]              task.hpp : CompletionWord::done     pending_.fetch_sub(1, acq_rel) (CHILD)
  *   [C4]              task.hpp : CompletionWord::done     notify, as [G4]
@@ -345,7 +345,7 @@ proctype Owner()
         if
         :: t -> t = 0; run_slot(); atomic { slot = 0 }        /* [G3o] slot_done */
         :: else ->
-           /* wait_slow: the deque is empty; wait_blocking(): */
+           /* join: the deque is empty; wait_slow(): */
            atomic { v = slot };                               /* [G6] load */
            g6();
 #if CHILD
@@ -460,7 +460,7 @@ inline xcheck() {
      res = 0;
      if
      :: timed -> skip
-     :: !timed && v != 0 -> again = 1; timed = 1              /* need_timed */
+     :: !timed && v != 0 -> again = 1; timed = 1              /* cannot register: timed */
      :: !timed && v == 0 && CNT(p) != 0 && PWHO(p) != XW + 1 ->
         again = 1;
         if :: PWHO(p) != 0 -> timed = 1 :: else -> creg = 0 fi
@@ -497,7 +497,7 @@ proctype Xwaiter()
   :: res -> goto xret
   :: else -> skip
   fi;
-  /* wait_blocking() */
+  /* wait_slow() */
   atomic { v = slot };                                        /* [G6] load */
 #if X_REGISTERS
   if
@@ -544,7 +544,7 @@ proctype Xwaiter()
 #endif
      if
      :: res -> break
-     :: again -> again = 0                       /* block_until returns; wait_blocking loops */
+     :: again -> again = 0                       /* block_until returns; wait_slow loops */
      :: else ->
         announce(XW);                                         /* [P0] */
         if

@@ -18,10 +18,6 @@
 namespace parkway {
 
 class Runtime;
-namespace detail {
-class Worker;
-}
-
 class PARKWAY_API TaskGroup {
  public:
   // Binds, at the first spawn, to the runtime of the spawning worker, or,
@@ -48,8 +44,8 @@ class PARKWAY_API TaskGroup {
     if constexpr (sizeof(Inline) <= kInlineBytes && alignof(Inline) <= kInlineAlign) {
       // The inline slot: only the thread that created the group uses it,
       // and only when every task of the group has finished, so never from
-      // inside one of them (slot.md has the protocol). No allocation and no read-modify-write for the
-      // spawn-one-then-wait shape.
+      // inside one of them (slot.md has the protocol). No allocation and
+      // no read-modify-write for the spawn-one-then-wait shape.
       if (owner_ == detail::this_thread_token() && slot_.load(std::memory_order_acquire) == 0 &&
           pending_.is_zero()) {  // [G1] the whole group idle: not from inside one of its tasks
         Inline* t = ::new (static_cast<void*>(inline_)) Inline(static_cast<F&&>(f), this);
@@ -152,7 +148,6 @@ class PARKWAY_API TaskGroup {
   struct WaitState;
   static bool wait_check(void* w) noexcept;
   void wait_slow() noexcept;
-  [[gnu::noinline]] void wait_blocking(detail::Worker* me) noexcept;
 
   void schedule(detail::Task* t);
   [[gnu::noinline]] void schedule_outside(detail::Task* t);
