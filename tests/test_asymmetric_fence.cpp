@@ -35,7 +35,7 @@ TEST(AsymmetricFence, ModeFollowsKernelAndEnvironment) {
 }
 
 // Store buffering: A stores x then loads y with only producer_fence()
-// between; B stores y, then recheck_fence() (membarrier when on) after a
+// between; B stores y, then heavy_fence() (membarrier when on) after a
 // full fence, then loads x. Both loads reading 0 is the lost wakeup the
 // pair must exclude. A control run with B's membarrier left out shows
 // that the harness can see the reordering on this machine (x86 store
@@ -72,7 +72,7 @@ long run_litmus(int iters, bool heavy, int* ran) {
     L.y.store(0, std::memory_order_relaxed);
     L.go.store(i, std::memory_order_release);
     L.y.exchange(1, std::memory_order_seq_cst);  // the parker's RMW
-    if (heavy) parkway::detail::recheck_fence();
+    if (heavy) parkway::detail::heavy_fence();
     int rb = L.x.load(std::memory_order_relaxed);
     while (L.done.load(std::memory_order_acquire) != i) {
     }

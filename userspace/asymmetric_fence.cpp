@@ -34,7 +34,7 @@ bool init_asymmetric_fence() noexcept {
   return asymmetric_fence_on();
 }
 
-void recheck_fence() noexcept {
+void heavy_fence() noexcept {
   if (!asymmetric_fence_on()) return;  // the producers fence themselves
   if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
     // Registered, so the kernel promises this works (only EINTR-free

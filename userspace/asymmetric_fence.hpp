@@ -1,7 +1,10 @@
-// asymmetric_fence.hpp -- the [N1] StoreLoad barrier of the parking
-// protocol, split so that the frequent side (a worker pushing a task) pays
-// nothing and the rare side (a worker about to sleep, or the last searcher
-// handing on the baton) pays a membarrier(2) system call.
+// asymmetric_fence.hpp -- StoreLoad barriers split in two, so that the
+// frequent side pays nothing and the rare side pays a membarrier(2) system
+// call. Two protocols use it: the [N1] barrier of parking (below: a worker
+// pushing a task is the frequent side; a worker about to sleep, or the
+// last searcher handing on the baton, the rare one), and the deque's steal
+// gate (deque.md [D3]-[D8]: the owner's pop is the frequent side, a thief
+// entering a steal session on an unfenced deque the rare one).
 //
 // The Dekker pair (parking.md): the producer stores its push, then loads
 // Parking::state_ [N2]; a parker RMWs state_ [P1] (or a searcher [S2]),
@@ -50,15 +53,17 @@ inline bool asymmetric_fence_on() noexcept { return g_asymmetric_fence.load(std:
 
 // The producer's side of [N1].
 inline void producer_fence() noexcept {
-  if (asymmetric_fence_on())
-    asm volatile("" ::: "memory");  // only the compiler may not reorder
-  else
+  if (!asymmetric_fence_on()) [[unlikely]]
     store_load_fence();
+  else
+    asm volatile("" ::: "memory");  // only the compiler may not reorder
 }
 
-// The recheck side ([P2], [S3]), after its seq_cst RMW of state_: the RMW
-// is already a full barrier for this thread; membarrier adds one on every
-// other running thread of the process.
-void recheck_fence() noexcept;
+// The heavy side: membarrier(2), a full barrier on every other running
+// thread of the process (a no-op when the mode is off, where the light
+// sides fence themselves). Used by the parking rechecks ([P2], [S3], after
+// their seq_cst RMW of state_) and by a thief entering a steal session on
+// a deque whose owner pops without a fence ([D8], deque.md).
+void heavy_fence() noexcept;
 
 }  // namespace parkway::detail

@@ -16,9 +16,18 @@
 //    task remains, so a thief's stale view of `bottom` can overlap them.
 //  * Old buffers are retired, not freed, until the deque dies (a thief may
 //    still read one); total retired memory is below the final buffer size.
+//  * The steal gate: pop's seq_cst fence runs only while a thief may be
+//    stealing. Thieves steal in sessions announced on `gate_` ([D7]); a
+//    thief that finds the owner unfenced ([D8]) runs membarrier(2), the
+//    heavy side of an asymmetric fence (asymmetric_fence.hpp), whose
+//    barrier on the owner's CPU stands in for the missing fence. The owner
+//    turns the fence on while the pool has idle or searching workers
+//    ([D1], from Worker::after_push) and off when everyone is busy ([D2]).
+//    deque.md has the argument; docs/spec/deque.pml checks it under TSO.
 //
 // Invariant: each pushed task is returned exactly once, by pop() or by a
-// steal; checked by tests/test_deque.cpp under TSAN and ASAN.
+// steal; checked by tests/test_deque.cpp under TSAN and ASAN, and by the
+// SPIN model docs/spec/deque.pml (make spec-deque).
 #pragma once
 
 #include <atomic>
@@ -27,6 +36,8 @@
 #include <memory>
 #include <vector>
 
+#include "asymmetric_fence.hpp"
+#include "futex.hpp"
 #include "parkway/task.hpp"
 
 namespace parkway::detail {
@@ -34,7 +45,7 @@ namespace parkway::detail {
 class Deque {
  public:
   explicit Deque(std::size_t log2_capacity = 8) : buf_(new Buffer(log2_capacity)) {
-    own_ = buf_.load(std::memory_order_relaxed);
+    own(buf_.load(std::memory_order_relaxed));
   }
   ~Deque() {
     delete buf_.load(std::memory_order_relaxed);
@@ -51,9 +62,8 @@ class Deque {
   bool try_push(Task* t) noexcept {
     std::int64_t b = bottom_.load(std::memory_order_relaxed);
     std::int64_t tp = top_.load(std::memory_order_acquire);
-    Buffer* a = own_;
-    if (b - tp > a->mask) [[unlikely]] return false;
-    a->put(b, t);
+    if (b - tp > own_mask_) [[unlikely]] return false;
+    own_slots_[b & own_mask_].store(t, std::memory_order_relaxed);
     bottom_.store(b + 1, std::memory_order_release);
     return true;
   }
@@ -61,62 +71,87 @@ class Deque {
   // Owner only. nullptr when empty.
   Task* pop() noexcept {
     std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;
-    Buffer* a = own_;
-    bottom_.store(b, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    std::int64_t t = top_.load(std::memory_order_relaxed);
+    bottom_.store(b, std::memory_order_relaxed);  // [D3]
+    asm volatile("" ::: "memory");
+    if (gate_.load(std::memory_order_relaxed) != 0)  // [D4] fenced, or a thief in session
+      store_load_fence();                            // [D5] the paper's seq_cst fence
+    std::int64_t t = top_.load(std::memory_order_relaxed);  // [D6]
     if (t > b) {  // was empty
       bottom_.store(b + 1, std::memory_order_relaxed);
       return nullptr;
     }
-    Task* x = a->get(b);
-    if (t == b) {  // last task: race the thieves for it
-      if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
-        x = nullptr;
-      bottom_.store(b + 1, std::memory_order_relaxed);
+    Task* x = own_slots_[b & own_mask_].load(std::memory_order_relaxed);
+    if (t < b) [[likely]] {
+      if (!x) __builtin_unreachable();  // push never stores nullptr
+      return x;
     }
+    // t == b, the last task: race the thieves for it.
+    if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
+      x = nullptr;
+    bottom_.store(b + 1, std::memory_order_relaxed);
     return x;
   }
 
   enum class Steal { kTaken, kEmpty, kLost };
 
-  // Any thread. kLost: raced another thief or the owner; retrying may work.
+  // Any thread but the owner. One steal session for one task. kLost: raced
+  // another thief or the owner; retrying may work.
   Steal steal(Task** out) noexcept {
-    std::int64_t t = top_.load(std::memory_order_acquire);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    std::int64_t b = bottom_.load(std::memory_order_acquire);
-    if (t >= b) return Steal::kEmpty;
-    // acquire (the paper's consume): see the slots of a grown buffer.
-    Buffer* a = buf_.load(std::memory_order_acquire);
-    Task* x = a->get(t);
-    if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
-      return Steal::kLost;
-    *out = x;
-    return Steal::kTaken;
+    if (!looks_nonempty()) return Steal::kEmpty;
+    enter_session();
+    Steal r = steal_one(out);
+    leave_session();
+    return r;
   }
 
-  // Thief: takes up to max(1, min(limit, size/2)) tasks from `victim`; the
-  // first is returned, the rest are pushed onto *this (the thief's own
-  // deque). Returns nullptr if nothing was taken; *lost tells whether a
-  // race (rather than emptiness) stopped it.
+  // Thief: takes up to max(1, min(limit, size/2)) tasks from `victim` in
+  // one session; the first is returned, the rest are pushed onto *this
+  // (the thief's own deque). Returns nullptr if nothing was taken; *lost
+  // tells whether a race (rather than emptiness) stopped it.
   Task* steal_batch(Deque& victim, std::size_t limit, std::size_t* taken, bool* lost) {
     *taken = 0;
     *lost = false;
+    if (!victim.looks_nonempty()) return nullptr;
     std::int64_t n = victim.size_hint() / 2;
     if (n < 1) n = 1;
     if (n > std::int64_t(limit)) n = std::int64_t(limit);
     Task* first = nullptr;
+    victim.enter_session();
     for (std::int64_t i = 0; i < n; ++i) {
       Task* t;
-      Steal r = victim.steal(&t);
+      Steal r = victim.steal_one(&t);
       if (r != Steal::kTaken) {
         *lost = (r == Steal::kLost);
         break;
       }
-      if (!first) first = t; else push(t);
+      if (!first) first = t; else push(t);  // push(): may grow; our own deque
       ++*taken;
     }
+    victim.leave_session();
     return first;
+  }
+
+  // Owner only: the fence switch of the steal gate (Worker::after_push).
+  bool fenced() const noexcept { return fence_mode_ != kModeOff; }
+  // Fenced, and the fence may be switched off (the asymmetric mode is on,
+  // or not yet known to be off).
+  bool fence_clearable() const noexcept { return fence_mode_ == kModeOn; }
+  // [D1] Pops fence from now on (a thief may come: someone idle or searching).
+  __attribute__((noinline)) void fence_on() noexcept {
+    gate_.fetch_or(kFenced, std::memory_order_seq_cst);
+    fence_mode_ = kModeOn;
+  }
+  // [D2] Pops stop fencing, unless a thief is in a session now (then the
+  // CAS fails and the deque stays fenced). With the asymmetric mode off
+  // the deque stays fenced for good.
+  __attribute__((noinline)) void try_fence_off() noexcept {
+    if (!asymmetric_fence_on()) {
+      fence_mode_ = kModeForGood;
+      return;
+    }
+    std::uint64_t expect = kFenced;
+    if (gate_.compare_exchange_strong(expect, 0, std::memory_order_seq_cst, std::memory_order_relaxed))
+      fence_mode_ = kModeOff;
   }
 
   // Any thread; a snapshot that may be stale by the time it returns.
@@ -145,6 +180,45 @@ class Deque {
     void put(std::int64_t i, Task* t) noexcept { slots[i & mask].store(t, std::memory_order_relaxed); }
   };
 
+  // The gate word: kFenced (owner's pops fence) + kThief per thief in a
+  // steal session. Starts fenced: correct whatever the mode.
+  static constexpr std::uint64_t kFenced = 1;
+  static constexpr std::uint64_t kThief = 2;
+  // How long a thief waits for an unfenced owner to fence itself (it does
+  // so at its next push once it sees this thief searching) before paying
+  // for membarrier(2); about a microsecond.
+  static constexpr int kFenceWaitSpins = 64;
+
+  // A stale look: false means empty when read (no session needed).
+  bool looks_nonempty() const noexcept {
+    std::int64_t t = top_.load(std::memory_order_acquire);
+    std::int64_t b = bottom_.load(std::memory_order_acquire);
+    return t < b;
+  }
+
+  void enter_session() noexcept {
+    if (!(gate_.load(std::memory_order_relaxed) & kFenced))
+      for (int i = 0; i < kFenceWaitSpins && !(gate_.load(std::memory_order_relaxed) & kFenced); ++i) cpu_relax();
+    std::uint64_t old = gate_.fetch_add(kThief, std::memory_order_seq_cst);  // [D7]
+    if (!(old & kFenced)) heavy_fence();  // [D8] the owner's pops may not fence
+  }
+  void leave_session() noexcept { gate_.fetch_sub(kThief, std::memory_order_release); }  // [D10]
+
+  // Lê et al.'s steal, inside a session.
+  Steal steal_one(Task** out) noexcept {
+    std::int64_t t = top_.load(std::memory_order_acquire);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    std::int64_t b = bottom_.load(std::memory_order_acquire);
+    if (t >= b) return Steal::kEmpty;
+    // acquire (the paper's consume): see the slots of a grown buffer.
+    Buffer* a = buf_.load(std::memory_order_acquire);
+    Task* x = a->get(t);
+    if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed))  // [D9]
+      return Steal::kLost;
+    *out = x;
+    return Steal::kTaken;
+  }
+
   __attribute__((noinline)) void push_grown(Task* t) {
     std::int64_t b = bottom_.load(std::memory_order_relaxed);
     std::int64_t tp = top_.load(std::memory_order_acquire);
@@ -160,14 +234,28 @@ class Deque {
     for (std::int64_t i = t; i < b; ++i) na->put(i, a->get(i));
     retired_.push_back(a);
     buf_.store(na, std::memory_order_release);
-    own_ = na;
+    own(na);
     return na;
   }
 
   alignas(64) std::atomic<std::int64_t> top_{0};
+  std::atomic<std::uint64_t> gate_{kFenced};  // on top_'s line: pop reads both
   alignas(64) std::atomic<std::int64_t> bottom_{0};
+  // Owner's copy of gate_ & kFenced: kModeOff, kModeOn, or kModeForGood
+  // (on, and the asymmetric mode is off: never switched off).
+  static constexpr std::uint8_t kModeOff = 0, kModeOn = 1, kModeForGood = 2;
+  std::uint8_t fence_mode_ = kModeOn;
   std::atomic<Buffer*> buf_;
-  Buffer* own_;                   // owner's copy of buf_ (no atomic load on push/pop)
+  void own(Buffer* a) noexcept {
+    own_ = a;
+    own_mask_ = a->mask;
+    own_slots_ = a->slots;
+  }
+  // The owner's copies of buf_ and of its fields (push and pop load no
+  // pointer to reach a slot).
+  Buffer* own_;
+  std::int64_t own_mask_;
+  std::atomic<Task*>* own_slots_;
   std::vector<Buffer*> retired_;  // owner only
 };
 

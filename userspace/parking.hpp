@@ -69,12 +69,16 @@ class Parking {
     return wake_needed();
   }
   // The same for a worker's deque push: the asymmetric [N1]
-  // (asymmetric_fence.hpp): a compiler barrier when membarrier is on.
-  bool should_wake_after_push() const noexcept {
+  // (asymmetric_fence.hpp): a compiler barrier when membarrier is on. Returns
+  // the [N2] snapshot; the caller tests it with wake_needed() (and, being
+  // a worker, also switches its deque's steal gate by it).
+  std::uint64_t state_after_push() const noexcept {
     PW_CHAOS();
-    producer_fence();  // [N1]
-    return wake_needed();
+    producer_fence();                               // [N1]
+    return state_.load(std::memory_order_relaxed);  // [N2]
   }
+  // Nobody searches and someone is idle: a producer must wake one.
+  static bool wake_needed(std::uint64_t s) noexcept { return searching_of(s) == 0 && idle_of(s) > 0; }
   // [W1..W5] Wake one idle worker as a searcher, if still nobody searches.
   // Returns the index of the worker woken, or -1.
   int wake_one() noexcept;
@@ -96,8 +100,7 @@ class Parking {
  private:
   bool wake_needed() const noexcept {
     PW_CHAOS();
-    std::uint64_t s = state_.load(std::memory_order_relaxed);  // [N2]
-    return searching_of(s) == 0 && idle_of(s) > 0;
+    return wake_needed(state_.load(std::memory_order_relaxed));  // [N2]
   }
 
   const unsigned n_;

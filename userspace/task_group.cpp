@@ -44,8 +44,8 @@ void TaskGroup::schedule(detail::Task* t) {
   if (w) [[likely]] {
     Runtime* r = w->owner_runtime();
     Runtime* cur = rt_.load(std::memory_order_relaxed);
-    if (cur == r || !cur) [[likely]] {
-      if (!cur) rt_.store(r, std::memory_order_relaxed);
+    if (!cur || cur == r) [[likely]] {
+      rt_.store(r, std::memory_order_relaxed);  // binds at the first spawn (a no-op after)
       w->spawn(t);
       return;
     }

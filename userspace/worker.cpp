@@ -170,7 +170,7 @@ void Worker::found_work() noexcept {
   bool last = rt_.parking.stop_searching();  // last searcher, someone idle
   PW_CHAOS();
   if (!last) return;
-  recheck_fence();                          // the heavy side of [N1]
+  heavy_fence();                          // the heavy side of [N1]
   if (any_work_visible()) wake_one();       // [S3] baton recheck, then [W1..W5]
 }
 
@@ -189,7 +189,7 @@ void Worker::park(DoneFn done, void* ctx, bool timed) noexcept {
   rt_.parking.announce_idle(index_, searching_);  // [P1]
   searching_ = false;
   PW_CHAOS();
-  recheck_fence();  // the heavy side of [N1]
+  heavy_fence();  // the heavy side of [N1]
   // [P2] recheck, ordered after [P1]'s seq_cst RMW.
   if (done(ctx) || rt_.stop.load(std::memory_order_seq_cst) || any_work_visible()) {
     searching_ = rt_.parking.withdraw(index_);  // [P3a, P3b]

@@ -19,13 +19,20 @@ namespace parkway::detail {
 
 class RuntimeImpl;
 
-// Counters written only by the owning worker (relaxed load + store, no
-// RMW); read by Runtime::stats() from any thread.
+// Counters written only by the owning worker (no RMW); read by
+// Runtime::stats() from any thread.
 struct WorkerCounters {
   std::atomic<std::uint64_t> spawned{0}, executed{0}, steals{0}, failed_steals{0}, injected{0},
       parks{0}, wakeups{0};
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+    // One unlocked add to memory instead of load, add, store: only the
+    // owner writes, and a reader's relaxed load of the aligned word sees
+    // the old or the new value, as with the portable form below.
+    asm("addq %1, %0" : "+m"(c) : "er"(n) : "cc");
+#else
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+#endif
   }
   WorkerStats snapshot() const noexcept;
 };
@@ -90,8 +97,19 @@ class alignas(64) Worker {
   }
 
  private:
-  void after_push() noexcept {  // [N1, N2], then [W1..W5]
-    if (parking().should_wake_after_push()) wake_one();
+  // [N1, N2], then [W1..W5]; and the deque's steal gate: fenced while
+  // someone is idle or searching ([D1]), unfenced while all are busy ([D2]).
+  void after_push() noexcept {
+    std::uint64_t s = parking().state_after_push();
+    if (s == 0) [[likely]] {
+      if (deque_.fence_clearable()) [[unlikely]] deque_.try_fence_off();  // [D2]
+      return;
+    }
+    after_push_not_all_busy(s);
+  }
+  [[gnu::noinline]] void after_push_not_all_busy(std::uint64_t s) noexcept {
+    if (!deque_.fenced()) deque_.fence_on();  // [D1]
+    if (Parking::wake_needed(s)) wake_one();
   }
   Parking& parking() noexcept { return parking_; }
   Task* next_local() noexcept;

@@ -16,10 +16,13 @@ class Runtime;
 namespace detail {
 
 // A type-erased task: `invoke` runs the body and frees the task. `next`
-// links tasks in the injection queue. Deques hold Task*.
+// links tasks in the injection queue, which sets it on every push (so a
+// spawn does not pay a store for it). Deques hold Task*.
 struct Task {
+  Task() noexcept = default;
+  explicit Task(void (*f)(Task*) noexcept) noexcept : invoke(f) {}
   void (*invoke)(Task*) noexcept;
-  Task* next = nullptr;
+  Task* next;
 };
 
 // Task memory: a per-thread cache of fixed-size blocks in front of malloc.
