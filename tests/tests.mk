@@ -60,11 +60,12 @@ test-chaos:
 
 TEST_SUITES += test-chaos
 
-# The same runtime with the symmetric [N1] fence (membarrier switched off,
+# The same runtime with the symmetric [N1] fence and a deque that always
+# fences its pops (membarrier switched off,
 # as on a kernel without it): userspace/asymmetric_fence.hpp.
 .PHONY: test-symmetric-fence
 test-symmetric-fence: $(TEST_BIN)
 	@PARKWAY_MEMBARRIER=0 bash tests/run-gtest.sh $(TEST_BIN) \
-	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:AsymmetricFence.Mode*'
+	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:AsymmetricFence.Mode*:Deque.*'
 
 TEST_SUITES += test-symmetric-fence
