@@ -51,12 +51,12 @@ test-usdt: lib $(BUILD)/demo
 TEST_SUITES += test-usdt
 
 # Randomized schedules: the runtime built with PW_CHAOS() points (random
-# yields, sleeps and spins at every parking-protocol step), running the
-# scheduling tests.
+# yields, sleeps and spins at every parking-protocol step and on the steal
+# gate's rare paths), running the scheduling and deque tests.
 test-chaos:
 	@$(MAKE) --no-print-directory BUILD=build/chaos OPT="-O2 -g -DPARKWAY_CHAOS" test-unit-build
 	@bash tests/run-gtest.sh build/chaos/tests/parkway_tests \
-	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*'
+	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:Deque.*'
 
 TEST_SUITES += test-chaos
 

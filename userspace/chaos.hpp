@@ -1,7 +1,8 @@
 // chaos.hpp -- randomized schedule perturbation for stress tests.
 //
 // Built with -DPARKWAY_CHAOS (make test-chaos), each PW_CHAOS() point at a
-// step of the parking protocol sometimes does nothing, sometimes spins,
+// step of the parking protocol (and of the deque's steal gate, on its
+// rare paths) sometimes does nothing, sometimes spins,
 // sometimes yields the CPU and sometimes sleeps a few microseconds, so the
 // interleavings the SPIN model explores also happen in the real code.
 // Without the flag it compiles to nothing.

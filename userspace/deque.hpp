@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "asymmetric_fence.hpp"
+#include "chaos.hpp"
 #include "futex.hpp"
 #include "parkway/task.hpp"
 
@@ -149,6 +150,7 @@ class Deque {
       fence_mode_ = kModeForGood;
       return;
     }
+    PW_CHAOS();
     std::uint64_t expect = kFenced;
     if (gate_.compare_exchange_strong(expect, 0, std::memory_order_seq_cst, std::memory_order_relaxed))
       fence_mode_ = kModeOff;
@@ -200,7 +202,9 @@ class Deque {
     if (!(gate_.load(std::memory_order_relaxed) & kFenced))
       for (int i = 0; i < kFenceWaitSpins && !(gate_.load(std::memory_order_relaxed) & kFenced); ++i) cpu_relax();
     std::uint64_t old = gate_.fetch_add(kThief, std::memory_order_seq_cst);  // [D7]
+    PW_CHAOS();  // (chaos points on the rare paths only: never in pop)
     if (!(old & kFenced)) heavy_fence();  // [D8] the owner's pops may not fence
+    PW_CHAOS();
   }
   void leave_session() noexcept { gate_.fetch_sub(kThief, std::memory_order_release); }  // [D10]
 
