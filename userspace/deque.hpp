@@ -74,7 +74,10 @@ class Deque {
     std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;
     bottom_.store(b, std::memory_order_relaxed);  // [D3]
     asm volatile("" ::: "memory");
-    if (gate_.load(std::memory_order_relaxed) != 0)  // [D4] fenced, or a thief in session
+    // [D4] fenced, or a thief in session. acquire: [D6] may not be read
+    // before it (the compiler, or a CPU weaker than x86; deque.pml
+    // abl-top-before-gate). The barrier above keeps it after [D3].
+    if (gate_.load(std::memory_order_acquire) != 0)
       store_load_fence();                            // [D5] the paper's seq_cst fence
     std::int64_t t = top_.load(std::memory_order_relaxed);  // [D6]
     if (t > b) {  // was empty
