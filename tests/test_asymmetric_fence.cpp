@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <thread>
+#include <vector>
 
 #include "asymmetric_fence.hpp"
 #include "parkway/parkway.hpp"
@@ -72,7 +73,7 @@ long run_litmus(int iters, bool heavy, int* ran) {
     L.y.store(0, std::memory_order_relaxed);
     L.go.store(i, std::memory_order_release);
     L.y.exchange(1, std::memory_order_seq_cst);  // the parker's RMW
-    if (heavy) parkway::detail::heavy_fence();
+    if (heavy && !parkway::detail::heavy_fence()) ADD_FAILURE() << "membarrier failed";
     int rb = L.x.load(std::memory_order_relaxed);
     while (L.done.load(std::memory_order_acquire) != i) {
     }
@@ -96,6 +97,43 @@ TEST(AsymmetricFence, StoreBufferingLitmus) {
   std::printf("both loads 0: %ld of %d without membarrier (control), %ld of %d with it\n", control, nc, weak, nw);
   EXPECT_GT(nw, 0);
   EXPECT_EQ(weak, 0) << "membarrier did not order the producer's store before its load";
+}
+
+// membarrier(2) may fail (ENOMEM); heavy_fence() then says so and each
+// caller falls back: a parker sleeps timed, the last searcher wakes, a
+// thief gives up (tests/test_deque.cpp). Bursts of work with idle gaps in
+// between must all run, and the pool must still go to sleep between them.
+TEST(AsymmetricFence, HeavyFenceFailureFallsBack) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  if (!asymmetric_fence_on()) {
+    std::printf("asymmetric mode off: heavy_fence() is a no-op that cannot fail\n");
+    EXPECT_TRUE(parkway::detail::heavy_fence());
+    return;
+  }
+  pwtest::Watchdog w("AsymmetricFence.HeavyFenceFailureFallsBack", 120);
+  parkway::detail::g_heavy_fence_fails_for_test.store(true);
+  EXPECT_FALSE(parkway::detail::heavy_fence());
+  const auto before = rt.stats();
+  std::atomic<long> ran{0};
+  for (int burst = 0; burst < 20; ++burst) {
+    std::vector<parkway::Future<void>> fs;
+    for (int i = 0; i < 50; ++i) fs.push_back(rt.submit([&] { ran.fetch_add(1); }));
+    long r = rt.run([] {  // spawns: thieves meet the gate
+      parkway::TaskGroup g;
+      std::atomic<long> n{0};
+      for (int i = 0; i < 200; ++i) g.spawn([&] { n.fetch_add(1); });
+      g.wait();
+      return n.load();
+    });
+    EXPECT_EQ(r, 200);
+    for (auto& f : fs) f.get();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // idle: workers park (timed)
+  }
+  parkway::detail::g_heavy_fence_fails_for_test.store(false);
+  const auto after = rt.stats();
+  EXPECT_EQ(ran.load(), 20 * 50);
+  EXPECT_GT(after.total.parks, before.total.parks) << "the pool never parked with the fallback";
+  std::printf("parks %llu during the bursts\n", (unsigned long long)(after.total.parks - before.total.parks));
 }
 
 }  // namespace

@@ -152,6 +152,35 @@ TEST(Deque, GateTurnsOffOnlyWithoutThieves) {
   if (!asym) std::printf("[ note     ] asymmetric mode off: checked that the gate stays fenced\n");
 }
 
+// A thief whose membarrier fails must not steal from an unfenced owner:
+// steal() says kLost, and the task stays for the owner (or a later thief).
+TEST(Deque, ThiefGivesUpWhenMembarrierFails) {
+  const bool asym = parkway::detail::init_asymmetric_fence();
+  Deque d, mine;
+  std::vector<Task> t(4);
+  for (auto& x : t) d.push(&x);
+  d.try_fence_off();
+  parkway::detail::g_heavy_fence_fails_for_test.store(true);
+  Task* out = nullptr;
+  std::size_t n = 0;
+  bool lost = false;
+  Deque::Steal r = d.steal(&out);
+  Task* first = mine.steal_batch(d, 4, &n, &lost);
+  parkway::detail::g_heavy_fence_fails_for_test.store(false);
+  if (asym) {
+    EXPECT_EQ(r, Deque::Steal::kLost);
+    EXPECT_EQ(first, nullptr);
+    EXPECT_TRUE(lost);
+    EXPECT_EQ(d.size_hint(), 4);
+    EXPECT_EQ(d.steal(&out), Deque::Steal::kTaken);  // membarrier works again
+    EXPECT_EQ(out, &t[0]);
+  } else {  // always fenced: no membarrier needed, nothing can fail
+    std::printf("[ note     ] asymmetric mode off: steals never need membarrier\n");
+    EXPECT_EQ(r, Deque::Steal::kTaken);
+    EXPECT_NE(first, nullptr);
+  }
+}
+
 TEST(Deque, ExactlyOnceGateOff) {
   parkway::detail::init_asymmetric_fence();
   pwtest::Watchdog w("Deque.ExactlyOnceGateOff", 300);

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <unistd.h>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -215,4 +217,27 @@ TEST(Runtime, WorkerOfOneRuntimeWaitsOnAnother) {
     return s;
   });
   EXPECT_EQ(total, 199L * 200 / 2);
+}
+
+// A Runtime destroyed right after it was made, in a process where no
+// thread has a park word yet: shutdown used to notify park word 0 for a
+// worker that had not published its own, and crashed (the word's storage
+// did not exist yet). Only a fresh process shows it, so the test runs the
+// disabled test below in a child process of this binary, five times.
+TEST(Runtime, DISABLED_ConstructDestroyInFreshProcess) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+}
+
+TEST(Runtime, DestroyRightAfterConstructionInFreshProcess) {
+  char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);  // (in system(), /proc/self is the shell)
+  ASSERT_GT(len, 0);
+  self[len] = 0;
+  for (int i = 0; i < 5; ++i) {
+    std::string cmd = std::string("'") + self +
+                      "' --gtest_also_run_disabled_tests "
+                      "--gtest_filter=Runtime.DISABLED_ConstructDestroyInFreshProcess >/dev/null 2>&1";
+    int rc = std::system(cmd.c_str());
+    ASSERT_EQ(rc, 0) << "child run " << i << " failed (status " << rc << ")";
+  }
 }

@@ -31,10 +31,21 @@
 
 namespace parkway::detail {
 
+// ThreadSanitizer (g++ defines __SANITIZE_THREAD__, clang has the
+// feature test): it sees only C++ atomics, so inline-asm shortcuts that
+// stand for one are off under it.
+#if defined(__SANITIZE_THREAD__)
+#define PARKWAY_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PARKWAY_TSAN 1
+#endif
+#endif
+
 // A full StoreLoad barrier. On x86 a locked RMW of the own stack line is
 // cheaper than mfence; elsewhere the C++ fence.
 inline void store_load_fence() noexcept {
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && !defined(PARKWAY_TSAN)
   asm volatile("lock orq $0, (%%rsp)" ::: "memory", "cc");
 #else
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -64,6 +75,13 @@ inline void producer_fence() noexcept {
 // sides fence themselves). Used by the parking rechecks ([P2], [S3], after
 // their seq_cst RMW of state_) and by a thief entering a steal session on
 // a deque whose owner pops without a fence ([D8], deque.md).
-void heavy_fence() noexcept;
+// Returns false if the system call failed (the kernel documents ENOMEM);
+// each caller then falls back to something that needs no barrier on the
+// other side: a parker sleeps timed, the last searcher wakes someone
+// anyway, a thief gives up its steal.
+[[nodiscard]] bool heavy_fence() noexcept;
+
+// Tests only: make heavy_fence() fail, to exercise those fallbacks.
+inline std::atomic<bool> g_heavy_fence_fails_for_test{false};
 
 }  // namespace parkway::detail

@@ -86,7 +86,11 @@ class Deque {
     }
     Task* x = own_slots_[b & own_mask_].load(std::memory_order_relaxed);
     if (t < b) [[likely]] {
-      if (!x) __builtin_unreachable();  // push never stores nullptr
+#if defined(__SANITIZE_ADDRESS__) || defined(PARKWAY_TSAN) || defined(PARKWAY_CHAOS)
+      if (!x) __builtin_trap();  // checked builds: a broken invariant crashes here
+#else
+      if (!x) __builtin_unreachable();  // no task is nullptr (push never stores one)
+#endif
       return x;
     }
     // t == b, the last task: race the thieves for it.
@@ -102,10 +106,9 @@ class Deque {
   // another thief or the owner; retrying may work.
   Steal steal(Task** out) noexcept {
     if (!looks_nonempty()) return Steal::kEmpty;
-    enter_session();
-    Steal r = steal_one(out);
-    leave_session();
-    return r;
+    Session session(*this);
+    if (!session.entered()) return Steal::kLost;
+    return steal_one(out);
   }
 
   // Thief: takes up to max(1, min(limit, size/2)) tasks from `victim` in
@@ -120,7 +123,11 @@ class Deque {
     if (n < 1) n = 1;
     if (n > std::int64_t(limit)) n = std::int64_t(limit);
     Task* first = nullptr;
-    victim.enter_session();
+    Session session(victim);  // left on every exit, also if push() throws
+    if (!session.entered()) {
+      *lost = true;
+      return nullptr;
+    }
     for (std::int64_t i = 0; i < n; ++i) {
       Task* t;
       Steal r = victim.steal_one(&t);
@@ -131,7 +138,6 @@ class Deque {
       if (!first) first = t; else push(t);  // push(): may grow; our own deque
       ++*taken;
     }
-    victim.leave_session();
     return first;
   }
 
@@ -201,13 +207,35 @@ class Deque {
     return t < b;
   }
 
-  void enter_session() noexcept {
+  // A thief's steal session on this deque, [D7] to [D10]. entered() is
+  // false (and the session already left) if membarrier failed: the owner
+  // may be popping unfenced, so this thief must not steal.
+  class Session {
+   public:
+    explicit Session(Deque& d) noexcept : d_(d), in_(d.enter_session()) {}
+    ~Session() {
+      if (in_) d_.leave_session();
+    }
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+    bool entered() const noexcept { return in_; }
+
+   private:
+    Deque& d_;
+    const bool in_;
+  };
+
+  bool enter_session() noexcept {
+    PW_CHAOS();  // (chaos points on the rare paths only: never in pop)
     if (!(gate_.load(std::memory_order_relaxed) & kFenced))
       for (int i = 0; i < kFenceWaitSpins && !(gate_.load(std::memory_order_relaxed) & kFenced); ++i) cpu_relax();
     std::uint64_t old = gate_.fetch_add(kThief, std::memory_order_seq_cst);  // [D7]
-    PW_CHAOS();  // (chaos points on the rare paths only: never in pop)
-    if (!(old & kFenced)) heavy_fence();  // [D8] the owner's pops may not fence
     PW_CHAOS();
+    if (!(old & kFenced) && !heavy_fence()) [[unlikely]] {  // [D8] the owner's pops may not fence
+      leave_session();
+      return false;
+    }
+    return true;
   }
   void leave_session() noexcept { gate_.fetch_sub(kThief, std::memory_order_release); }  // [D10]
 

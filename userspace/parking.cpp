@@ -21,9 +21,12 @@ constexpr std::uint64_t kOneSearching = 1;
 }  // namespace
 
 Parking::Parking(unsigned nworkers)
-    : n_(nworkers), pos_(new std::atomic<int>[nworkers]), park_ids_(new std::atomic<std::uint32_t>[nworkers]()) {
+    : n_(nworkers), pos_(new std::atomic<int>[nworkers]), park_ids_(new std::atomic<std::uint32_t>[nworkers]) {
   idle_.reserve(nworkers);
-  for (unsigned i = 0; i < nworkers; ++i) pos_[i].store(-1, std::memory_order_relaxed);
+  for (unsigned i = 0; i < nworkers; ++i) {
+    pos_[i].store(-1, std::memory_order_relaxed);
+    park_ids_[i].store(kNoParkId, std::memory_order_relaxed);
+  }
 }
 
 bool Parking::start_searching() noexcept {

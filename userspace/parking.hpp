@@ -90,10 +90,15 @@ class Parking {
   // itself (it is neither idle nor searching).
   bool withdraw(unsigned w) noexcept;
 
+  // seq_cst, as the load in shutdown's [X2]: a Dekker pair with [X1] and
+  // the worker's [P2] load of stop (parking.md, "Shutdown").
   void set_park_id(unsigned w, std::uint32_t park_id) noexcept {
-    park_ids_[w].store(park_id, std::memory_order_release);
+    park_ids_[w].store(park_id, std::memory_order_seq_cst);
   }
+  // kNoParkId until worker w's thread has started and published its id.
+  static constexpr std::uint32_t kNoParkId = ~std::uint32_t(0);
   std::uint32_t park_id(unsigned w) const noexcept { return park_ids_[w].load(std::memory_order_acquire); }
+  std::uint32_t park_id_sc(unsigned w) const noexcept { return park_ids_[w].load(std::memory_order_seq_cst); }
 
   std::uint64_t snapshot() const noexcept { return state_.load(std::memory_order_seq_cst); }
 

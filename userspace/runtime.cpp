@@ -109,7 +109,13 @@ void RuntimeImpl::shutdown() {
   closing.store(true, std::memory_order_seq_cst);
   while (injecting.load(std::memory_order_seq_cst) != 0) sched_yield();
   stop.store(true, std::memory_order_seq_cst);                                            // [X1]
-  for (unsigned i = 0; i < threads.size(); ++i) park_word(parking.park_id(i)).notify();  // [X2]
+  // [X2] A worker whose park id is not published yet has not parked
+  // either, and its [P2] recheck will read stop (both stores and both
+  // loads seq_cst): nothing to notify. (Notifying id 0 instead crashed a
+  // runtime destroyed right after it was made, in a process where no
+  // thread had a park word yet.)
+  for (unsigned i = 0; i < threads.size(); ++i)
+    if (std::uint32_t id = parking.park_id_sc(i); id != Parking::kNoParkId) park_word(id).notify();
   for (auto& th : threads)  // [X3]
     if (th.joinable()) th.join();
   joined = true;

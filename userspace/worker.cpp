@@ -113,7 +113,7 @@ Task* Worker::take_injected() noexcept {
     deque_.push(t);
     t = next;
   }
-  first->next = nullptr;
+  fence_if_needed();  // [D1]: the deque just filled without after_push
   WorkerCounters::bump(counters_.injected, n);
   PW_PROBE2(inject_take, int(index_), n);
   return first;
@@ -128,6 +128,7 @@ Task* Worker::steal_round() noexcept {
     bool lost;
     Task* t = deque_.steal_batch(rt_.workers[v]->deque(), kStealBatch, &taken, &lost);  // [Q5]
     if (t) {
+      if (taken > 1) fence_if_needed();  // [D1]: the rest of the batch went into our deque
       WorkerCounters::bump(counters_.steals, taken);
       PW_PROBE3(steal, int(index_), int(v), taken);
       return t;
@@ -170,8 +171,8 @@ void Worker::found_work() noexcept {
   bool last = rt_.parking.stop_searching();  // last searcher, someone idle
   PW_CHAOS();
   if (!last) return;
-  heavy_fence();                          // the heavy side of [N1]
-  if (any_work_visible()) wake_one();       // [S3] baton recheck, then [W1..W5]
+  // The heavy side of [N1]; without it the recheck proves nothing: wake.
+  if (!heavy_fence() || any_work_visible()) wake_one();  // [S3] baton recheck, then [W1..W5]
 }
 
 bool Worker::any_work_visible() const noexcept {
@@ -189,7 +190,9 @@ void Worker::park(DoneFn done, void* ctx, bool timed) noexcept {
   rt_.parking.announce_idle(index_, searching_);  // [P1]
   searching_ = false;
   PW_CHAOS();
-  heavy_fence();  // the heavy side of [N1]
+  // The heavy side of [N1]. Should it fail, a producer's push may be
+  // invisible to the recheck: sleep timed, so it is found within 1 ms.
+  if (!heavy_fence()) [[unlikely]] timed = true;
   // [P2] recheck, ordered after [P1]'s seq_cst RMW.
   if (done(ctx) || rt_.stop.load(std::memory_order_seq_cst) || any_work_visible()) {
     searching_ = rt_.parking.withdraw(index_);  // [P3a, P3b]

@@ -25,10 +25,12 @@ struct WorkerCounters {
   std::atomic<std::uint64_t> spawned{0}, executed{0}, steals{0}, failed_steals{0}, injected{0},
       parks{0}, wakeups{0};
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && !defined(PARKWAY_TSAN)
     // One unlocked add to memory instead of load, add, store: only the
     // owner writes, and a reader's relaxed load of the aligned word sees
     // the old or the new value, as with the portable form below.
+    static_assert(sizeof(c) == 8 && alignof(std::atomic<std::uint64_t>) == 8 &&
+                  std::atomic<std::uint64_t>::is_always_lock_free);  // a bare aligned word
     asm("addq %1, %0" : "+m"(c) : "er"(n) : "cc");
 #else
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
@@ -106,6 +108,11 @@ class alignas(64) Worker {
       return;
     }
     after_push_not_all_busy(s);
+  }
+  // [D1] for pushes that bypass after_push (a batch taken from the
+  // injection queue or stolen): fence if someone may come to steal it.
+  void fence_if_needed() noexcept {
+    if (!deque_.fenced() && parking().snapshot() != 0) deque_.fence_on();
   }
   [[gnu::noinline]] void after_push_not_all_busy(std::uint64_t s) noexcept {
     if (!deque_.fenced()) deque_.fence_on();  // [D1]
