@@ -22,7 +22,8 @@
 //    heavy side of an asymmetric fence (asymmetric_fence.hpp), whose
 //    barrier on the owner's CPU stands in for the missing fence. The owner
 //    turns the fence on while the pool has idle or searching workers
-//    ([D1], from Worker::after_push) and off when everyone is busy ([D2]).
+//    ([D1], from Worker::after_push and Worker::fence_if_needed) and off
+//    when everyone is busy ([D2]).
 //    deque.md has the argument; docs/spec/deque.pml checks it under TSO.
 //
 // Invariant: each pushed task is returned exactly once, by pop() or by a

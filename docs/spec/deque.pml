@@ -102,9 +102,10 @@
  *   push    Deque::try_push             slot = x (relaxed), then bottom =
  *                                       b + 1 (release); its capacity load
  *                                       of top is left out (no growth here)
- *   hook    worker.hpp:                 after a spawn's push (pushes from
- *           Worker::after_push          take_injected or steal_batch run no
- *                                       hook: the model's hook may skip)
+ *   hook    worker.hpp:                 after a spawn's push; after a batch
+ *           Worker::after_push,         from take_injected or steal_batch
+ *           Worker::fence_if_needed     only [D1] (the model's hook may
+ *                                       skip either: safety never needs it)
  *   [D1]    -> Deque::fence_on          someone idle or searching and
  *                                       !fenced(): gate_.fetch_or(FENCED)
  *   [D2]    -> Deque::try_fence_off     all busy and fence_clearable():
@@ -112,7 +113,7 @@
  *                                       unfenced (kModeOff)
  *   [D3]    Deque::pop                  bottom_.store(b) (relaxed), then
  *                                       asm("" ::: "memory")
- *   [D4]    Deque::pop                  g = gate_.load()
+ *   [D4]    Deque::pop                  g = gate_.load() (acquire)
  *   [D5]    Deque::pop                  g != 0: store_load_fence()
  *   [D6]    Deque::pop                  t = top_.load(), then Lê's tail:
  *                                       t > b: empty, bottom = b + 1;
@@ -124,7 +125,10 @@
  *                                       FENCED only delays [D7]: left out)
  *   [D7]    Deque::enter_session        old = gate_.fetch_add(2) (seq_cst)
  *   [D8]    Deque::enter_session        !(old & FENCED): heavy_fence()
- *                                       (asymmetric_fence.cpp: membarrier)
+ *                                       (asymmetric_fence.cpp: membarrier;
+ *                                       if the call fails, the code leaves
+ *                                       the session and steals nothing,
+ *                                       which the model needs no step for)
  *   [D9]    Deque::steal_one            t = top; seq_cst fence (a no-op
  *                                       here: nothing buffered); b =
  *                                       bottom; t < b: x = slot t, CAS top
