@@ -143,11 +143,20 @@ TEST(Deque, GateTurnsOffOnlyWithoutThieves) {
   EXPECT_EQ(out, &t[0]);
   d.fence_on();
   EXPECT_TRUE(d.fenced());
+  Deque mine;
+  std::size_t n = 0;
+  bool lost = false, paid = true;
+  EXPECT_EQ(mine.steal_batch(d, 1, &n, &lost, &paid), &t[1]);
+  EXPECT_FALSE(paid) << "a fenced owner needs no membarrier";
+  d.push(&t[1]);  // back, at the owner's end: top..bottom = t2 t3 t1
   d.try_fence_off();
   EXPECT_EQ(d.fenced(), !asym);
-  EXPECT_EQ(d.pop(), &t[3]);
+  EXPECT_EQ(mine.steal_batch(d, 1, &n, &lost, &paid), &t[2]);
+  EXPECT_EQ(paid, asym) << "an unfenced owner makes the thief pay membarrier";
+  d.push(&t[2]);  // t3 t1 t2
   EXPECT_EQ(d.pop(), &t[2]);
   EXPECT_EQ(d.pop(), &t[1]);
+  EXPECT_EQ(d.pop(), &t[3]);
   EXPECT_EQ(d.pop(), nullptr);
   if (!asym) std::printf("[ note     ] asymmetric mode off: checked that the gate stays fenced\n");
 }

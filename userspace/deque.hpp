@@ -115,16 +115,19 @@ class Deque {
   // Thief: takes up to max(1, min(limit, size/2)) tasks from `victim` in
   // one session; the first is returned, the rest are pushed onto *this
   // (the thief's own deque). Returns nullptr if nothing was taken; *lost
-  // tells whether a race (rather than emptiness) stopped it.
-  Task* steal_batch(Deque& victim, std::size_t limit, std::size_t* taken, bool* lost) {
+  // tells whether a race (rather than emptiness) stopped it, *paid_fence
+  // (if given) whether the session had to call membarrier ([D8]).
+  Task* steal_batch(Deque& victim, std::size_t limit, std::size_t* taken, bool* lost, bool* paid_fence = nullptr) {
     *taken = 0;
     *lost = false;
+    if (paid_fence) *paid_fence = false;
     if (!victim.looks_nonempty()) return nullptr;
     std::int64_t n = victim.size_hint() / 2;
     if (n < 1) n = 1;
     if (n > std::int64_t(limit)) n = std::int64_t(limit);
     Task* first = nullptr;
     Session session(victim);  // left on every exit, also if push() throws
+    if (paid_fence) *paid_fence = session.paid_fence();
     if (!session.entered()) {
       *lost = true;
       return nullptr;
@@ -213,28 +216,33 @@ class Deque {
   // may be popping unfenced, so this thief must not steal.
   class Session {
    public:
-    explicit Session(Deque& d) noexcept : d_(d), in_(d.enter_session()) {}
+    explicit Session(Deque& d) noexcept : d_(d), in_(d.enter_session(&heavy_)) {}
     ~Session() {
       if (in_) d_.leave_session();
     }
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
     bool entered() const noexcept { return in_; }
+    bool paid_fence() const noexcept { return heavy_; }  // called membarrier (or tried to)
 
    private:
     Deque& d_;
+    bool heavy_ = false;
     const bool in_;
   };
 
-  bool enter_session() noexcept {
+  bool enter_session(bool* heavy) noexcept {
     PW_CHAOS();  // (chaos points on the rare paths only: never in pop)
     if (!(gate_.load(std::memory_order_relaxed) & kFenced))
       for (int i = 0; i < kFenceWaitSpins && !(gate_.load(std::memory_order_relaxed) & kFenced); ++i) cpu_relax();
     std::uint64_t old = gate_.fetch_add(kThief, std::memory_order_seq_cst);  // [D7]
     PW_CHAOS();
-    if (!(old & kFenced) && !heavy_fence()) [[unlikely]] {  // [D8] the owner's pops may not fence
-      leave_session();
-      return false;
+    if (!(old & kFenced)) {  // [D8] the owner's pops may not fence
+      *heavy = true;
+      if (!heavy_fence()) [[unlikely]] {
+        leave_session();
+        return false;
+      }
     }
     return true;
   }

@@ -26,6 +26,7 @@ WorkerStats WorkerCounters::snapshot() const noexcept {
   s.injected = injected.load(std::memory_order_relaxed);
   s.parks = parks.load(std::memory_order_relaxed);
   s.wakeups = wakeups.load(std::memory_order_relaxed);
+  s.steal_fences = steal_fences.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -125,8 +126,12 @@ Task* Worker::steal_round() noexcept {
   for (unsigned k = 0; k < n; ++k, v = victims_.next()) {
     if (v == index_) continue;
     std::size_t taken;
-    bool lost;
-    Task* t = deque_.steal_batch(rt_.workers[v]->deque(), kStealBatch, &taken, &lost);  // [Q5]
+    bool lost, paid_fence;
+    Task* t = deque_.steal_batch(rt_.workers[v]->deque(), kStealBatch, &taken, &lost, &paid_fence);  // [Q5]
+    if (paid_fence) [[unlikely]] {
+      WorkerCounters::bump(counters_.steal_fences);
+      PW_PROBE2(steal_fence, int(index_), int(v));
+    }
     if (t) {
       if (taken > 1) fence_if_needed();  // [D1]: the rest of the batch went into our deque
       WorkerCounters::bump(counters_.steals, taken);

@@ -23,7 +23,7 @@ class RuntimeImpl;
 // Runtime::stats() from any thread.
 struct WorkerCounters {
   std::atomic<std::uint64_t> spawned{0}, executed{0}, steals{0}, failed_steals{0}, injected{0},
-      parks{0}, wakeups{0};
+      parks{0}, wakeups{0}, steal_fences{0};
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
 #if defined(__x86_64__) && !defined(PARKWAY_TSAN)
     // One unlocked add to memory instead of load, add, store: only the

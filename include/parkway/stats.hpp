@@ -14,11 +14,14 @@ struct WorkerStats {
   std::uint64_t injected = 0;      // tasks taken from the injection queue
   std::uint64_t parks = 0;         // times this worker went to sleep on its futex word
   std::uint64_t wakeups = 0;       // times this worker woke another (unpark of an idle worker)
+  std::uint64_t steal_fences = 0;  // steal sessions in which this worker, as the thief, called
+                                   // membarrier(2): the victim was not fencing its pops
+                                   // (docs/design/deque.md, "The steal gate")
 
   WorkerStats& operator+=(const WorkerStats& o) noexcept {
     spawned += o.spawned; executed += o.executed; steals += o.steals;
     failed_steals += o.failed_steals; injected += o.injected;
-    parks += o.parks; wakeups += o.wakeups;
+    parks += o.parks; wakeups += o.wakeups; steal_fences += o.steal_fences;
     return *this;
   }
 };
