@@ -82,7 +82,13 @@ inline Task* next_task(Task* cold, Slot* ring, std::size_t i) noexcept {
 
 struct TreeQ {
   explicit TreeQ(bool tags, std::size_t) : q(tags) {}
-  void push(Task* t) { q.push(t); }
+  // true if the push's CAS failed at least once (it retried, and with
+  // tags on it registered a tag: TagAfterFail).
+  bool push(Task* t) {
+    parkway::detail::txn::TxnCounters c;
+    q.push(t, &c);
+    return c.retries != 0;
+  }
   std::size_t pop(std::size_t max) {
     std::size_t n = 0;
     for (Task* t = q.pop_batch(max, &n); t;) {
@@ -97,7 +103,10 @@ struct TreeQ {
 
 struct MoodyQ {
   explicit MoodyQ(bool, std::size_t cap) : q(cap) {}
-  void push(Task* t) { q.enqueue(t); }
+  bool push(Task* t) {
+    q.enqueue(t);
+    return false;
+  }
   std::size_t pop(std::size_t max) {
     Task* buf[kBatch];
     std::size_t n = q.try_dequeue_bulk(buf, max < kBatch ? max : kBatch);
@@ -109,9 +118,10 @@ struct MoodyQ {
 
 struct MutexQ {
   explicit MutexQ(bool, std::size_t) {}
-  void push(Task* t) {
+  bool push(Task* t) {
     std::lock_guard<std::mutex> g(mu);
     d.push_back(t);
+    return false;
   }
   std::size_t pop(std::size_t max) {
     Task* buf[kBatch];
@@ -145,6 +155,7 @@ struct RunResult {
   double mops = 0;                       // pushes per microsecond = M/s, until the last push returned
   double e2e = 0;                        // tasks per microsecond, until the last task ran
   std::vector<std::uint32_t> lat_ticks;  // per push, latency runs only
+  std::vector<std::uint8_t> retried;     // per push, latency runs only: its CAS failed first
 };
 
 template <class Q>
@@ -156,6 +167,7 @@ RunResult run_once(bool tags, unsigned producers, std::size_t per, bool timed,
   std::atomic<std::uint64_t> consumed{0};
   const std::uint64_t total = std::uint64_t(producers) * per;
   std::vector<std::vector<std::uint32_t>> lat(producers);
+  std::vector<std::vector<std::uint8_t>> retried(producers);
   std::vector<std::unique_ptr<Slot[]>> rings(producers);  // outlive the consumers' last touch
   if (g_warm)
     for (auto& r : rings) r.reset(new Slot[kPool]);
@@ -178,7 +190,10 @@ RunResult run_once(bool tags, unsigned producers, std::size_t per, bool timed,
     th.emplace_back([&, p] {
       Task* mine = items[p].get();
       Slot* ring = rings[p].get();
-      if (timed) lat[p].resize(per);
+      if (timed) {
+        lat[p].resize(per);
+        retried[p].resize(per);
+      }
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) {
       }
@@ -186,9 +201,10 @@ RunResult run_once(bool tags, unsigned producers, std::size_t per, bool timed,
         for (std::size_t i = 0; i < per; ++i) {
           Task* t = next_task(mine, ring, i);
           std::uint64_t a = __rdtsc();
-          q.push(t);
+          bool re = q.push(t);
           std::uint64_t b = __rdtsc();
           lat[p][i] = std::uint32_t(std::min<std::uint64_t>(b - a, UINT32_MAX));
+          retried[p][i] = re;
         }
       } else {
         for (std::size_t i = 0; i < per; ++i) q.push(next_task(mine, ring, i));
@@ -207,8 +223,10 @@ RunResult run_once(bool tags, unsigned producers, std::size_t per, bool timed,
   double secs = double(t_end.load() - t0) * 1e-9;  // steady_clock ticks are ns on Linux
   r.mops = double(total) / secs / 1e6;
   r.e2e = double(total) / (double(t_all - t0) * 1e-9) / 1e6;
-  if (timed)
+  if (timed) {
     for (auto& v : lat) r.lat_ticks.insert(r.lat_ticks.end(), v.begin(), v.end());
+    for (auto& v : retried) r.retried.insert(r.retried.end(), v.begin(), v.end());
+  }
   if (consumed.load() != total) std::fprintf(stderr, "bench_submit: lost tasks!\n");
   return r;
 }
@@ -220,6 +238,10 @@ struct Row {
   double mops;
   double e2e;
   double p50_ns, p99_ns, p999_ns, max_ns;
+  // parkway only: pushes whose CAS failed first (a consumer's claim or
+  // another producer changed the child's head), their share and latency,
+  // and the latency of the others.
+  double retried_share = 0, clean_p999_ns = 0, retried_p50_ns = 0, retried_p999_ns = 0;
 };
 
 double pct(std::vector<std::uint32_t>& v, double q) {
@@ -268,10 +290,18 @@ std::vector<Row> measure(unsigned producers, std::size_t per, int reps, std::vec
     std::sort(e2e[c].begin(), e2e[c].end());
     RunResult lr = kContenders[c].run(kContenders[c].tags, producers, per, true, items);
     Row row{g_warm ? "warm" : "cold", kContenders[c].name, producers, tp[c][tp[c].size() / 2], e2e[c][e2e[c].size() / 2], 0, 0, 0, 0};
+    std::vector<std::uint32_t> clean, re;  // split first: pct() reorders lat_ticks
+    for (std::size_t i = 0; i < lr.retried.size(); ++i) (lr.retried[i] ? re : clean).push_back(lr.lat_ticks[i]);
     row.p50_ns = pct(lr.lat_ticks, 0.50);
     row.p99_ns = pct(lr.lat_ticks, 0.99);
     row.p999_ns = pct(lr.lat_ticks, 0.999);
     row.max_ns = double(*std::max_element(lr.lat_ticks.begin(), lr.lat_ticks.end())) * g_ns_per_tick;
+    if (!re.empty()) {
+      row.retried_share = double(re.size()) / double(lr.retried.size());
+      row.clean_p999_ns = pct(clean, 0.999);
+      row.retried_p50_ns = pct(re, 0.50);
+      row.retried_p999_ns = pct(re, 0.999);
+    }
     rows.push_back(row);
   }
   return rows;
@@ -346,6 +376,14 @@ int main(int argc, char** argv) {
                 r.p99_ns, r.p999_ns, r.max_ns);
   }
   std::printf("Mpush/s: until the last push returned; Mtask/s: until the last task ran.\n");
+  std::printf("parkway pushes whose CAS failed first and retried (a consumer's claim or another producer moved the\n"
+              "child's head; with tags on each such push also registers and later clears its tag), latency runs:\n");
+  std::printf("%-5s %-15s %4s %9s %14s %14s %14s\n", "tasks", "queue", "prod", "retried", "clean p99.9", "retried p50",
+              "retried p99.9");
+  for (const Row& r : rows)
+    if (r.queue.rfind("parkway", 0) == 0)
+      std::printf("%-5s %-15s %4u %8.2f%% %11.0f ns %11.0f ns %11.0f ns\n", r.tasks.c_str(), r.queue.c_str(),
+                  r.producers, 100.0 * r.retried_share, r.clean_p999_ns, r.retried_p50_ns, r.retried_p999_ns);
 
   if (FILE* f = std::fopen(json.c_str(), "w")) {
     std::fprintf(f, "{\n  \"bench\": \"submit\",\n  \"pushes_per_run\": %zu,\n  \"consumers\": %u,\n", total,
@@ -355,9 +393,10 @@ int main(int argc, char** argv) {
       const Row& r = rows[i];
       std::fprintf(f,
                    "    {\"tasks\": \"%s\", \"queue\": \"%s\", \"producers\": %u, \"mpush_per_s\": %.3f, \"mtask_per_s\": %.3f, \"p50_ns\": %.0f, "
-                   "\"p99_ns\": %.0f, \"p999_ns\": %.0f, \"max_ns\": %.0f}%s\n",
+                   "\"p99_ns\": %.0f, \"p999_ns\": %.0f, \"max_ns\": %.0f, \"retried_share\": %.5f, "
+                   "\"clean_p999_ns\": %.0f, \"retried_p50_ns\": %.0f, \"retried_p999_ns\": %.0f}%s\n",
                    r.tasks.c_str(), r.queue.c_str(), r.producers, r.mops, r.e2e, r.p50_ns, r.p99_ns, r.p999_ns, r.max_ns,
-                   i + 1 < rows.size() ? "," : "");
+                   r.retried_share, r.clean_p999_ns, r.retried_p50_ns, r.retried_p999_ns, i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "  ]\n}\n");
     std::fclose(f);
