@@ -233,8 +233,7 @@ class Deque {
 
   bool enter_session(bool* heavy) noexcept {
     PW_CHAOS();  // (chaos points on the rare paths only: never in pop)
-    if (!(gate_.load(std::memory_order_relaxed) & kFenced))
-      for (int i = 0; i < kFenceWaitSpins && !(gate_.load(std::memory_order_relaxed) & kFenced); ++i) cpu_relax();
+    for (int i = 0; i < kFenceWaitSpins && !(gate_.load(std::memory_order_relaxed) & kFenced); ++i) cpu_relax();
     std::uint64_t old = gate_.fetch_add(kThief, std::memory_order_seq_cst);  // [D7]
     PW_CHAOS();
     if (!(old & kFenced)) {  // [D8] the owner's pops may not fence

@@ -97,8 +97,9 @@ class Parking {
   }
   // kNoParkId until worker w's thread has started and published its id.
   static constexpr std::uint32_t kNoParkId = ~std::uint32_t(0);
-  std::uint32_t park_id(unsigned w) const noexcept { return park_ids_[w].load(std::memory_order_acquire); }
-  std::uint32_t park_id_sc(unsigned w) const noexcept { return park_ids_[w].load(std::memory_order_seq_cst); }
+  // seq_cst for shutdown's [X2]; wake_one ([W4]) needs only acquire, and
+  // on x86 both are a plain load.
+  std::uint32_t park_id(unsigned w) const noexcept { return park_ids_[w].load(std::memory_order_seq_cst); }
 
   std::uint64_t snapshot() const noexcept { return state_.load(std::memory_order_seq_cst); }
 

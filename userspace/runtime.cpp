@@ -115,7 +115,7 @@ void RuntimeImpl::shutdown() {
   // runtime destroyed right after it was made, in a process where no
   // thread had a park word yet.)
   for (unsigned i = 0; i < threads.size(); ++i)
-    if (std::uint32_t id = parking.park_id_sc(i); id != Parking::kNoParkId) park_word(id).notify();
+    if (std::uint32_t id = parking.park_id(i); id != Parking::kNoParkId) park_word(id).notify();
   for (auto& th : threads)  // [X3]
     if (th.joinable()) th.join();
   joined = true;

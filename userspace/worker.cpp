@@ -114,7 +114,7 @@ Task* Worker::take_injected() noexcept {
     deque_.push(t);
     t = next;
   }
-  fence_if_needed();  // [D1]: the deque just filled without after_push
+  fence_if_needed(rt_.parking.snapshot());  // [D1]: the deque just filled without after_push
   WorkerCounters::bump(counters_.injected, n);
   PW_PROBE2(inject_take, int(index_), n);
   return first;
@@ -133,7 +133,7 @@ Task* Worker::steal_round() noexcept {
       PW_PROBE2(steal_fence, int(index_), int(v));
     }
     if (t) {
-      if (taken > 1) fence_if_needed();  // [D1]: the rest of the batch went into our deque
+      if (taken > 1) fence_if_needed(rt_.parking.snapshot());  // [D1]: the rest of the batch went into our deque
       WorkerCounters::bump(counters_.steals, taken);
       PW_PROBE3(steal, int(index_), int(v), taken);
       return t;

@@ -109,13 +109,14 @@ class alignas(64) Worker {
     }
     after_push_not_all_busy(s);
   }
-  // [D1] for pushes that bypass after_push (a batch taken from the
-  // injection queue or stolen): fence if someone may come to steal it.
-  void fence_if_needed() noexcept {
-    if (!deque_.fenced() && parking().snapshot() != 0) deque_.fence_on();
+  // [D1]: fence if the parking state `s` shows someone idle or searching
+  // (who may come to steal). Also for pushes that bypass after_push (a
+  // batch taken from the injection queue or stolen), with a fresh snapshot.
+  void fence_if_needed(std::uint64_t s) noexcept {
+    if (s != 0 && !deque_.fenced()) deque_.fence_on();
   }
   [[gnu::noinline]] void after_push_not_all_busy(std::uint64_t s) noexcept {
-    if (!deque_.fenced()) deque_.fence_on();  // [D1]
+    fence_if_needed(s);
     if (Parking::wake_needed(s)) wake_one();
   }
   Parking& parking() noexcept { return parking_; }
