@@ -18,6 +18,28 @@ namespace {
 
 void noop(Task*) noexcept {}
 
+// `n` tasks and who took each: mark() fails the test on a second take;
+// expect_each_once(k) checks that each of the first k was taken.
+struct Takes {
+  explicit Takes(std::size_t n) : tasks(n), seen(n) {
+    for (auto& t : tasks) t.invoke = &noop;
+    for (auto& x : seen) x.store(0);
+  }
+  void mark(Task* t) {
+    std::size_t id = std::size_t(t - tasks.data());
+    ASSERT_LT(id, tasks.size());
+    ASSERT_EQ(seen[id].fetch_add(1), 0u) << "task " << id << " taken twice";
+    taken.fetch_add(1);
+  }
+  void expect_each_once(std::size_t k) {
+    EXPECT_EQ(taken.load(), k);
+    for (std::size_t i = 0; i < k; ++i) ASSERT_EQ(seen[i].load(), 1u) << "task " << i;
+  }
+  std::vector<Task> tasks;
+  std::vector<std::atomic<std::uint8_t>> seen;
+  std::atomic<std::size_t> taken{0};
+};
+
 // How the owner drives the steal gate (deque.md) during a run.
 enum class Gate {
   kFenced,   // never touched: every pop fences, thieves never membarrier
@@ -29,20 +51,12 @@ enum class Gate {
 // randomly; `thieves` threads steal (single or batch). Each id must be
 // seen exactly once.
 void run_exactly_once(std::uint64_t seed, std::size_t total, int thieves, bool batch, Gate gate = Gate::kFenced) {
-  std::vector<Task> tasks(total);
-  for (auto& t : tasks) t.invoke = &noop;
-  std::vector<std::atomic<std::uint8_t>> seen(total);
-  for (auto& s : seen) s.store(0);
-  std::atomic<std::size_t> taken{0}, stolen{0};
+  Takes takes(total);
+  std::vector<Task>& tasks = takes.tasks;
+  auto mark = [&](Task* t) { takes.mark(t); };
+  std::atomic<std::size_t> stolen{0};
   std::atomic<bool> done{false};
   Deque victim(2);  // tiny start: forces many grow() calls
-
-  auto mark = [&](Task* t) {
-    std::size_t id = std::size_t(t - tasks.data());
-    ASSERT_LT(id, total);
-    ASSERT_EQ(seen[id].fetch_add(1), 0u) << "task " << id << " taken twice";
-    taken.fetch_add(1);
-  };
 
   std::vector<std::thread> ths;
   for (int k = 0; k < thieves; ++k) {
@@ -79,9 +93,8 @@ void run_exactly_once(std::uint64_t seed, std::size_t total, int thieves, bool b
   while (Task* t = victim.pop()) mark(t);
   done.store(true, std::memory_order_release);
   for (auto& t : ths) t.join();
-  EXPECT_EQ(taken.load(), total);
   std::printf("[ stolen   ] %zu of %zu\n", stolen.load(), total);
-  for (std::size_t i = 0; i < total; ++i) ASSERT_EQ(seen[i].load(), 1u) << "task " << i;
+  takes.expect_each_once(total);
 }
 
 }  // namespace
@@ -205,18 +218,12 @@ TEST(Deque, ExactlyOnceGateOff) {
 // thief without [D8] passed 6 runs of this. The ablations are SPIN's job,
 // docs/spec/deque.pml; this checks the real code exactly-once.)
 void run_small_race(std::uint64_t seed, std::size_t rounds, int thieves) {
-  std::vector<Task> tasks(3 * rounds);
-  for (auto& t : tasks) t.invoke = &noop;
-  std::vector<std::atomic<std::uint8_t>> seen(tasks.size());
-  for (auto& x : seen) x.store(0);
+  Takes takes(3 * rounds);
+  std::vector<Task>& tasks = takes.tasks;
+  auto mark = [&](Task* t) { takes.mark(t); };
   std::atomic<bool> done{false};
   std::atomic<std::size_t> stolen{0};
   Deque victim(4);
-  auto mark = [&](Task* t) {
-    std::size_t id = std::size_t(t - tasks.data());
-    ASSERT_LT(id, tasks.size());
-    ASSERT_EQ(seen[id].fetch_add(1), 0u) << "task " << id << " taken twice";
-  };
   std::vector<std::thread> ths;
   for (int k = 0; k < thieves; ++k)
     ths.emplace_back([&] {
@@ -236,8 +243,8 @@ void run_small_race(std::uint64_t seed, std::size_t rounds, int thieves) {
   }
   done.store(true, std::memory_order_release);
   for (auto& t : ths) t.join();
-  for (std::size_t i = 0; i < next; ++i) ASSERT_EQ(seen[i].load(), 1u) << "task " << i;
   std::printf("[ stolen   ] %zu of %zu\n", stolen.load(), next);
+  takes.expect_each_once(next);
 }
 
 TEST(Deque, ExactlyOnceGateOffSmallDeque) {
