@@ -77,6 +77,12 @@ class Parking {
     producer_fence();                               // [N1]
     return state_.load(std::memory_order_relaxed);  // [N2]
   }
+  // [N2] alone, for a caller that knows the asymmetric mode is on and has
+  // put the compiler barrier of [N1] before it (Worker::after_push).
+  std::uint64_t state_after_push_unfenced() const noexcept {
+    PW_CHAOS();
+    return state_.load(std::memory_order_relaxed);  // [N2]
+  }
   // Nobody searches and someone is idle: a producer must wake one.
   static bool wake_needed(std::uint64_t s) noexcept { return searching_of(s) == 0 && idle_of(s) > 0; }
   // [W1..W5] Wake one idle worker as a searcher, if still nobody searches.

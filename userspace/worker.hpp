@@ -101,10 +101,23 @@ class alignas(64) Worker {
  private:
   // [N1, N2], then [W1..W5]; and the deque's steal gate: fenced while
   // someone is idle or searching ([D1]), unfenced while all are busy ([D2]).
+  // The common case, an unfenced deque, tests one byte first: its mode is
+  // off only when the asymmetric [N1] is on (Deque::try_fence_off), so
+  // [N1] there is a compiler barrier; every other case, the symmetric
+  // mode's full fence included, goes through after_push_fenced().
   void after_push() noexcept {
-    std::uint64_t s = parking().state_after_push();
-    if (s == 0) [[likely]] {
-      if (deque_.fence_clearable()) [[unlikely]] deque_.try_fence_off();  // [D2]
+    if (deque_.fenced()) [[unlikely]] {
+      after_push_fenced();
+      return;
+    }
+    asm volatile("" ::: "memory");                        // [N1], asymmetric
+    std::uint64_t s = parking().state_after_push_unfenced();  // [N2]
+    if (s != 0) [[unlikely]] after_push_not_all_busy(s);
+  }
+  [[gnu::noinline]] void after_push_fenced() noexcept {
+    std::uint64_t s = parking().state_after_push();  // [N1], [N2]
+    if (s == 0) {
+      if (deque_.fence_clearable()) deque_.try_fence_off();  // [D2]
       return;
     }
     after_push_not_all_busy(s);
