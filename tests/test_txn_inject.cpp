@@ -4,6 +4,7 @@
 // left at shutdown.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -62,6 +63,54 @@ TEST(TxnInject, SingleThreadFifoAndBatches) {
     EXPECT_EQ(want, 100u);
     EXPECT_FALSE(q.maybe_nonempty());
     EXPECT_EQ(q.size_hint(), 0u);
+  }
+}
+
+// A batch is filled from several children: three producers (a child
+// each) push 5 tasks apiece; pop_batch(12) returns 12 tasks from more than
+// one child, FIFO per producer, linked and terminated; the next call
+// returns the other 3, and then nothing is left.
+TEST(TxnInject, BatchFillsFromSeveralChildren) {
+  for (bool tags : {true, false}) {
+    InjectTree q(tags);
+    constexpr std::uint32_t kProducers = 3, kEach = 5;
+    std::vector<Item> items(kProducers * kEach);
+    for (std::uint32_t p = 0; p < kProducers; ++p)
+      std::thread([&, p] {
+        for (std::uint32_t i = 0; i < kEach; ++i) {
+          Item& it = items[p * kEach + i];
+          it.invoke = noop;
+          it.producer = p;
+          it.seq = i;
+          q.push(&it);
+        }
+      }).join();
+    std::uint32_t next_seq[kProducers] = {};
+    std::size_t total = 0;
+    for (std::size_t want : {std::size_t(12), std::size_t(32)}) {
+      std::size_t n = 0;
+      Task* t = q.pop_batch(want, &n);
+      ASSERT_NE(t, nullptr);
+      EXPECT_EQ(n, std::min<std::size_t>(want, kProducers * kEach - total));
+      std::size_t k = 0;
+      bool seen[kProducers] = {};
+      for (; t; t = t->next, ++k) {
+        auto* it = static_cast<Item*>(t);
+        ASSERT_LT(it->producer, kProducers);
+        EXPECT_EQ(it->seq, next_seq[it->producer]++);
+        seen[it->producer] = true;
+      }
+      EXPECT_EQ(k, n);
+      if (want == 12) {
+        EXPECT_GE(int(seen[0]) + int(seen[1]) + int(seen[2]), 2) << "one batch, several children";
+      }
+      total += k;
+    }
+    EXPECT_EQ(total, std::size_t(kProducers * kEach));
+    std::size_t n = 7;
+    EXPECT_EQ(q.pop_batch(32, &n), nullptr);
+    EXPECT_EQ(n, 0u);
+    EXPECT_FALSE(q.maybe_nonempty());
   }
 }
 

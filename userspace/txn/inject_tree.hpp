@@ -24,9 +24,11 @@
 //                epoch+1 (always bump: that is what fails a [W3] racing
 //                with this push). A push onto OPEN or a nonempty stack
 //                does not touch the parent: the common path is one CAS.
-//   pop:    [W1] CAS summary: set claimed(i) for an i nonempty & unclaimed
+//   pop:    one transaction per child, repeated over children until the
+//           batch holds `max` tasks or nothing is left to claim:
+//           [W1] CAS summary: set claimed(i) for an i nonempty & unclaimed
 //           [W2] if pending is empty: exchange head -> OPEN, reverse into
-//                pending; hand out up to `max` from pending
+//                pending; hand out what the batch still lacks
 //           [W3c] if this claim found nothing (pending and head empty):
 //                CAS head OPEN -> CLOSED (fails if a push got in: then keep
 //                nonempty(i)). A child that just gave tasks stays OPEN, so
@@ -116,13 +118,21 @@ class BasicInjectTree {
   }
 
   // Up to `max` (>= 1) tasks, oldest first per producer, linked by next.
+  // The batch is filled from as many children as it takes (as
+  // moodycamel's try_dequeue_bulk walks its producers): one claim per
+  // child, each its own transaction. Taking only the first child's few
+  // tasks made consumers come back several times as often, and each
+  // visit's [W2] pulls the producer's head line away from it
+  // (priority-tags.md, "Filling a batch from several children").
   Task* pop_batch(std::size_t max, std::size_t* n, TxnCounters* out = nullptr) noexcept {
     *n = 0;
     if (max == 0) max = 1;
     if (out) *out = TxnCounters{};
+    Task* batch = nullptr;  // what the rounds so far took, in order
+    Task* batch_last = nullptr;
     // Each round is one transaction; a round that claims a child and finds
     // it dry closes it, so the rounds are bounded.
-    for (unsigned round = 0; round < nchildren_; ++round) {
+    for (unsigned round = 0; round < nchildren_ && *n < max; ++round) {
       Txn tx(tags_);
       std::uint64_t s = summary_.load(std::memory_order_seq_cst);  // [W1r]
       unsigned i;
@@ -131,7 +141,7 @@ class BasicInjectTree {
         if (avail == 0) {
           tx.commit();
           account(tx, out);
-          return nullptr;
+          return batch;
         }
         // the first available child at or after this worker's cursor
         unsigned c = t_cursor_ & (nchildren_ - 1);
@@ -173,7 +183,7 @@ class BasicInjectTree {
       Task* first = p.first;
       Task* last = nullptr;
       std::size_t k = 0;
-      for (Task* t = first; t && k < max; t = t->next) {
+      for (Task* t = first; t && *n + k < max; t = t->next) {
         last = t;
         ++k;
       }
@@ -183,7 +193,14 @@ class BasicInjectTree {
         last->next = nullptr;
         p.count.store(p.count.load(std::memory_order_relaxed) - k, std::memory_order_relaxed);
       }
-      *n = k;
+      if (last) {
+        if (batch_last)
+          batch_last->next = first;
+        else
+          batch = first;
+        batch_last = last;
+        *n += k;
+      }
 
       // [W3c] This claim found nothing at all: close the child, so the next
       // push announces itself. (A child that just gave us tasks stays OPEN
@@ -223,9 +240,8 @@ class BasicInjectTree {
       }
       tx.commit();  // ClearMyTags
       account(tx, out);
-      if (k) return first;
     }
-    return nullptr;
+    return batch;
   }
 
   // True if some announced child is claimed or has tasks in its head or
