@@ -39,12 +39,15 @@ bool Parking::start_searching() noexcept {
   return true;
 }
 
-bool Parking::stop_searching() noexcept {
+Parking::Baton Parking::stop_searching() noexcept {
   // [S2] seq_cst RMW; the caller's recheck of the queues after it pairs
   // with a producer's [N1] fence.
   std::uint64_t prev = state_.fetch_sub(kOneSearching, std::memory_order_seq_cst);
   if (searching_of(prev) == 0) violated("stop_searching with no searcher counted");
-  return searching_of(prev) == 1 && idle_of(prev) > 0;
+  if (searching_of(prev) != 1 || idle_of(prev) == 0) return Baton::kNone;
+  // Everyone but the caller idle: each of them went idle with a [P1] RMW
+  // of state_ that comes before this one, so what it pushed is visible.
+  return idle_of(prev) + 1 == n_ ? Baton::kUnfenced : Baton::kFenced;
 }
 
 int Parking::wake_one() noexcept {
@@ -72,7 +75,7 @@ int Parking::wake_one() noexcept {
   return int(w);
 }
 
-void Parking::announce_idle(unsigned w, bool searching) noexcept {
+bool Parking::announce_idle(unsigned w, bool searching) noexcept {
   std::lock_guard<std::mutex> g(mu_);
   pos_[w].store(int(idle_.size()), std::memory_order_relaxed);
   idle_.push_back(w);
@@ -80,6 +83,7 @@ void Parking::announce_idle(unsigned w, bool searching) noexcept {
   // recheck [P2] that follows sees any task pushed before that fence.
   std::uint64_t prev = state_.fetch_add(kOneIdle - (searching ? kOneSearching : 0), std::memory_order_seq_cst);
   if (searching && searching_of(prev) == 0) violated("a searcher parked with no searcher counted");
+  return idle_of(prev) + 1 == n_;
 }
 
 bool Parking::withdraw(unsigned w) noexcept {

@@ -22,7 +22,8 @@
 //   Producer after making a task visible (deque push, injection push):
 //     should_wake() [N1 fence, N2 load]: S == 0 && idle > 0 -> wake_one()
 //     (a worker's push: [N1] is asymmetric, the parker's and the last
-//     searcher's rechecks issue membarrier(2); asymmetric_fence.hpp)
+//     searcher's rechecks issue membarrier(2), unless every other worker
+//     is idle; asymmetric_fence.hpp, parking.md)
 //     [W1 lock; W2 CAS idle -= 1, S += 1 only if still S == 0 (the wakee
 //     starts as a searcher, so later producers do not wake more); W3 pop
 //     the idle list, pos = -1; unlock; W4 leave kHandedOff on the wakee's
@@ -56,10 +57,19 @@ class Parking {
 
   // [S1] Become a searcher unless about half the workers already are.
   bool start_searching() noexcept;
-  // [S2] Stop searching; true if this was the last searcher and some
-  // worker was idle then (only then is the baton recheck [S3] needed: a
-  // worker that goes idle later rechecks the queues itself, [P2]).
-  bool stop_searching() noexcept;
+  // [S2] Stop searching, and say what the baton recheck [S3] needs. It is
+  // needed only if this was the last searcher and some worker was idle
+  // then (a worker that goes idle later rechecks the queues itself, [P2]).
+  // Its heavy fence is needed only if some other worker was busy then:
+  // workers that are all idle push nothing, and what they pushed before
+  // their [P1] is ordered before this RMW (parking.md, "When the heavy
+  // side can be skipped").
+  enum class Baton : std::uint8_t {
+    kNone,     // not the last searcher, or nobody idle: no recheck
+    kFenced,   // heavy fence, then the recheck
+    kUnfenced  // every other worker idle: the recheck alone
+  };
+  Baton stop_searching() noexcept;
 
   // [N1, N2] Producer outside the pool, after publishing work: is a wake
   // needed? A full fence orders the push before [N2].
@@ -90,7 +100,9 @@ class Parking {
   int wake_one() noexcept;
 
   // [P1] Worker `w` goes on the idle list (and stops searching if it was).
-  void announce_idle(unsigned w, bool searching) noexcept;
+  // Returns true if every worker is idle now: then the [P2] recheck needs
+  // no heavy fence (as for kUnfenced above).
+  bool announce_idle(unsigned w, bool searching) noexcept;
   // [P3]/[P5] Worker `w` is awake again. Returns true if a waker took it
   // off the idle list (it then counts as a searcher), false if it removed
   // itself (it is neither idle nor searching).

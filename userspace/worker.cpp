@@ -173,11 +173,17 @@ Task* Worker::search(DoneFn done, void* ctx) noexcept {
 // work to find ([S2], then the recheck [S3]; parking.md "baton").
 void Worker::found_work() noexcept {
   searching_ = false;
-  bool last = rt_.parking.stop_searching();  // last searcher, someone idle
+  Parking::Baton b = rt_.parking.stop_searching();  // [S2]
   PW_CHAOS();
-  if (!last) return;
-  // The heavy side of [N1]; without it the recheck proves nothing: wake.
-  if (!heavy_fence() || any_work_visible()) wake_one();  // [S3] baton recheck, then [W1..W5]
+  if (b == Parking::Baton::kNone) return;
+  // The heavy side of [N1], unless every other worker is idle (then none
+  // can push behind a light fence); without it the recheck proves
+  // nothing: wake.
+  if (b == Parking::Baton::kFenced && !heavy_fence()) {
+    wake_one();
+    return;
+  }
+  if (any_work_visible()) wake_one();  // [S3] baton recheck, then [W1..W5]
 }
 
 bool Worker::any_work_visible() const noexcept {
@@ -192,12 +198,13 @@ void Worker::park(DoneFn done, void* ctx, bool timed) noexcept {
   PW_CHAOS();
   if (pw.announce() != kAwake) return;  // [P0] a token was waiting: look again
   PW_CHAOS();
-  rt_.parking.announce_idle(index_, searching_);  // [P1]
+  const bool all_idle = rt_.parking.announce_idle(index_, searching_);  // [P1]
   searching_ = false;
   PW_CHAOS();
-  // The heavy side of [N1]. Should it fail, a producer's push may be
+  // The heavy side of [N1], unless every worker is idle now (none can
+  // push behind a light fence). Should it fail, a producer's push may be
   // invisible to the recheck: sleep timed, so it is found within 1 ms.
-  if (!heavy_fence()) [[unlikely]] timed = true;
+  if (!all_idle && !heavy_fence()) [[unlikely]] timed = true;
   // [P2] recheck, ordered after [P1]'s seq_cst RMW.
   if (done(ctx) || rt_.stop.load(std::memory_order_seq_cst) || any_work_visible()) {
     searching_ = rt_.parking.withdraw(index_);  // [P3a, P3b]
