@@ -2,7 +2,8 @@
 // frequent side pays nothing and the rare side pays a membarrier(2) system
 // call. Two protocols use it: the [N1] barrier of parking (below: a worker
 // pushing a task is the frequent side; a worker about to sleep, or the
-// last searcher handing on the baton, the rare one), and the deque's steal
+// last searcher handing on the baton, the rare one, which skips it when
+// every other worker is idle: parking.md), and the deque's steal
 // gate (deque.md [D3]-[D8]: the owner's pop is the frequent side, a thief
 // entering a steal session on an unfenced deque the rare one).
 //
@@ -74,7 +75,8 @@ inline void producer_fence() noexcept {
 // The heavy side: membarrier(2), a full barrier on every other running
 // thread of the process (a no-op when the mode is off, where the light
 // sides fence themselves). Used by the parking rechecks ([P2], [S3], after
-// their seq_cst RMW of state_) and by a thief entering a steal session on
+// their seq_cst RMW of state_, when some other worker may be busy) and by
+// a thief entering a steal session on
 // a deque whose owner pops without a fence ([D8], deque.md).
 // Returns false if the system call failed (the kernel documents ENOMEM);
 // each caller then falls back to something that needs no barrier on the
