@@ -187,13 +187,11 @@ class BasicInjectTree {
         last = t;
         ++k;
       }
-      if (last) {
+      if (last) {  // cut first..last off pending and append it to the batch
         p.first = last->next;
         if (!p.first) p.last = nullptr;
         last->next = nullptr;
         p.count.store(p.count.load(std::memory_order_relaxed) - k, std::memory_order_relaxed);
-      }
-      if (last) {
         if (batch_last)
           batch_last->next = first;
         else
