@@ -26,7 +26,8 @@
  *
  * Abstractions (argued in parking.md): SPIN's interleaving is sequentially
  * consistent; the C++ orderings that make the Dekker pairs sound are argued
- * separately. Queue operations are single atomic steps (the deque and the
+ * separately, and the asymmetric [N1] (with the rule that skips its heavy
+ * side) is checked under x86-TSO by park_fence.pml. Queue operations are single atomic steps (the deque and the
  * injection queue have their own tests and model); queues are sets of task
  * ids and takers take the lowest id. One search round (search_rounds only
  * repeats the same steps). The kInjectEvery tick, batch moves of several

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# park_fence.sh -- the SPIN checks of docs/spec/park_fence.pml (make
+# spec-park-fence): parking's asymmetric [N1] barrier under x86-TSO, and
+# the rule by which the [P2] and [S3] rechecks skip membarrier(2) when
+# every other worker is idle (docs/design/parking.md).
+#
+#   park_fence.sh            run every check in the table below
+#   park_fence.sh NAME...    run the named checks only
+#   park_fence.sh -l         list the checks
+#   KEEP=1 park_fence.sh     keep the work directory (pan files, trails)
+#
+# A check is: name, expectation, mode, spin defines; spin-checks.sh (the
+# runner the models share) explains expectations, modes and coverage.
+# park-*: a searcher that parks ([P1], [P2]); baton-*: the last searcher
+# that found work ([S2], [S3]); -pidle: the producer may also run its task
+# and park, so every worker can end idle and the skip is taken; rule0: the
+# fence is never skipped (the code before 189de93); sc-*: no store buffer;
+# abl-*: an ablation that must lose the wakeup (t never runs).
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+MODEL=$HERE/park_fence.pml
+
+CHECKS=(
+  # name                    expect                 mode    defines
+  "park-3                   pass                   safety  -DSCEN=1 -DN=3 -DRULE=1"
+  "park-2                   pass                   safety  -DSCEN=1 -DN=2 -DRULE=1"
+  "park-3-pidle             pass                   safety  -DSCEN=1 -DN=3 -DRULE=1 -DPIDLE=1"
+  "park-2-pidle             pass                   safety  -DSCEN=1 -DN=2 -DRULE=1 -DPIDLE=1"
+  "park-3-rule0             pass                   safety  -DSCEN=1 -DN=3 -DRULE=0 -DPIDLE=1"
+  "baton-3                  pass                   safety  -DSCEN=2 -DN=3 -DRULE=1"
+  "baton-3-pidle            pass                   safety  -DSCEN=2 -DN=3 -DRULE=1 -DPIDLE=1"
+  "baton-3-rule0            pass                   safety  -DSCEN=2 -DN=3 -DRULE=0 -DPIDLE=1"
+  "sc-park-always-skip      pass                   safety  -DSCEN=1 -DN=3 -DRULE=3 -DSC=1 -DPIDLE=1"
+  "sc-baton-always-skip     pass                   safety  -DSCEN=2 -DN=3 -DRULE=3 -DSC=1 -DPIDLE=1"
+  "abl-park-some-idle       fail:assert:taken==1   safety  -DSCEN=1 -DN=3 -DRULE=2"
+  "abl-park-always-skip     fail:assert:taken==1   safety  -DSCEN=1 -DN=2 -DRULE=3"
+  "abl-park-off-by-one      fail:assert:taken==1   safety  -DSCEN=1 -DN=2 -DRULE=4"
+  "abl-baton-some-idle      fail:assert:taken==1   safety  -DSCEN=2 -DN=3 -DRULE=2"
+  "abl-baton-always-skip    fail:assert:taken==1   safety  -DSCEN=2 -DN=3 -DRULE=3"
+)
+
+if [ "${1:-}" = "-l" ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
+
+. "$HERE/spin-checks.sh"
