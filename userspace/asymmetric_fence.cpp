@@ -39,7 +39,6 @@ bool heavy_fence() noexcept {
     errno = ENOMEM;
     return false;
   }
-  g_heavy_fence_calls.fetch_add(1, std::memory_order_relaxed);
   return membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
 }
 

@@ -29,7 +29,6 @@
 #pragma once
 
 #include <atomic>
-#include <cstdint>
 
 namespace parkway::detail {
 
@@ -86,8 +85,5 @@ inline void producer_fence() noexcept {
 
 // Tests only: make heavy_fence() fail, to exercise those fallbacks.
 inline std::atomic<bool> g_heavy_fence_fails_for_test{false};
-// How many membarrier(2) calls heavy_fence() has made (process-wide;
-// tests read it to see which paths pay the heavy side).
-inline std::atomic<std::uint64_t> g_heavy_fence_calls{0};
 
 }  // namespace parkway::detail

@@ -11,6 +11,8 @@
 //   search_begin(worker) / search_end(worker, found)
 //   park(worker) / unpark(worker, handed_off)
 //   wake(waker, wakee)             waker == -1: a thread outside the pool
+//   steal_fence(thief, victim)     the thief called membarrier(2) (deque.md)
+//   park_fence(worker)             membarrier(2) before a parking recheck
 #pragma once
 
 #include <sys/sdt.h>

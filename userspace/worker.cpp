@@ -27,6 +27,7 @@ WorkerStats WorkerCounters::snapshot() const noexcept {
   s.parks = parks.load(std::memory_order_relaxed);
   s.wakeups = wakeups.load(std::memory_order_relaxed);
   s.steal_fences = steal_fences.load(std::memory_order_relaxed);
+  s.park_fences = park_fences.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -179,11 +180,19 @@ void Worker::found_work() noexcept {
   // The heavy side of [N1], unless every other worker is idle (then none
   // can push behind a light fence); without it the recheck proves
   // nothing: wake.
-  if (b == Parking::Baton::kFenced && !heavy_fence()) {
+  if (b == Parking::Baton::kFenced && !paid_park_fence()) {
     wake_one();
     return;
   }
   if (any_work_visible()) wake_one();  // [S3] baton recheck, then [W1..W5]
+}
+
+bool Worker::paid_park_fence() noexcept {
+  if (asymmetric_fence_on()) {  // else heavy_fence() makes no system call
+    WorkerCounters::bump(counters_.park_fences);
+    PW_PROBE1(park_fence, int(index_));
+  }
+  return heavy_fence();
 }
 
 bool Worker::any_work_visible() const noexcept {
@@ -204,7 +213,7 @@ void Worker::park(DoneFn done, void* ctx, bool timed) noexcept {
   // The heavy side of [N1], unless every worker is idle now (none can
   // push behind a light fence). Should it fail, a producer's push may be
   // invisible to the recheck: sleep timed, so it is found within 1 ms.
-  if (!all_idle && !heavy_fence()) [[unlikely]] timed = true;
+  if (!all_idle && !paid_park_fence()) [[unlikely]] timed = true;
   // [P2] recheck, ordered after [P1]'s seq_cst RMW.
   if (done(ctx) || rt_.stop.load(std::memory_order_seq_cst) || any_work_visible()) {
     searching_ = rt_.parking.withdraw(index_);  // [P3a, P3b]

@@ -23,7 +23,7 @@ class RuntimeImpl;
 // Runtime::stats() from any thread.
 struct WorkerCounters {
   std::atomic<std::uint64_t> spawned{0}, executed{0}, steals{0}, failed_steals{0}, injected{0},
-      parks{0}, wakeups{0}, steal_fences{0};
+      parks{0}, wakeups{0}, steal_fences{0}, park_fences{0};
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
 #if defined(__x86_64__) && !defined(PARKWAY_TSAN)
     // One unlocked add to memory instead of load, add, store: only the
@@ -138,6 +138,9 @@ class alignas(64) Worker {
   Task* search(DoneFn done, void* ctx) noexcept;
   Task* steal_round() noexcept;
   void found_work() noexcept;
+  // heavy_fence() before a parking recheck ([P2], [S3]), counted and
+  // probed; false if membarrier failed.
+  bool paid_park_fence() noexcept;
   void wake_one() noexcept;
   bool any_work_visible() const noexcept;
   void park(DoneFn done, void* ctx, bool timed) noexcept;

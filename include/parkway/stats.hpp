@@ -17,11 +17,15 @@ struct WorkerStats {
   std::uint64_t steal_fences = 0;  // steal sessions in which this worker, as the thief, called
                                    // membarrier(2): the victim was not fencing its pops
                                    // (docs/design/deque.md, "The steal gate")
+  std::uint64_t park_fences = 0;   // times this worker called membarrier(2) before a parking
+                                   // recheck (going to sleep, or handing on the search)
+                                   // because another worker was busy (docs/design/parking.md)
 
   WorkerStats& operator+=(const WorkerStats& o) noexcept {
     spawned += o.spawned; executed += o.executed; steals += o.steals;
     failed_steals += o.failed_steals; injected += o.injected;
     parks += o.parks; wakeups += o.wakeups; steal_fences += o.steal_fences;
+    park_fences += o.park_fences;
     return *this;
   }
 };

@@ -82,11 +82,12 @@ struct Parkway {
     char buf[320];
     snprintf(buf, sizeof buf,
              "\"stats\":{\"spawned\":%llu,\"executed\":%llu,\"steals\":%llu,\"failed_steals\":%llu,"
-             "\"injected\":%llu,\"parks\":%llu,\"wakeups\":%llu,\"steal_fences\":%llu}",
+             "\"injected\":%llu,\"parks\":%llu,\"wakeups\":%llu,\"steal_fences\":%llu,\"park_fences\":%llu}",
              (unsigned long long)(t.spawned - b.spawned), (unsigned long long)(t.executed - b.executed),
              (unsigned long long)(t.steals - b.steals), (unsigned long long)(t.failed_steals - b.failed_steals),
              (unsigned long long)(t.injected - b.injected), (unsigned long long)(t.parks - b.parks),
-             (unsigned long long)(t.wakeups - b.wakeups), (unsigned long long)(t.steal_fences - b.steal_fences));
+             (unsigned long long)(t.wakeups - b.wakeups), (unsigned long long)(t.steal_fences - b.steal_fences),
+             (unsigned long long)(t.park_fences - b.park_fences));
     return buf;
   }
 };
