@@ -83,9 +83,8 @@ class Parking {
   // the [N2] snapshot; the caller tests it with wake_needed() (and, being
   // a worker, also switches its deque's steal gate by it).
   std::uint64_t state_after_push() const noexcept {
-    PW_CHAOS();
-    producer_fence();                               // [N1]
-    return state_.load(std::memory_order_relaxed);  // [N2]
+    producer_fence();  // [N1]
+    return state_after_push_unfenced();
   }
   // [N2] alone, for a caller that knows the asymmetric mode is on and has
   // put the compiler barrier of [N1] before it (Worker::after_push).

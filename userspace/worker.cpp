@@ -178,13 +178,10 @@ void Worker::found_work() noexcept {
   PW_CHAOS();
   if (b == Parking::Baton::kNone) return;
   // The heavy side of [N1], unless every other worker is idle (then none
-  // can push behind a light fence); without it the recheck proves
+  // can push behind a light fence); if it fails, the recheck proves
   // nothing: wake.
-  if (b == Parking::Baton::kFenced && !paid_park_fence()) {
-    wake_one();
-    return;
-  }
-  if (any_work_visible()) wake_one();  // [S3] baton recheck, then [W1..W5]
+  if ((b == Parking::Baton::kFenced && !paid_park_fence()) || any_work_visible())
+    wake_one();  // [S3] baton recheck, then [W1..W5]
 }
 
 bool Worker::paid_park_fence() noexcept {

@@ -83,6 +83,10 @@ bit dq;              /* memory: P's deque holds t */
 bit taken;           /* t has been taken (it runs) */
 bit skipped;         /* ghost: some recheck skipped the heavy fence */
 
+/* t can be taken by `me`: from memory, or P from its own buffer */
+#define VISIBLE(me) (!taken && (dq || ((me) == 0 && sbuf)))
+#define TAKE        taken = 1; dq = 0; sbuf = 0
+
 inline DRAIN() {
   if
   :: sbuf -> dq = 1; sbuf = 0
@@ -117,7 +121,7 @@ inline WAKE_ONE(me) {
 inline TRY_TAKE(me) {
   atomic {
     if
-    :: !taken && (dq || (me == 0 && sbuf)) -> taken = 1; dq = 0; sbuf = 0
+    :: VISIBLE(me) -> TAKE
     :: else -> skip
     fi
   }
@@ -127,7 +131,7 @@ inline TRY_TAKE(me) {
 inline AFTER_WAKE(me) {
   do
   :: taken -> break
-  :: atomic { !taken && (dq || (me == 0 && sbuf)) -> taken = 1; dq = 0; sbuf = 0 }; break
+  :: atomic { VISIBLE(me) -> TAKE }; break
   od
 }
 
@@ -161,12 +165,12 @@ inline PARK(me, searching) {
   fi;
   /* [P2] recheck of P's deque */
   if
-  :: atomic { !taken && (dq || (me == 0 && sbuf)) ->     /* work seen: withdraw [P3] */
+  :: atomic { VISIBLE(me) ->                             /* work seen: withdraw [P3] */
        if
        :: idle[me] -> idle[me] = 0; I--
        :: else -> S--                                    /* woken meanwhile: a searcher */
        fi;
-       taken = 1; dq = 0; sbuf = 0 }
+       TAKE }
   :: else ->
 end_sleep:                                               /* [P4] */
      woken[me];
