@@ -121,6 +121,32 @@ TEST(Deque, StealIsFifo) {
   }
 }
 
+// The push checks a cached limit (top + capacity). Room that thieves free
+// is found when the limit is reached (top read again, no growth), and a
+// full buffer still grows: no slot a thief has not taken is overwritten.
+TEST(Deque, PushReusesRoomThievesFreed) {
+  Deque d(2);
+  ASSERT_EQ(d.capacity(), 4);
+  std::vector<Task> t(12);
+  for (int i = 0; i < 4; ++i) d.push(&t[std::size_t(i)]);
+  for (int i = 0; i < 3; ++i) {
+    Task* out = nullptr;
+    ASSERT_EQ(d.steal(&out), Deque::Steal::kTaken);
+    EXPECT_EQ(out, &t[std::size_t(i)]);
+  }
+  for (int i = 4; i < 7; ++i) d.push(&t[std::size_t(i)]);  // reaches the stale limit
+  EXPECT_EQ(d.capacity(), 4) << "grew although thieves had freed room";
+  d.push(&t[7]);  // full now: grows
+  EXPECT_EQ(d.capacity(), 8);
+  for (int i = 8; i < 12; ++i) d.push(&t[std::size_t(i)]);
+  EXPECT_EQ(d.capacity(), 16);
+  Task* out = nullptr;
+  ASSERT_EQ(d.steal(&out), Deque::Steal::kTaken);
+  EXPECT_EQ(out, &t[3]);
+  for (int i = 11; i >= 4; --i) EXPECT_EQ(d.pop(), &t[std::size_t(i)]);
+  EXPECT_EQ(d.pop(), nullptr);
+}
+
 TEST(Deque, StealBatchTakesAboutHalf) {
   Deque victim, thief;
   std::vector<Task> t(40);

@@ -47,7 +47,7 @@ namespace parkway::detail {
 class Deque {
  public:
   explicit Deque(std::size_t log2_capacity = 8) : buf_(new Buffer(log2_capacity)) {
-    own(buf_.load(std::memory_order_relaxed));
+    own(buf_.load(std::memory_order_relaxed), 0);
   }
   ~Deque() {
     delete buf_.load(std::memory_order_relaxed);
@@ -58,13 +58,14 @@ class Deque {
 
   // Owner only.
   void push(Task* t) {
-    if (!try_push(t)) [[unlikely]] push_grown(t);
+    if (!try_push(t)) [[unlikely]] push_at_limit(t);
   }
-  // Owner only. false (nothing pushed) when the buffer is full.
+  // Owner only. false (nothing pushed) when the cached limit says the
+  // buffer may be full; push_at_limit() then looks at top again, and grows
+  // the buffer only if it is full.
   bool try_push(Task* t) noexcept {
     std::int64_t b = bottom_.load(std::memory_order_relaxed);
-    std::int64_t tp = top_.load(std::memory_order_acquire);
-    if (b - tp > own_mask_) [[unlikely]] return false;
+    if (b >= push_limit_) [[unlikely]] return false;
     own_slots_[b & own_mask_].store(t, std::memory_order_relaxed);
     bottom_.store(b + 1, std::memory_order_release);
     return true;
@@ -169,6 +170,9 @@ class Deque {
       fence_mode_ = kModeOff;
   }
 
+  // Owner only: slots in the current buffer.
+  std::int64_t capacity() const noexcept { return own_mask_ + 1; }
+
   // Any thread; a snapshot that may be stale by the time it returns.
   std::int64_t size_hint() const noexcept {
     std::int64_t b = bottom_.load(std::memory_order_relaxed);
@@ -262,10 +266,18 @@ class Deque {
     return Steal::kTaken;
   }
 
-  __attribute__((noinline)) void push_grown(Task* t) {
+  // The capacity check reads a cached limit, top + capacity, instead of
+  // top itself: top only grows, so a limit from an older top is lower and
+  // a push that passes it never overwrites a slot a thief may still read.
+  // Only a push that reaches the limit loads top again (acquire, as the
+  // paper's push: the thieves' reads of the slots it frees happen-before),
+  // here, and grows the buffer if it is really full.
+  __attribute__((noinline)) void push_at_limit(Task* t) {
     std::int64_t b = bottom_.load(std::memory_order_relaxed);
     std::int64_t tp = top_.load(std::memory_order_acquire);
-    Buffer* a = grow(own_, tp, b);
+    Buffer* a = own_;
+    if (b - tp > own_mask_) a = grow(own_, tp, b);
+    else push_limit_ = tp + own_mask_ + 1;
     a->put(b, t);
     bottom_.store(b + 1, std::memory_order_release);
   }
@@ -277,7 +289,7 @@ class Deque {
     for (std::int64_t i = t; i < b; ++i) na->put(i, a->get(i));
     retired_.push_back(a);
     buf_.store(na, std::memory_order_release);
-    own(na);
+    own(na, t);
     return na;
   }
 
@@ -289,16 +301,19 @@ class Deque {
   static constexpr std::uint8_t kModeOff = 0, kModeOn = 1, kModeForGood = 2;
   std::uint8_t fence_mode_ = kModeOn;
   std::atomic<Buffer*> buf_;
-  void own(Buffer* a) noexcept {
+  void own(Buffer* a, std::int64_t top) noexcept {
     own_ = a;
     own_mask_ = a->mask;
     own_slots_ = a->slots;
+    push_limit_ = top + a->mask + 1;
   }
   // The owner's copies of buf_ and of its fields (push and pop load no
-  // pointer to reach a slot).
+  // pointer to reach a slot), and the bottom a push may not reach without
+  // looking at top again (refresh_push_limit).
   Buffer* own_;
   std::int64_t own_mask_;
   std::atomic<Task*>* own_slots_;
+  std::int64_t push_limit_;
   std::vector<Buffer*> retired_;  // owner only
 };
 

@@ -50,13 +50,13 @@ class alignas(64) Worker {
   // searches. Owner thread only.
   [[gnu::always_inline]] void spawn(Task* t) {
     if (!deque_.try_push(t)) [[unlikely]] {  // [Q2]
-      spawn_grown(t);  // a tail call: the common path needs no frame
+      spawn_at_limit(t);  // a tail call: the common path needs no frame
       return;
     }
     spawned(t);
   }
-  [[gnu::noinline]] void spawn_grown(Task* t) {
-    deque_.push(t);  // [Q2], growing the buffer
+  [[gnu::noinline]] void spawn_at_limit(Task* t) {
+    deque_.push(t);  // [Q2], past the cached limit: may grow the buffer
     spawned(t);
   }
   [[gnu::always_inline]] void spawned(Task* t) {

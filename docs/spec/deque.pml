@@ -100,8 +100,10 @@
  * the labels are the code's, docs/design/deque.md):
  *
  *   push    Deque::try_push             slot = x (relaxed), then bottom =
- *                                       b + 1 (release); its capacity load
- *                                       of top is left out (no growth here)
+ *                                       b + 1 (release); its capacity check
+ *                                       (a cached limit, top read again in
+ *                                       push_at_limit) is left out (no
+ *                                       growth here)
  *   hook    worker.hpp:                 after a spawn's push; after a batch
  *           Worker::after_push,         from take_injected or steal_batch
  *           Worker::fence_if_needed     only [D1] (the model's hook may
