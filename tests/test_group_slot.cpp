@@ -169,6 +169,52 @@ TEST(GroupSlot, SpawnAfterShutdownUndoesTheSlot) {
   g.wait();
 }
 
+// A group published to another thread before its first spawn: that
+// thread spawns heap tasks into it and waits on it while the owner's
+// first spawn takes the slot, possibly with a heap task pending. Built
+// with clang that first spawn skips [G1] ([G1f]: clang folds past the
+// release store below; g++ does not, and runs [G1]). Every task runs and
+// both waits return (a hang trips the watchdog).
+TEST(GroupSlot, FirstSpawnOfAPublishedGroup) {
+  pwtest::Watchdog w("GroupSlot.FirstSpawnOfAPublishedGroup", 120);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  std::atomic<parkway::TaskGroup*> shared{nullptr};
+  std::atomic<int> runs{0};
+  std::atomic<bool> stop{false};
+  std::thread other([&] {
+    while (!stop.load(std::memory_order_acquire)) {
+      parkway::TaskGroup* g = shared.exchange(nullptr, std::memory_order_acq_rel);
+      if (!g) continue;
+      g->spawn([&runs] { runs.fetch_add(1, std::memory_order_relaxed); });
+      g->wait();  // not the owner
+      runs.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  const int rounds = 5000 / pwtest::kSlow;
+  int published = 0;
+  for (int i = 0; i < rounds; ++i) {
+    parkway::TaskGroup g(rt);
+    int v = 0;
+    shared.store(&g, std::memory_order_release);
+    g.spawn([&v, i] { v = i; });
+    g.wait();
+    EXPECT_EQ(v, i);
+    // If the other thread took the group, its spawn may have come after
+    // our wait returned: let it finish, and wait again, before the group
+    // dies.
+    if (shared.exchange(nullptr, std::memory_order_acq_rel) == nullptr) {
+      ++published;
+      while (runs.load(std::memory_order_acquire) < 2 * published) std::this_thread::yield();
+      g.wait();  // its heap task may have come after our first wait
+    }
+    EXPECT_EQ(g.pending(), 0u);
+  }
+  stop.store(true, std::memory_order_release);
+  other.join();
+  EXPECT_EQ(runs.load(), 2 * published);
+  std::printf("[ shared   ] %d of %d groups\n", published, rounds);
+}
+
 }  // namespace
 
 namespace {

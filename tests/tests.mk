@@ -4,6 +4,7 @@
 #   make test-tsan    the same tests, library and all, under ThreadSanitizer
 #   make test-asan    ... under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make check-warnings   the library and tests with g++ and clang-19, -Werror
+#   make test-clang   the spawn/join tests of the clang-19 build
 
 TEST_SRCS := $(wildcard tests/test_*.cpp)
 TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRCS))
@@ -42,6 +43,16 @@ check-warnings:
 	@echo "2 passed, 0 failed, 0 skipped"
 
 TEST_SUITES += check-warnings
+
+# The clang-19 build of the tests (check-warnings' build, reused), run for
+# the spawn/join paths whose fast path the compiler shapes: clang skips
+# [G1] in cases g++ does not (docs/design/slot.md, "The first spawn").
+test-clang:
+	@$(MAKE) --no-print-directory BUILD=build/werror-clang CXX=clang++-19 OPT="-O2 -Werror" test-unit-build
+	@bash tests/run-gtest.sh build/werror-clang/tests/parkway_tests \
+	  --gtest_filter='TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:Runtime.*'
+
+TEST_SUITES += test-clang
 
 # USDT probes: present in the shared library and firing under bpftrace
 # (the demo is linked against the installed libparkway.so).
