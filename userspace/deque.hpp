@@ -73,6 +73,15 @@ class Deque {
 
   // Owner only. nullptr when empty.
   Task* pop() noexcept {
+    std::int64_t t, b;
+    if (Task* x = pop_unless_last(&t, &b)) [[likely]] return x;
+    return pop_last(t, b);
+  }
+
+  // Owner only. pop()'s common case: the newest task if more than one was
+  // left; else nullptr, with the t and b that pop_last(t, b) needs to end
+  // the pop (callers that count tasks keep that call out of line).
+  Task* pop_unless_last(std::int64_t* tp, std::int64_t* bp) noexcept {
     std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;
     bottom_.store(b, std::memory_order_relaxed);  // [D3]
     asm volatile("" ::: "memory");
@@ -82,12 +91,8 @@ class Deque {
     if (gate_.load(std::memory_order_acquire) != 0)
       store_load_fence();                            // [D5] the paper's seq_cst fence
     std::int64_t t = top_.load(std::memory_order_relaxed);  // [D6]
-    if (t > b) {  // was empty
-      bottom_.store(b + 1, std::memory_order_relaxed);
-      return nullptr;
-    }
-    Task* x = own_slots_[b & own_mask_].load(std::memory_order_relaxed);
-    if (t < b) [[likely]] {
+    if (t < b) [[likely]] {  // more than one task: b is ours without a CAS
+      Task* x = own_slots_[b & own_mask_].load(std::memory_order_relaxed);
 #if defined(__SANITIZE_ADDRESS__) || defined(PARKWAY_TSAN) || defined(PARKWAY_CHAOS)
       if (!x) __builtin_trap();  // checked builds: a broken invariant crashes here
 #else
@@ -95,9 +100,20 @@ class Deque {
 #endif
       return x;
     }
-    // t == b, the last task: race the thieves for it.
-    if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
-      x = nullptr;
+    *tp = t;
+    *bp = b;
+    return nullptr;
+  }
+
+  // The end of a pop that found at most one task (t >= b): t > b, it was
+  // empty; t == b, the last task: race the thieves for it.
+  __attribute__((noinline)) Task* pop_last(std::int64_t t, std::int64_t b) noexcept {
+    Task* x = nullptr;
+    if (t == b) {
+      x = own_slots_[b & own_mask_].load(std::memory_order_relaxed);
+      if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
+        x = nullptr;
+    }
     bottom_.store(b + 1, std::memory_order_relaxed);
     return x;
   }

@@ -74,12 +74,21 @@ class alignas(64) Worker {
 
   // Pop this worker's newest task for the caller to run now. Owner only.
   [[gnu::always_inline]] Task* take_own() noexcept {
-    Task* t = deque_.pop();  // [Q4]
-    if (t) {
-      WorkerCounters::bump(counters_.executed);
-      PW_PROBE2(run, int(index_), t);
+    std::int64_t top, bottom;
+    if (Task* t = deque_.pop_unless_last(&top, &bottom)) [[likely]] {  // [Q4]
+      took_own(t);
+      return t;
     }
+    return take_own_last(top, bottom);  // a tail call: the common path needs no frame
+  }
+  [[gnu::noinline]] Task* take_own_last(std::int64_t top, std::int64_t bottom) noexcept {
+    Task* t = deque_.pop_last(top, bottom);  // [Q4], the last task or none
+    if (t) took_own(t);
     return t;
+  }
+  [[gnu::always_inline]] void took_own(Task* t) noexcept {
+    WorkerCounters::bump(counters_.executed);
+    PW_PROBE2(run, int(index_), t);
   }
 
   unsigned index() const noexcept { return index_; }

@@ -113,12 +113,12 @@
  *   [D2]    -> Deque::try_fence_off     all busy and fence_clearable():
  *                                       CAS gate_ FENCED -> 0, success:
  *                                       unfenced (kModeOff)
- *   [D3]    Deque::pop                  bottom_.store(b) (relaxed), then
+ *   [D3]    Deque::pop_unless_last      bottom_.store(b) (relaxed), then
  *                                       asm("" ::: "memory")
- *   [D4]    Deque::pop                  g = gate_.load() (acquire)
- *   [D5]    Deque::pop                  g != 0: store_load_fence()
- *   [D6]    Deque::pop                  t = top_.load(), then Lê's tail:
- *                                       t > b: empty, bottom = b + 1;
+ *   [D4]    Deque::pop_unless_last      g = gate_.load() (acquire)
+ *   [D5]    Deque::pop_unless_last      g != 0: store_load_fence()
+ *   [D6]    Deque::pop_unless_last      t = top_.load(), then Lê's tail:
+ *           (t >= b: Deque::pop_last)   t > b: empty, bottom = b + 1;
  *                                       t == b: CAS top t -> t + 1, then
  *                                       bottom = b + 1; t < b: the slot,
  *                                       no CAS
