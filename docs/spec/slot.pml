@@ -23,11 +23,14 @@
  *   model step        file : function                     atomic operation
  *   [G1]              task_group.hpp : spawn              slot_.load(acquire), then pending_
  *                                                         load (is_zero): the whole group idle
- *   [G1f]             task_group.hpp : spawn              no step: the first slot spawn in the
- *                                                         flow that constructed the group skips
- *                                                         [G1] (slot_known_unused, a compile-time
- *                                                         fact). Round 0 here: [G1]'s loads are
- *                                                         assertions of that same idle group
+ *   [G1f]             task_group.hpp : spawn              no step: the owner's first slot spawn in
+ *                                                         the flow that constructed the group skips
+ *                                                         [G1]'s loads (slot_known_unused, a
+ *                                                         compile-time fact). Not modelled: here no
+ *                                                         thread spawns before round 0, so [G1] can
+ *                                                         only pass there; a heap task spawned
+ *                                                         before it (slot.md) is left to the test
+ *                                                         GroupSlot.FirstSpawnOfAPublishedGroup
  *   [G2]              task_group.hpp : spawn              slot_.store(kSlotBusy, relaxed)
  *   push              worker deque push / inject          the push's release store (one step:
  *                                                         the deque has its own tests)

@@ -46,9 +46,10 @@ class PARKWAY_API TaskGroup {
       // and only when every task of the group has finished, so never from
       // inside one of them (slot.md has the protocol). No allocation and
       // no read-modify-write for the spawn-one-then-wait shape.
-      if (slot_known_unused() ||  // [G1f] the constructing flow, before any slot spawn
-          (owner_ == detail::this_thread_token() && slot_.load(std::memory_order_acquire) == 0 &&
-           pending_.is_zero())) {  // [G1] the whole group idle: not from inside one of its tasks
+      if (owner_ == detail::this_thread_token() &&
+          (slot_known_unused() ||  // [G1f] the constructing flow, before any slot spawn
+           (slot_.load(std::memory_order_acquire) == 0 &&
+            pending_.is_zero()))) {  // [G1] the whole group idle: not from inside one of its tasks
         slot_unused_ = false;
         Inline* t = ::new (static_cast<void*>(inline_)) Inline(static_cast<F&&>(f), this);
         slot_.store(kSlotBusy, std::memory_order_relaxed);  // [G2] published by the push's release
@@ -122,13 +123,13 @@ class PARKWAY_API TaskGroup {
   // registers as its waiter (docs/design/slot.md).
   static constexpr std::uint64_t kSlotBusy = 1;
 
-  // [G1f]: true only where the compiler proves that slot_unused_ is still
-  // the constructor's `true` here, i.e. this code runs in the flow that
-  // constructed the group (same thread: no suspension or call between that
-  // could have run anything else) and no slot spawn happened since. Then
-  // the slot is free and this is not inside a task of the group, which is
-  // all [G1] establishes; the check costs nothing at run time (slot.md,
-  // "The first spawn"). Elsewhere it is false and [G1] runs.
+  // [G1f]: true only where the compiler proves that slot_unused_ still
+  // holds the constructor's value, i.e. this code runs in the flow that
+  // constructed the group, with no call the group escaped to and no
+  // coroutine suspension since: no slot spawn happened and no task of the
+  // group can be running this code. With the owner check beside it, that
+  // is what [G1] establishes (slot.md, "The first spawn"); it costs nothing
+  // at run time. Elsewhere it is false and [G1] runs.
   bool slot_known_unused() const noexcept {
 #if defined(__GNUC__)
     return __builtin_constant_p(slot_unused_) && slot_unused_;
@@ -187,12 +188,13 @@ class PARKWAY_API TaskGroup {
   std::atomic<std::uint64_t> slot_{0};
   std::atomic<Runtime*> rt_{nullptr};  // bound at the first spawn; relaxed
   const void* owner_;
-  // Cleared by the owner's slot spawn; never read at run time, only through
-  // slot_known_unused() (so only the owner thread ever touches it).
-  bool slot_unused_ = true;
   // The first exception a task threw since the last wait() (heap-held, so
   // that the no-exception path is one load of one word).
   std::atomic<std::exception_ptr*> error_{nullptr};
+  // Cleared by each slot spawn (only the owner thread writes it); never
+  // read at run time, only inside slot_known_unused(). In the padding
+  // before inline_: the other members keep their offsets.
+  bool slot_unused_ = true;
   alignas(kInlineAlign) unsigned char inline_[kInlineBytes];
 };
 
