@@ -325,7 +325,7 @@ class Deque {
   }
   // The owner's copies of buf_ and of its fields (push and pop load no
   // pointer to reach a slot), and the bottom a push may not reach without
-  // looking at top again (refresh_push_limit).
+  // looking at top again (push_at_limit).
   Buffer* own_;
   std::int64_t own_mask_;
   std::atomic<Task*>* own_slots_;
