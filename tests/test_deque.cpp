@@ -16,7 +16,7 @@ using parkway::detail::Task;
 
 namespace {
 
-void noop(Task*) noexcept {}
+bool noop(Task*) noexcept { return true; }
 
 // `n` tasks and who took each: mark() fails the test on a second take;
 // expect_each_once(k) checks that each of the first k was taken.

@@ -35,7 +35,7 @@ constexpr unsigned kScale = 3;
 constexpr unsigned kScale = 1;
 #endif
 
-void noop(Task*) noexcept {}
+bool noop(Task*) noexcept { return true; }
 
 struct WideWindow {
   static void window() noexcept { sched_yield(); }

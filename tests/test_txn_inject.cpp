@@ -33,7 +33,7 @@ struct Item : Task {
   std::uint32_t seq = 0;
 };
 
-void noop(Task*) noexcept {}
+bool noop(Task*) noexcept { return true; }
 
 TEST(TxnInject, SingleThreadFifoAndBatches) {
   for (bool tags : {true, false}) {

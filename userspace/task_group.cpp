@@ -63,9 +63,9 @@ void TaskGroup::schedule_outside(detail::Task* t) {
 }
 
 namespace detail {
-Task* take_own_task() noexcept {
+bool run_own_task() noexcept {
   Worker* w = Worker::current();
-  return w ? w->take_own() : nullptr;
+  return w && w->run_own();
 }
 }  // namespace detail
 

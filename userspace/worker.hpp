@@ -72,19 +72,22 @@ class alignas(64) Worker {
   using DoneFn = bool (*)(void*) noexcept;
   void run_until(DoneFn done, void* ctx, bool timed = false);
 
-  // Pop this worker's newest task for the caller to run now. Owner only.
-  [[gnu::always_inline]] Task* take_own() noexcept {
+  // Pop this worker's newest task and run it; false if there was none.
+  // Every path ends in a tail call (the task's invoke returns true), so
+  // the task returns straight to our caller. Owner only.
+  [[gnu::always_inline]] bool run_own() noexcept {
     std::int64_t top, bottom;
     if (Task* t = deque_.pop_unless_last(&top, &bottom)) [[likely]] {  // [Q4]
       took_own(t);
-      return t;
+      return t->invoke(t);
     }
-    return take_own_last(top, bottom);  // a tail call: the common path needs no frame
+    return run_own_last(top, bottom);
   }
-  [[gnu::noinline]] Task* take_own_last(std::int64_t top, std::int64_t bottom) noexcept {
+  [[gnu::noinline]] bool run_own_last(std::int64_t top, std::int64_t bottom) noexcept {
     Task* t = deque_.pop_last(top, bottom);  // [Q4], the last task or none
-    if (t) took_own(t);
-    return t;
+    if (!t) return false;
+    took_own(t);
+    return t->invoke(t);
   }
   [[gnu::always_inline]] void took_own(Task* t) noexcept {
     WorkerCounters::bump(counters_.executed);

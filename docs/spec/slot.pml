@@ -34,7 +34,7 @@
  *   [G2]              task_group.hpp : spawn              slot_.store(kSlotBusy, relaxed)
  *   push              worker deque push / inject          the push's release store (one step:
  *                                                         the deque has its own tests)
- *   [Q4] pop          task_group.cpp : take_own_task,     deque take() (one step)
+ *   [Q4] pop          task_group.cpp : run_own_task,      deque take() (one step)
  *                     worker.cpp : next_local (HELP)
  *   [Q5] steal        worker.cpp : steal_round            deque steal() (one step)
  *   run, destroy      Body::run: fn(), ~Body()            ghost (no shared atomic)
@@ -348,7 +348,7 @@ proctype Owner()
      :: finished(res);                                        /* [G5] */
         if :: res -> break :: else -> skip fi;
 #if HELP
-        atomic { t = queued; queued = 0 };                    /* [Q4] take_own_task */
+        atomic { t = queued; queued = 0 };                    /* [Q4] run_own_task */
 #endif
         if
         :: t -> t = 0; run_slot(); atomic { slot = 0 }        /* [G3o] slot_done */
@@ -499,7 +499,7 @@ proctype Xwaiter()
   byte v, tok, p;
   bit res, timed, again, creg, cocc;
   (spawned);                       /* X waits for a group in use */
-  /* join(): X is a thread outside the pool (take_own_task: nothing) */
+  /* join(): X is a thread outside the pool (run_own_task: nothing) */
   finished(res);                                              /* [G5] */
   if
   :: res -> goto xret

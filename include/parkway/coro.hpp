@@ -111,7 +111,10 @@ struct PromiseBase {
   };
   Final final_suspend() noexcept { return {}; }
 
-  static void start(::parkway::detail::Task* t) noexcept { static_cast<Starter*>(t)->h.resume(); }
+  static bool start(::parkway::detail::Task* t) noexcept {
+    static_cast<Starter*>(t)->h.resume();
+    return true;
+  }
 };
 
 template <class T>

@@ -99,7 +99,7 @@ class PARKWAY_API Runtime {
     detail::SharedState<R>* st;
     template <class G>
     Submitted(G&& g, detail::SharedState<R>* s) : detail::Task{&run}, fn(static_cast<G&&>(g)), st(s) {}
-    static void run(detail::Task* t) noexcept {
+    static bool run(detail::Task* t) noexcept {
       auto* self = static_cast<Submitted*>(t);
       detail::SharedState<R>* s = self->st;
       try {
@@ -115,6 +115,7 @@ class PARKWAY_API Runtime {
       detail::delete_task(self);
       s->done.done();
       s->release();
+      return true;
     }
   };
 

@@ -15,13 +15,15 @@ class Runtime;
 
 namespace detail {
 
-// A type-erased task: `invoke` runs the body and frees the task. `next`
-// links tasks in the injection queue, which sets it on every push (so a
-// spawn does not pay a store for it). Deques hold Task*.
+// A type-erased task: `invoke` runs the body, frees the task and returns
+// true (always: so a caller that answers "ran one, or found none" can
+// end in a tail call to it, run_own_task). `next` links tasks in the
+// injection queue, which sets it on every push (so a spawn does not pay a
+// store for it). Deques hold Task*.
 struct Task {
   Task() noexcept = default;
-  explicit Task(void (*f)(Task*) noexcept) noexcept : invoke(f) {}
-  void (*invoke)(Task*) noexcept;
+  explicit Task(bool (*f)(Task*) noexcept) noexcept : invoke(f) {}
+  bool (*invoke)(Task*) noexcept;
   Task* next;
 };
 
@@ -60,9 +62,10 @@ inline const void* this_thread_token() noexcept {
 #endif
 }
 
-// On a worker: pops the newest task of its own deque (counted as executed:
-// the caller runs it at once). Elsewhere, or when empty: nullptr.
-PARKWAY_API Task* take_own_task() noexcept;
+// On a worker: pops the newest task of its own deque, runs it (counted as
+// executed) and returns true; the task returns straight to the caller.
+// Elsewhere, or when the deque is empty: false.
+PARKWAY_API bool run_own_task() noexcept;
 
 // Wakes the thread whose parker id is `waiter` (see userspace/parker.hpp).
 PARKWAY_API void wake_waiter(std::uint32_t waiter) noexcept;

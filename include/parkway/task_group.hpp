@@ -97,7 +97,7 @@ class PARKWAY_API TaskGroup {
     TaskGroup* group;
     template <class G>
     Body(G&& g, TaskGroup* tg) : detail::Task{&run}, fn(static_cast<G&&>(g)), group(tg) {}
-    static void run(detail::Task* t) noexcept {
+    static bool run(detail::Task* t) noexcept {
       auto* self = static_cast<Body*>(t);
       TaskGroup* g = self->group;
       try {
@@ -112,6 +112,7 @@ class PARKWAY_API TaskGroup {
         detail::delete_task(self);
         g->pending_.done();  // last touch of *g: the waiter may return now
       }
+      return true;
     }
   };
 
@@ -155,12 +156,10 @@ class PARKWAY_API TaskGroup {
   // tasks (usually the ones waited for), then wait_slow() blocks/helps.
   void join() noexcept {
     while (!finished()) {
-      detail::Task* t = detail::take_own_task();
-      if (!t) {
+      if (!detail::run_own_task()) {
         wait_slow();
         return;
       }
-      t->invoke(t);
     }
   }
   struct WaitState;

@@ -46,7 +46,7 @@ namespace {
 constexpr unsigned kConsumers = 2;
 constexpr std::size_t kBatch = 32;
 
-void noop(Task*) noexcept {}
+bool noop(Task*) noexcept { return true; }
 
 // What Runtime::submit does before the push: build the task (new_task
 // writes invoke and next). Same for every contender; untimed in the
@@ -64,7 +64,10 @@ constexpr std::size_t kPool = 1024;
 struct Slot : Task {
   std::atomic<std::uint32_t> busy{0};
 };
-void release_slot(Task* t) noexcept { static_cast<Slot*>(t)->busy.store(0, std::memory_order_release); }
+bool release_slot(Task* t) noexcept {
+  static_cast<Slot*>(t)->busy.store(0, std::memory_order_release);
+  return true;
+}
 inline Task* next_task(Task* cold, Slot* ring, std::size_t i) noexcept {
   if (!g_warm) {
     construct(cold[i]);
