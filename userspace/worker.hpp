@@ -77,21 +77,13 @@ class alignas(64) Worker {
   // the task returns straight to our caller. Owner only.
   [[gnu::always_inline]] bool run_own() noexcept {
     std::int64_t top, bottom;
-    if (Task* t = deque_.pop_unless_last(&top, &bottom)) [[likely]] {  // [Q4]
-      took_own(t);
-      return t->invoke(t);
-    }
+    if (Task* t = deque_.pop_unless_last(&top, &bottom)) [[likely]]  // [Q4]
+      return execute(t);
     return run_own_last(top, bottom);
   }
   [[gnu::noinline]] bool run_own_last(std::int64_t top, std::int64_t bottom) noexcept {
     Task* t = deque_.pop_last(top, bottom);  // [Q4], the last task or none
-    if (!t) return false;
-    took_own(t);
-    return t->invoke(t);
-  }
-  [[gnu::always_inline]] void took_own(Task* t) noexcept {
-    WorkerCounters::bump(counters_.executed);
-    PW_PROBE2(run, int(index_), t);
+    return t && execute(t);
   }
 
   unsigned index() const noexcept { return index_; }
@@ -104,10 +96,11 @@ class alignas(64) Worker {
   static Worker* current() noexcept { return tls_current; }
   static inline thread_local constinit Worker* tls_current __attribute__((tls_model("initial-exec"))) = nullptr;
 
-  void execute(Task* t) noexcept {
+  // Count, probe and run `t`; true (what the task's invoke returns).
+  [[gnu::always_inline]] bool execute(Task* t) noexcept {
     WorkerCounters::bump(counters_.executed);
     PW_PROBE2(run, int(index_), t);
-    t->invoke(t);
+    return t->invoke(t);
   }
 
  private:
