@@ -73,7 +73,7 @@ class alignas(64) Worker {
   void run_until(DoneFn done, void* ctx, bool timed = false);
 
   // Pop this worker's newest task and run it; false if there was none.
-  // Every path ends in a tail call (the task's invoke returns true), so
+  // Every path that runs a task ends in a tail call (invoke returns true), so
   // the task returns straight to our caller. Owner only.
   [[gnu::always_inline]] bool run_own() noexcept {
     std::int64_t top, bottom;
