@@ -4,7 +4,7 @@
 #   make test-tsan    the same tests, library and all, under ThreadSanitizer
 #   make test-asan    ... under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make check-warnings   the library and tests with g++ and clang-19, -Werror
-#   make test-clang   the spawn/join tests of the clang-19 build
+#   make test-clang   the scheduling and deque tests of the clang-19 build
 
 TEST_SRCS := $(wildcard tests/test_*.cpp)
 TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRCS))
@@ -45,12 +45,13 @@ check-warnings:
 TEST_SUITES += check-warnings
 
 # The clang-19 build of the tests (check-warnings' build, reused), run for
-# the spawn/join paths whose fast path the compiler shapes: clang skips
-# [G1] in cases g++ does not (docs/design/slot.md, "The first spawn").
+# the scheduling code whose fast paths the compiler shapes: clang skips
+# [G1] in cases g++ does not (docs/design/slot.md, "The first spawn"), and
+# the deque and parking rely on compiler barriers ([D3], [N1]).
 test-clang:
 	@$(MAKE) --no-print-directory BUILD=build/werror-clang CXX=clang++-19 OPT="-O2 -Werror" test-unit-build
 	@bash tests/run-gtest.sh build/werror-clang/tests/parkway_tests \
-	  --gtest_filter='TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:Runtime.*'
+	  --gtest_filter='TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:Runtime.*:Deque.*:Parking.*'
 
 TEST_SUITES += test-clang
 
