@@ -71,6 +71,23 @@ class Deque {
     return true;
   }
 
+  // The capacity check reads a cached limit, top + capacity, instead of
+  // top itself: top only grows, so a limit from an older top is lower and
+  // a push that passes it never overwrites a slot a thief may still read.
+  // Only a push that reaches the limit loads top again (acquire, as the
+  // paper's push: the thieves' reads of the slots it frees happen-before),
+  // here, and grows the buffer if it is really full. Owner only; after
+  // try_push() returned false.
+  __attribute__((noinline)) void push_at_limit(Task* t) {
+    std::int64_t b = bottom_.load(std::memory_order_relaxed);
+    std::int64_t tp = top_.load(std::memory_order_acquire);
+    Buffer* a = own_;
+    if (b - tp > own_mask_) a = grow(own_, tp, b);
+    else limit_from(tp);
+    a->put(b, t);
+    bottom_.store(b + 1, std::memory_order_release);
+  }
+
   // Owner only. nullptr when empty.
   Task* pop() noexcept {
     std::int64_t t, b;
@@ -282,22 +299,6 @@ class Deque {
     return Steal::kTaken;
   }
 
-  // The capacity check reads a cached limit, top + capacity, instead of
-  // top itself: top only grows, so a limit from an older top is lower and
-  // a push that passes it never overwrites a slot a thief may still read.
-  // Only a push that reaches the limit loads top again (acquire, as the
-  // paper's push: the thieves' reads of the slots it frees happen-before),
-  // here, and grows the buffer if it is really full.
-  __attribute__((noinline)) void push_at_limit(Task* t) {
-    std::int64_t b = bottom_.load(std::memory_order_relaxed);
-    std::int64_t tp = top_.load(std::memory_order_acquire);
-    Buffer* a = own_;
-    if (b - tp > own_mask_) a = grow(own_, tp, b);
-    else push_limit_ = tp + own_mask_ + 1;
-    a->put(b, t);
-    bottom_.store(b + 1, std::memory_order_release);
-  }
-
   __attribute__((noinline)) Buffer* grow(Buffer* a, std::int64_t t, std::int64_t b) {
     std::size_t log2 = 0;
     while ((std::int64_t(1) << log2) <= a->mask) ++log2;
@@ -321,8 +322,9 @@ class Deque {
     own_ = a;
     own_mask_ = a->mask;
     own_slots_ = a->slots;
-    push_limit_ = top + a->mask + 1;
+    limit_from(top);
   }
+  void limit_from(std::int64_t top) noexcept { push_limit_ = top + own_mask_ + 1; }
   // The owner's copies of buf_ and of its fields (push and pop load no
   // pointer to reach a slot), and the bottom a push may not reach without
   // looking at top again (push_at_limit).

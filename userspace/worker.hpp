@@ -56,7 +56,7 @@ class alignas(64) Worker {
     spawned(t);
   }
   [[gnu::noinline]] void spawn_at_limit(Task* t) {
-    deque_.push(t);  // [Q2], past the cached limit: may grow the buffer
+    deque_.push_at_limit(t);  // [Q2], past the cached limit: may grow the buffer
     spawned(t);
   }
   [[gnu::always_inline]] void spawned(Task* t) {
