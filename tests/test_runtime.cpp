@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <pthread.h>
 #include <unistd.h>
 #include <stdexcept>
 #include <string>
@@ -202,6 +204,54 @@ TEST(Runtime, ConcurrentShutdownCalls) {
 TEST(Runtime, ShutdownFromAWorkerIsRefused) {
   parkway::Runtime rt(parkway::Options{.workers = 1});
   EXPECT_THROW(rt.run([&] { rt.shutdown(); }), std::logic_error);
+}
+
+// Options::name is the caller's string; the runtime keeps its own copy, so
+// the caller may reuse or free it once the constructor returned (workers
+// used to read it when they named themselves, possibly later).
+TEST(Runtime, KeepsItsOwnCopyOfTheName) {
+  char buf[16] = "abc";
+  parkway::Runtime rt(parkway::Options{.workers = 2, .name = buf});
+  std::memset(buf, 'X', 8);  // the caller reuses its buffer
+  buf[8] = 0;
+  EXPECT_STREQ(rt.options().name, "abc");
+  std::string thread_name = rt.run([] {
+    char n[16] = {};
+    pthread_getname_np(pthread_self(), n, sizeof n);
+    return std::string(n);
+  });
+  EXPECT_EQ(thread_name.rfind("abc-w", 0), 0u) << thread_name;
+}
+
+// A worker waiting inside a task (Future::get helps, then sleeps) for a
+// task that the other worker runs must stay asleep while the runtime shuts
+// down. Its parking recheck used to treat the shutdown flag as work to
+// look for, though only the main loop can leave on it: the waiter then
+// searched and re-parked (a membarrier each round) for as long as the
+// awaited task ran, a full CPU.
+TEST(Runtime, HelpingWaitSleepsThroughShutdown) {
+  pwtest::Watchdog w("Runtime.HelpingWaitSleepsThroughShutdown", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2, .name = "shutw"});
+  std::atomic<bool> started{false};
+  rt.submit([&] {
+    auto g = parkway::Runtime::current()->submit([&] {
+      started.store(true);
+      std::this_thread::sleep_for(400ms);
+    });
+    while (!started.load()) {  // the other worker takes it
+    }
+    g.get();
+  });
+  while (!started.load()) std::this_thread::yield();
+  std::this_thread::sleep_for(20ms);  // the waiter has parked
+  const double cpu0 = pwtest::process_cpu_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  rt.shutdown();  // returns once both tasks are done
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu = pwtest::process_cpu_seconds() - cpu0;
+  std::printf("shutdown while a worker waits: %.3f s wall, %.3f s CPU\n", wall, cpu);
+  EXPECT_GT(wall, 0.2);  // the awaited task was still running
+  EXPECT_LT(cpu, 0.25 * wall);
 }
 
 TEST(Runtime, WorkerOfOneRuntimeWaitsOnAnother) {

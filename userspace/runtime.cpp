@@ -41,16 +41,20 @@ void validate(const Options& o) {
                                 o.name + "\"");
 }
 
-const Options& validated(const Options& o) {
+// o, validated, with its name copied into `name` (9 bytes) and pointing there.
+Options validated(const Options& o, char* name) {
   validate(o);
-  return o;
+  std::strcpy(name, o.name);  // 1..8 characters: checked by validate
+  Options v = o;
+  v.name = name;
+  return v;
 }
 
 }  // namespace
 
 RuntimeImpl::RuntimeImpl(Runtime& rt, const Options& o)
     : owner(rt),
-      opts(validated(o)),
+      opts(validated(o, name)),
       n(o.workers),
       parking(o.workers),
       injection(o.priority_tags),

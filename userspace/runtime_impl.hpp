@@ -32,6 +32,10 @@ class RuntimeImpl {
   void shutdown();
 
   Runtime& owner;
+  // The pool's own copy of Options::name (at most 8 characters, validated):
+  // the caller's string need not outlive the constructor. opts.name points
+  // here.
+  char name[9] = {};
   const Options opts;
   const unsigned n;
   std::vector<std::unique_ptr<Worker>> workers;

@@ -83,7 +83,7 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
       }
       return;
     }
-    park(done, ctx, timed);
+    park(done, ctx, main, timed);
   }
 }
 
@@ -199,7 +199,7 @@ bool Worker::any_work_visible() const noexcept {
   return false;
 }
 
-void Worker::park(DoneFn done, void* ctx, bool timed) noexcept {
+void Worker::park(DoneFn done, void* ctx, bool main, bool timed) noexcept {
   ParkWord& pw = park_word(park_id_);
   PW_CHAOS();
   if (pw.announce() != kAwake) return;  // [P0] a token was waiting: look again
@@ -211,8 +211,12 @@ void Worker::park(DoneFn done, void* ctx, bool timed) noexcept {
   // push behind a light fence). Should it fail, a producer's push may be
   // invisible to the recheck: sleep timed, so it is found within 1 ms.
   if (!all_idle && !paid_park_fence()) [[unlikely]] timed = true;
-  // [P2] recheck, ordered after [P1]'s seq_cst RMW.
-  if (done(ctx) || rt_.stop.load(std::memory_order_seq_cst) || any_work_visible()) {
+  // [P2] recheck, ordered after [P1]'s seq_cst RMW. stop counts only for
+  // the main loop, which leaves on it; a helping wait (run_until) cannot,
+  // so it sleeps until its completer wakes it. (Looking again on stop made
+  // such a waiter spin through search and park, a membarrier each time,
+  // for as long as its task ran after shutdown began.)
+  if (done(ctx) || (main && rt_.stop.load(std::memory_order_seq_cst)) || any_work_visible()) {
     searching_ = rt_.parking.withdraw(index_);  // [P3a, P3b]
     pw.cancel();                                // [P3c]
     return;

@@ -148,7 +148,7 @@ class alignas(64) Worker {
   bool paid_park_fence() noexcept;
   void wake_one() noexcept;
   bool any_work_visible() const noexcept;
-  void park(DoneFn done, void* ctx, bool timed) noexcept;
+  void park(DoneFn done, void* ctx, bool main, bool timed) noexcept;
   void loop(DoneFn done, void* ctx, bool main, bool timed);
   // Tell the sched_ext scheduler (if loaded) what this worker is doing;
   // a plain store on a transition, nothing when it is not loaded.
