@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "parker.hpp"
+#include "parkway/parkway.hpp"
 
 using namespace std::chrono_literals;
 using parkway::detail::ParkWord;
@@ -92,4 +93,60 @@ TEST(ParkWord, WaitableFromIoUring) {
   io_uring_cqe_seen(&ring, cqe);
   EXPECT_EQ(pw.word.exchange(parkway::detail::kAwake), parkway::detail::kNotified);
   io_uring_queue_exit(&ring);
+}
+
+// An outside thread's park word stays its own while the thread's C++
+// thread_local objects are destroyed, since one of their destructors may
+// still wait on parkway work. It used to be released by a thread_local of
+// parkway's, destroyed before any thread_local constructed earlier than
+// it: such a destructor then waited on a word that another live thread
+// could be given, and the two lost each other's wakeups.
+namespace {
+std::atomic<int> g_stage{0};
+std::atomic<std::uint32_t> g_exiting_id{~0u}, g_live_id{~0u};
+parkway::Runtime* g_rt = nullptr;
+struct WaitsInDestructor {
+  ~WaitsInDestructor() {
+    g_rt->submit([] {}).get();  // a blocking wait during thread exit
+    g_exiting_id = parkway::detail::this_thread_park_id();
+    g_stage = 1;
+    while (g_stage.load() != 2) std::this_thread::yield();
+  }
+};
+thread_local WaitsInDestructor t_waits;
+}  // namespace
+
+TEST(ParkId, StaysOwnedWhileThreadLocalsAreDestroyed) {
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  g_rt = &rt;
+  g_stage = 0;
+  std::thread x([] {
+    (void)&t_waits;             // constructed before this thread takes a park word
+    g_rt->submit([] {}).get();  // takes it
+  });
+  while (g_stage.load() != 1) std::this_thread::yield();
+  std::thread y([] { g_live_id = parkway::detail::this_thread_park_id(); });
+  y.join();
+  g_stage = 2;
+  x.join();
+  EXPECT_NE(g_exiting_id.load(), g_live_id.load());
+}
+
+// ...and is given back when the thread has exited: short-lived threads
+// that each wait once do not grow the registry.
+TEST(ParkId, ReleasedAtThreadExit) {
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  std::uint32_t first = ~0u;
+  for (int i = 0; i < 300; ++i) {
+    std::thread t([&] {
+      std::uint32_t mine = parkway::detail::this_thread_park_id();  // taken here at the latest
+      rt.submit([] {}).get();
+      if (i == 0) first = mine;
+    });
+    t.join();
+  }
+  // 300 threads, one at a time: they shared a handful of ids.
+  std::uint32_t id = parkway::detail::acquire_park_word();
+  parkway::detail::release_park_word(id);
+  EXPECT_LT(id, first + 16) << "first thread's id " << first;
 }

@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <pthread.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <stdexcept>
 #include <string>
@@ -254,6 +256,38 @@ TEST(Runtime, HelpingWaitSleepsThroughShutdown) {
   EXPECT_LT(cpu, 0.25 * wall);
 }
 
+// A closure that captures an over-aligned value is stored aligned, whether
+// it goes through submit() or a TaskGroup's heap path (malloc gives only
+// 16 bytes; such tasks used to be built at misaligned addresses).
+TEST(Runtime, OverAlignedClosuresAreAligned) {
+  struct alignas(64) Line {
+    long v[8];
+  };
+  auto misaligned = [](const void* p) {
+    std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p);
+    asm volatile("" : "+r"(a));  // not folded from the type's alignment
+    return a % 64 != 0;
+  };
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  std::atomic<int> bad{0}, ran{0};
+  for (int i = 0; i < 64; ++i) {
+    Line l{};
+    l.v[0] = i;
+    bad += rt.submit([l, &misaligned] { return int(misaligned(&l)) + int(l.v[0] < 0); }).get();
+    rt.run([&] {
+      parkway::TaskGroup g;
+      for (int k = 0; k < 3; ++k)
+        g.spawn([l, &bad, &ran, &misaligned] {
+          bad += int(misaligned(&l));
+          ran += int(l.v[0] >= 0);
+        });
+      g.wait();
+    });
+  }
+  EXPECT_EQ(ran.load(), 64 * 3);
+  EXPECT_EQ(bad.load(), 0);
+}
+
 TEST(Runtime, WorkerOfOneRuntimeWaitsOnAnother) {
   pwtest::Watchdog w("Runtime.WorkerOfOneRuntimeWaitsOnAnother", 60);
   parkway::Runtime a(parkway::Options{.workers = 2, .name = "ra"});
@@ -290,4 +324,58 @@ TEST(Runtime, DestroyRightAfterConstructionInFreshProcess) {
     int rc = std::system(cmd.c_str());
     ASSERT_EQ(rc, 0) << "child run " << i << " failed (status " << rc << ")";
   }
+}
+
+namespace {
+// Runs this test binary's test `name` (a DISABLED_ one) in a child process;
+// returns the child's exit code, or -1 if it did not exit normally.
+int run_child_test(const char* name) {
+  char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) return -1;
+  self[len] = 0;
+  std::string cmd = std::string("'") + self + "' --gtest_also_run_disabled_tests --gtest_filter=" + name + " >/dev/null 2>&1";
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// Destroyed at exit after the default runtime's exit-time shutdown (it was
+// made before the runtime's first use): a spawn from here must fail with
+// RuntimeShutdown, not reach a freed runtime.
+struct SpawnsAtExit {
+  ~SpawnsAtExit() {
+    try {
+      parkway::TaskGroup g;
+      g.spawn([] {});
+      g.wait();
+      std::_Exit(40);  // ran: the runtime was still open (not what we expect)
+    } catch (const parkway::RuntimeShutdown&) {
+      std::_Exit(42);  // the clear error
+    }
+  }
+};
+}  // namespace
+
+TEST(DefaultRuntime, DISABLED_SpawnFromAStaticDestructorAfterExit) {
+  static SpawnsAtExit probe;  // made before the default runtime
+  long r = parkway::Runtime::default_runtime().run([] { return 7L; });
+  EXPECT_EQ(r, 7L);
+}
+
+TEST(DefaultRuntime, UsedAfterItsExitShutdownFailsClearly) {
+  EXPECT_EQ(run_child_test("DefaultRuntime.DISABLED_SpawnFromAStaticDestructorAfterExit"), 42);
+}
+
+TEST(DefaultRuntime, DISABLED_ExitFromATask) {
+  parkway::Runtime::default_runtime().run([] {
+    std::exit(43);
+    return 0;
+  });
+}
+
+// exit() called from a task of the default runtime ends the process with
+// that status (its exit-time shutdown, now on one of its own workers, used
+// to throw from a destructor and abort).
+TEST(DefaultRuntime, ExitFromATaskEndsTheProcess) {
+  EXPECT_EQ(run_child_test("DefaultRuntime.DISABLED_ExitFromATask"), 43);
 }

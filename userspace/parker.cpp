@@ -1,6 +1,9 @@
 // parker.cpp -- the registry of immortal ParkWords (see parker.hpp).
 #include "parker.hpp"
 
+#include <pthread.h>
+
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -26,10 +29,35 @@ Registry& registry() {
   return *r;
 }
 
-struct ThreadPark {
-  std::uint32_t id = acquire_park_word();
-  ~ThreadPark() { release_park_word(id); }
-};
+// The calling thread's id, kNoId before its first blocking wait. A plain
+// thread_local with no destructor, so it stays readable while the
+// thread's C++ thread_local objects are destroyed: one of their
+// destructors may still wait on a Future. The id goes back to the registry
+// from a pthread key destructor, which glibc runs after all of those
+// (and again, up to PTHREAD_DESTRUCTOR_ITERATIONS times, if a later key
+// destructor took a new one). A thread_local object releasing it in its
+// destructor gave the id back too early: a destructor that ran after it
+// waited on an id another live thread could be given, and two threads on
+// one word lose each other's wakeups.
+constexpr std::uint32_t kNoId = ~std::uint32_t(0);
+thread_local std::uint32_t t_park_id = kNoId;
+
+void release_at_thread_exit(void* v) noexcept {
+  release_park_word(std::uint32_t(reinterpret_cast<std::uintptr_t>(v) - 1));
+  t_park_id = kNoId;
+}
+
+pthread_key_t park_id_key() noexcept {
+  static const pthread_key_t key = [] {
+    pthread_key_t k;
+    if (pthread_key_create(&k, &release_at_thread_exit) != 0) {
+      std::fprintf(stderr, "parkway: pthread_key_create failed\n");
+      std::abort();
+    }
+    return k;
+  }();
+  return key;
+}
 
 }  // namespace
 
@@ -65,8 +93,13 @@ ParkWord& park_word(std::uint32_t id) noexcept {
 }
 
 std::uint32_t this_thread_park_id() noexcept {
-  thread_local ThreadPark tp;
-  return tp.id;
+  if (t_park_id == kNoId) [[unlikely]] {
+    const pthread_key_t key = park_id_key();
+    t_park_id = acquire_park_word();
+    // id + 1: a key's destructor runs only for a non-null value.
+    pthread_setspecific(key, reinterpret_cast<void*>(std::uintptr_t(t_park_id) + 1));
+  }
+  return t_park_id;
 }
 
 }  // namespace parkway::detail

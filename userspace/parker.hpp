@@ -94,7 +94,8 @@ void release_park_word(std::uint32_t id) noexcept;
 ParkWord& park_word(std::uint32_t id) noexcept;
 
 // The calling thread's ParkWord id (acquired on first use, released at
-// thread exit). Workers set theirs explicitly.
+// thread exit after the thread's C++ thread_local destructors, which may
+// still wait). Workers set theirs explicitly.
 std::uint32_t this_thread_park_id() noexcept;
 
 }  // namespace parkway::detail

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -191,9 +192,37 @@ Runtime& detail::runtime_for_spawn() {
   return rt ? *rt : Runtime::default_runtime();
 }
 
+namespace {
+
+Runtime* g_default_runtime = nullptr;  // set once, never freed
+
+// The default runtime's end, registered with atexit right after it was
+// made (so it runs where its static destructor would have): it finishes
+// the work it accepted, and later submissions fail with RuntimeShutdown.
+// It is never freed: a static built before the default runtime's first
+// use is destroyed after this and may still reach it (it then gets that
+// error instead of a freed runtime). When exit() is called from one of
+// its own tasks it cannot wait for itself; the process ends with it.
+void shutdown_default_runtime_at_exit() noexcept {
+  Runtime* rt = g_default_runtime;
+  if (Runtime::current() == rt) return;
+  try {
+    rt->shutdown();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "parkway: shutting down the default runtime at exit failed: %s\n", e.what());
+  }
+}
+
+}  // namespace
+
 Runtime& Runtime::default_runtime() {
-  static Runtime rt{Options{}};
-  return rt;
+  static Runtime* const rt = [] {
+    auto* r = new Runtime(Options{});
+    g_default_runtime = r;
+    std::atexit(&shutdown_default_runtime_at_exit);
+    return r;
+  }();
+  return *rt;
 }
 
 }  // namespace parkway

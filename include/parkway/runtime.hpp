@@ -87,7 +87,11 @@ class PARKWAY_API Runtime {
   static int current_worker_index() noexcept;
 
   // A process-wide runtime with default options, created on first use and
-  // shut down at exit. Used by TaskGroup/parallel_for outside any pool.
+  // shut down at exit (from an atexit handler registered at its creation:
+  // the work it accepted finishes; afterwards, e.g. from the destructor of
+  // a static made before its first use, submitting to it throws
+  // RuntimeShutdown). Never destroyed. Used by TaskGroup/parallel_for
+  // outside any pool.
   static Runtime& default_runtime();
 
   detail::RuntimeImpl& impl() noexcept { return *impl_; }

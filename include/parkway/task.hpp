@@ -31,20 +31,36 @@ struct Task {
 PARKWAY_API void* allocate_task(std::size_t bytes);
 PARKWAY_API void free_task(void* p, std::size_t bytes) noexcept;
 
+// Tasks whose type needs more alignment than malloc gives (a closure that
+// captures an alignas(64) value, say) bypass the cache and use the aligned
+// operator new; everything else comes from the cache.
+template <class T>
+inline constexpr bool kOverAligned = alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+
 template <class T, class... A>
 T* new_task(A&&... a) {
-  void* mem = allocate_task(sizeof(T));
+  void* mem;
+  if constexpr (kOverAligned<T>)
+    mem = ::operator new(sizeof(T), std::align_val_t(alignof(T)));
+  else
+    mem = allocate_task(sizeof(T));
   try {
     return ::new (mem) T(static_cast<A&&>(a)...);
   } catch (...) {
-    free_task(mem, sizeof(T));
+    if constexpr (kOverAligned<T>)
+      ::operator delete(mem, sizeof(T), std::align_val_t(alignof(T)));
+    else
+      free_task(mem, sizeof(T));
     throw;
   }
 }
 template <class T>
 void delete_task(T* t) noexcept {
   t->~T();
-  free_task(t, sizeof(T));
+  if constexpr (kOverAligned<T>)
+    ::operator delete(static_cast<void*>(t), sizeof(T), std::align_val_t(alignof(T)));
+  else
+    free_task(t, sizeof(T));
 }
 
 // A value unique to the calling thread among live threads (TaskGroup uses
