@@ -7,7 +7,7 @@
 #   make test-tsan     unit tests under ThreadSanitizer
 #   make test-asan     unit tests under AddressSanitizer + UBSan
 #   make bench         benchmarks against oneTBB, OpenMP, ... (not in test)
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local     (make uninstall PREFIX=... removes it again)
 #
 # Each area keeps its rules in its own fragment (tests/tests.mk,
 # docs/spec/spec.mk, bpf/bpf.mk, tools/tools.mk, tools/vm/vm.mk,
@@ -37,7 +37,7 @@ LIB_SO   := $(BUILD)/libparkway.so
 PC_FILE  := $(BUILD)/parkway.pc
 HEADERS  := $(wildcard include/parkway/*.hpp)
 
-.PHONY: all deps lib demo test test-unit test-tsan test-asan bench install clean check-warnings
+.PHONY: all deps lib demo test test-unit test-tsan test-asan bench install uninstall clean check-warnings
 all: lib
 lib: $(LIB_A) $(LIB_SO) $(PC_FILE)
 
@@ -69,6 +69,7 @@ $(PC_FILE): Makefile
 	$(call write_pc,$(PREFIX),$@)
 
 install: lib
+	rm -rf $(DESTDIR)$(PREFIX)/include/parkway  # no header of an older version stays
 	install -d $(DESTDIR)$(PREFIX)/include/parkway $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/parkway/
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
@@ -76,6 +77,12 @@ install: lib
 	ln -sfn libparkway.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libparkway.so.0
 	ln -sfn libparkway.so.0 $(DESTDIR)$(PREFIX)/lib/libparkway.so
 	$(call write_pc,$(PREFIX),$(DESTDIR)$(PREFIX)/lib/pkgconfig/parkway.pc)
+
+uninstall:
+	rm -rf $(DESTDIR)$(PREFIX)/include/parkway
+	rm -f $(DESTDIR)$(PREFIX)/lib/libparkway.a $(DESTDIR)$(PREFIX)/lib/libparkway.so \
+	  $(DESTDIR)$(PREFIX)/lib/libparkway.so.0 $(DESTDIR)$(PREFIX)/lib/libparkway.so.$(VERSION) \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/parkway.pc
 
 clean:
 	rm -rf $(BUILD)

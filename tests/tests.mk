@@ -62,6 +62,14 @@ test-usdt: lib $(BUILD)/demo
 
 TEST_SUITES += test-usdt
 
+# Installing: files and links, only parkway:: exported, a program outside
+# the tree built with pkg-config alone (shared and static), uninstall.
+.PHONY: test-install
+test-install: lib
+	@bash tests/check-install.sh $(MAKE) $(BUILD) $(VERSION)
+
+TEST_SUITES += test-install
+
 # Randomized schedules: the runtime built with PW_CHAOS() points (random
 # yields, sleeps and spins at every parking-protocol step and on the steal
 # gate's rare paths), running the scheduling and deque tests.

@@ -4,7 +4,7 @@
 //     if (n < 2) co_return n;
 //     parkway::Spawned<long> a = parkway::spawn(fib(n - 1));  // may run on another worker
 //     long b = co_await fib(n - 2);                           // runs inline, now
-//     co_return co_await a + b;                               // join; never blocks a thread
+//     co_return co_await std::move(a) + b;                    // join; never blocks a thread
 //   }
 //   long r = parkway::sync_wait(rt, fib(30));                 // from outside the pool
 //
