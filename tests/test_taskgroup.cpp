@@ -195,3 +195,28 @@ TEST(ParallelFor, ExceptionPropagates) {
                                      }),
                std::runtime_error);
 }
+
+// Several pieces throw: one exception leaves parallel_for, every piece
+// runs, and nothing is reported on stderr as a lost exception (the
+// caller's own piece throwing used to skip its group's wait(), so the
+// group's destructor reported the spawned pieces' exceptions as misuse).
+TEST(ParallelFor, ManyThrowingPiecesRethrowOneAndReportNone) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<int> ran{0};
+    int caught = 0;
+    testing::internal::CaptureStderr();
+    try {
+      parkway::parallel_for(rt, 0, 1000, 1, [&](std::size_t i) {
+        ran.fetch_add(1);
+        if (i % 100 == 0) throw std::runtime_error("index " + std::to_string(i));
+      });
+    } catch (const std::runtime_error&) {
+      ++caught;
+    }
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(caught, 1);
+    EXPECT_EQ(ran.load(), 1000);
+    EXPECT_EQ(err.find("lost"), std::string::npos) << err;
+  }
+}

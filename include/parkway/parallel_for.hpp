@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -12,7 +13,10 @@ namespace parkway {
 
 namespace detail {
 // Splits [b, e) in halves, spawning the upper half, until a piece is at
-// most `grain` long; the calling task runs the lowest piece itself.
+// most `grain` long; the calling task runs the lowest piece itself. If
+// that piece throws, the spawned ones still finish (g.wait()), their
+// exception, if any, is dropped, and the piece's own is rethrown: one
+// exception leaves, and none is reported as lost by ~TaskGroup.
 template <class F>
 void parallel_for_split(std::size_t b, std::size_t e, std::size_t grain, F& f) {
   TaskGroup g;
@@ -21,8 +25,21 @@ void parallel_for_split(std::size_t b, std::size_t e, std::size_t grain, F& f) {
     g.spawn([mid, e, grain, &f] { parallel_for_split(mid, e, grain, f); });
     e = mid;
   }
-  for (std::size_t i = b; i < e; ++i) f(i);
-  g.wait();
+  std::exception_ptr own;
+  try {
+    for (std::size_t i = b; i < e; ++i) f(i);
+  } catch (...) {
+    own = std::current_exception();
+  }
+  if (!own) {
+    g.wait();
+    return;
+  }
+  try {
+    g.wait();
+  } catch (...) {
+  }
+  std::rethrow_exception(own);
 }
 
 inline void check_range(std::size_t begin, std::size_t end, std::size_t grain) {
@@ -33,10 +50,12 @@ inline void check_range(std::size_t begin, std::size_t end, std::size_t grain) {
 }
 }  // namespace detail
 
-// Calls f(i) once for each i in [begin, end), in parallel, in pieces of at
-// most `grain` indices; returns when all are done and rethrows the first
-// exception an f threw. Inside a task it runs on that task's runtime; on
-// any other thread on `rt`.
+// Calls f(i) once for each i in [begin, end), in parallel, on `rt`, in
+// pieces of at most `grain` indices; returns when all are done. If calls
+// of f throw, the rest of each throwing piece is skipped, every other
+// piece still runs, and one of the exceptions is rethrown (the others are
+// dropped). Called from a task of another runtime, that task's worker
+// waits for it (as in Runtime::run).
 template <class F>
 void parallel_for(Runtime& rt, std::size_t begin, std::size_t end, std::size_t grain, F&& f) {
   detail::check_range(begin, end, grain);

@@ -21,7 +21,9 @@ class Runtime;
 class PARKWAY_API TaskGroup {
  public:
   // Binds, at the first spawn, to the runtime of the spawning worker, or,
-  // on a thread outside any pool, to Runtime::default_runtime().
+  // on a thread outside any pool, to Runtime::default_runtime(). The
+  // binding lasts as long as the group: a group must not be used after the
+  // runtime it is bound to was destroyed.
   TaskGroup() noexcept : owner_(detail::this_thread_token()) {}
   explicit TaskGroup(Runtime& rt) noexcept : rt_(&rt), owner_(detail::this_thread_token()) {}
   TaskGroup(const TaskGroup&) = delete;
