@@ -21,7 +21,13 @@
 #include <linux/types.h>
 #endif
 
-#define PARKWAY_PIN_DIR     "/sys/fs/bpf/parkway"
+/* The layout version is part of the pin directory: bump it whenever
+ * struct parkway_slot, the tids map or their meaning changes. A program
+ * built against another layout then finds no map and runs without the
+ * scheduler instead of misreading one (programs linked with libparkway.a
+ * outlive scheduler upgrades). */
+#define PARKWAY_LAYOUT_VERSION "1"
+#define PARKWAY_PIN_DIR     "/sys/fs/bpf/parkway-v" PARKWAY_LAYOUT_VERSION
 #define PARKWAY_PIN_WORKERS PARKWAY_PIN_DIR "/workers"
 #define PARKWAY_PIN_TIDS    PARKWAY_PIN_DIR "/tids"
 #define PARKWAY_PIN_STATS   PARKWAY_PIN_DIR "/stats"

@@ -327,18 +327,6 @@ TEST(Runtime, DestroyRightAfterConstructionInFreshProcess) {
 }
 
 namespace {
-// Runs this test binary's test `name` (a DISABLED_ one) in a child process;
-// returns the child's exit code, or -1 if it did not exit normally.
-int run_child_test(const char* name) {
-  char self[4096];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0) return -1;
-  self[len] = 0;
-  std::string cmd = std::string("'") + self + "' --gtest_also_run_disabled_tests --gtest_filter=" + name + " >/dev/null 2>&1";
-  int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 // Destroyed at exit after the default runtime's exit-time shutdown (it was
 // made before the runtime's first use): a spawn from here must fail with
 // RuntimeShutdown, not reach a freed runtime.
@@ -363,7 +351,7 @@ TEST(DefaultRuntime, DISABLED_SpawnFromAStaticDestructorAfterExit) {
 }
 
 TEST(DefaultRuntime, UsedAfterItsExitShutdownFailsClearly) {
-  EXPECT_EQ(run_child_test("DefaultRuntime.DISABLED_SpawnFromAStaticDestructorAfterExit"), 42);
+  EXPECT_EQ(pwtest::run_child_test("DefaultRuntime.DISABLED_SpawnFromAStaticDestructorAfterExit"), 42);
 }
 
 TEST(DefaultRuntime, DISABLED_ExitFromATask) {
@@ -377,5 +365,5 @@ TEST(DefaultRuntime, DISABLED_ExitFromATask) {
 // that status (its exit-time shutdown, now on one of its own workers, used
 // to throw from a destructor and abort).
 TEST(DefaultRuntime, ExitFromATaskEndsTheProcess) {
-  EXPECT_EQ(run_child_test("DefaultRuntime.DISABLED_ExitFromATask"), 43);
+  EXPECT_EQ(pwtest::run_child_test("DefaultRuntime.DISABLED_ExitFromATask"), 43);
 }

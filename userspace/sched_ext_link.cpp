@@ -43,6 +43,20 @@ bool is_worker_map(int fd) noexcept {
          info.max_entries == PARKWAY_MAX_SLOTS && (info.map_flags & BPF_F_MMAPABLE);
 }
 
+// ... and the tids map: tid (u32) -> slot (u32).
+bool is_tids_map(int fd) noexcept {
+  bpf_map_info info;
+  std::memset(&info, 0, sizeof(info));
+  bpf_attr a;
+  std::memset(&a, 0, sizeof(a));
+  a.info.bpf_fd = static_cast<std::uint32_t>(fd);
+  a.info.info_len = sizeof(info);
+  a.info.info = reinterpret_cast<std::uint64_t>(&info);
+  if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &a) != 0) return false;
+  return info.type == BPF_MAP_TYPE_HASH && info.key_size == sizeof(std::uint32_t) &&
+         info.value_size == sizeof(std::uint32_t);
+}
+
 std::string read_first_line(const char* path) {
   std::ifstream f(path);
   std::string s;
@@ -55,6 +69,16 @@ std::string read_first_line(const char* path) {
 bool our_scheduler_enabled() {
   return read_first_line("/sys/kernel/sched_ext/state") == "enabled" &&
          read_first_line("/sys/kernel/sched_ext/root/ops").rfind(PARKWAY_OPS_NAME, 0) == 0;
+}
+
+// PARKWAY_SCHED_EXT=0 (or off, false, no) keeps the runtime away from a
+// loaded scheduler.
+bool disabled_by_env() noexcept {
+  const char* e = std::getenv("PARKWAY_SCHED_EXT");
+  if (!e) return false;
+  for (const char* off : {"0", "off", "false", "no", "OFF", "FALSE", "NO"})
+    if (std::strcmp(e, off) == 0) return true;
+  return false;
 }
 
 bool process_dead(std::uint32_t pid) noexcept {
@@ -74,15 +98,45 @@ long tids_update(int fd, std::uint32_t tid, std::uint32_t slot, bool remove) noe
 
 }  // namespace
 
+// The scheduler sees global pids and tids; inside a child pid namespace
+// (a container) getpid()/gettid() give others, so the program would never
+// be recognised, and kill(pid, 0) of another namespace's live program
+// answers ESRCH, which would hand its slot to us. Such a process stays
+// out: /proc/self/status lists one pid per namespace level in NSpid.
+bool SchedExtLink::in_child_pid_namespace() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("NSpid:", 0) != 0) continue;
+    std::size_t fields = 0;
+    bool in_field = false;
+    for (char c : line.substr(6)) {
+      bool digit = c >= '0' && c <= '9';
+      if (digit && !in_field) ++fields;
+      in_field = digit;
+    }
+    return fields > 1;
+  }
+  return false;  // no NSpid line (kernel < 4.1): no way to tell; assume the root namespace
+}
+
 SchedExtLink::SchedExtLink(unsigned nworkers) : nworkers_(nworkers) {
-  if (const char* e = std::getenv("PARKWAY_SCHED_EXT"); e && std::strcmp(e, "0") == 0) return;
+  if (disabled_by_env()) return;
+  // sysfs first, with plain reads: without our scheduler no bpf(2) call is
+  // made at all (a service under a seccomp filter such as systemd's
+  // @system-service, which lacks bpf, would be killed by one).
+  if (!our_scheduler_enabled() || in_child_pid_namespace()) return;
   int fd = obj_get(PARKWAY_PIN_WORKERS);
-  if (fd < 0) return;  // not loaded (or not permitted): run as if absent
-  bool ok = is_worker_map(fd) && our_scheduler_enabled();
+  if (fd < 0) return;  // not pinned (or not permitted): run as if absent
+  bool ok = is_worker_map(fd);
   void* p = ok ? ::mmap(nullptr, kMapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   ::close(fd);  // the mapping keeps the map alive
   if (p == MAP_FAILED) return;
   tids_fd_ = obj_get(PARKWAY_PIN_TIDS);
+  if (tids_fd_ >= 0 && !is_tids_map(tids_fd_)) {
+    ::close(tids_fd_);
+    tids_fd_ = -1;
+  }
   if (tids_fd_ < 0) {
     ::munmap(p, kMapBytes);
     return;

@@ -2,9 +2,12 @@
 // scheduler (bpf/scx_parkway.bpf.c), when it is loaded.
 //
 // Protocol (bpf/parkway_sched.h, docs/design/sched-ext.md):
-//  - construction: BPF_OBJ_GET on the pinned worker map, check it is ours
-//    and that sched_ext runs the "parkway" ops, mmap it. Absent or stale
-//    (scheduler not loaded): inactive, and every call below is a no-op.
+//  - construction: sched_ext must run the "parkway" ops (read from sysfs
+//    first, so that without it no bpf(2) call is made) and this process
+//    must be in the root pid namespace (the scheduler sees global ids);
+//    then BPF_OBJ_GET on the pinned worker map (its directory names the
+//    layout version), check it is ours, mmap it. Otherwise: inactive, and
+//    every call below is a no-op.
 //  - register_worker (on the worker thread): CAS a free slot's owner from 0
 //    to our tgid (or from a dead process's tgid), write tid and index, then
 //    one bpf(2) call adds tid -> slot to the pinned tids hash.
@@ -34,8 +37,12 @@ static_assert(sizeof(parkway_slot) == 64, "one cache line per worker slot");
 class SchedExtLink {
  public:
   // Tries the pin path; inactive if absent. Never throws for absence.
-  // PARKWAY_SCHED_EXT=0 in the environment keeps it inactive.
+  // PARKWAY_SCHED_EXT=0 (or off, false, no) keeps it inactive.
   explicit SchedExtLink(unsigned nworkers);
+
+  // True in a child pid namespace (NSpid in /proc/self/status lists more
+  // than one pid), where the link stays inactive.
+  static bool in_child_pid_namespace();
   ~SchedExtLink();
   SchedExtLink(const SchedExtLink&) = delete;
   SchedExtLink& operator=(const SchedExtLink&) = delete;

@@ -197,6 +197,7 @@ int sched_load(const struct load_opts *o)
 	uint64_t st[PARKWAY_NR_STATS];
 	size_t sz;
 	int err, rc = EXIT_FAIL;
+	bool pinned = false;
 	struct timespec last, now;
 
 	verbose = o->verbose;
@@ -241,6 +242,19 @@ int sched_load(const struct load_opts *o)
 		goto out;
 	}
 
+	/* Signals first: an unload that arrives from here on stops the loop
+	 * below (or skips it) and still unpins and detaches. */
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	/* Pins before attach: a program that starts in between finds the new
+	 * maps and, seeing no scheduler enabled yet, runs without one (it
+	 * checks again at its next start); pinning after attach left a gap in
+	 * which it could map a killed loader's stale pins while our scheduler
+	 * was already enabled. */
+	if (!pin_maps(obj))
+		goto out;
+	pinned = true;
+
 	ops = bpf_object__find_map_by_name(obj, "parkway_ops");
 	link = ops ? bpf_map__attach_struct_ops(ops) : NULL;
 	if (!link) {
@@ -258,11 +272,7 @@ int sched_load(const struct load_opts *o)
 		fprintf(stderr, "parkway: cannot map the exit-info section: %s\n", strerror(errno));
 		goto out;
 	}
-	if (!pin_maps(obj))
-		goto out;
 	write_pid_file();
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
 	printf("parkway: scheduler loaded (pid %d, slice %u us); Ctrl-C or `parkway sched unload` "
 	       "restores the default scheduler\n", (int)getpid(), o->slice_us);
 	fflush(stdout);
@@ -292,8 +302,9 @@ int sched_load(const struct load_opts *o)
 out:
 	if (link)
 		bpf_link__destroy(link);
-	if (link) {
+	if (pinned)
 		unpin_all();
+	if (link) {
 		unlink(PARKWAY_PID_FILE);
 		if (rc == EXIT_OK)
 			printf("parkway: scheduler unloaded\n");
