@@ -234,3 +234,51 @@ TEST(TxnInject, RuntimeExternalSubmitters) {
 }
 
 }  // namespace
+
+// The parking recheck (maybe_nonempty) against a claim, step by step: the
+// recheck reads the summary before the claim ([W1]), the claimer empties
+// the head ([W2]), and the recheck then reads the head and the pending
+// count while the claimer is still moving the stack into pending. It used
+// to see an empty head and a count of 0 and answer "nothing queued" with
+// every task still there, so a worker could go to sleep beside them.
+namespace recheck_race {
+std::atomic<int> step{0};  // 1: recheck read the summary; 2: head taken; 3: recheck done
+struct Hooks {
+  static void after_summary_read() noexcept {
+    if (step.load() != 0) return;
+    step.store(1);
+    while (step.load() != 2) std::this_thread::yield();
+  }
+  static void after_take() noexcept {
+    if (step.load() != 1) return;
+    step.store(2);
+    while (step.load() != 3) std::this_thread::yield();
+  }
+};
+}  // namespace recheck_race
+
+TEST(TxnInject, RecheckDuringAClaimSeesTheTasks) {
+  using Tree = parkway::detail::txn::BasicInjectTree<recheck_race::Hooks>;
+  for (bool tags : {true, false}) {
+    recheck_race::step = 0;
+    Tree q(tags, 1);
+    std::vector<Item> items(8);
+    for (auto& it : items) {
+      it.invoke = noop;
+      q.push(&it);
+    }
+    bool seen = false;
+    std::thread recheck([&] {
+      seen = q.maybe_nonempty();
+      recheck_race::step.store(3);
+    });
+    while (recheck_race::step.load() != 1) std::this_thread::yield();
+    std::size_t n = 0;
+    Task* got = q.pop_batch(1, &n);  // claims, takes the head, hands out one
+    recheck.join();
+    EXPECT_TRUE(seen) << "tags " << tags << ": the recheck saw no work while 8 tasks were queued";
+    EXPECT_EQ(n, 1u);
+    EXPECT_NE(got, nullptr);
+    EXPECT_TRUE(q.maybe_nonempty());  // 7 left in pending
+  }
+}

@@ -56,8 +56,12 @@
 
 namespace parkway::detail::txn {
 
-// Test seam: window() runs between reading a guarded word and the CAS on
-// it, so a test can widen the race window (tests/test_txn_contention.cpp).
+// Test seams: window() runs between reading a guarded word and the CAS on
+// it, so a test can widen the race window (tests/test_txn_contention.cpp);
+// after_take() runs right after a claimer's [W2] exchange, and
+// after_summary_read() right after maybe_nonempty() read the summary, so a
+// test can interleave a claim with a parking recheck step by step
+// (tests/test_txn_inject.cpp). A Hooks type may leave any of them out.
 // The runtime uses NoHooks, which compiles to nothing.
 struct NoHooks {
   static void window() noexcept {}
@@ -65,6 +69,16 @@ struct NoHooks {
 
 template <class Hooks = NoHooks>
 class BasicInjectTree {
+  static void window() noexcept {
+    if constexpr (requires { Hooks::window(); }) Hooks::window();
+  }
+  static void after_take() noexcept {
+    if constexpr (requires { Hooks::after_take(); }) Hooks::after_take();
+  }
+  static void after_summary_read() noexcept {
+    if constexpr (requires { Hooks::after_summary_read(); }) Hooks::after_summary_read();
+  }
+
  public:
   static constexpr unsigned kChildren = 16;
 
@@ -89,7 +103,7 @@ class BasicInjectTree {
     std::uint64_t h = c.head.load(std::memory_order_relaxed);  // [P1r]
     for (;;) {
       t->next = ptr_of(h);
-      Hooks::window();
+      window();
       tx.gate(c.tag);  // [P1g]
       // [P1] release: publishes *t to the worker's [W2] exchange. seq_cst:
       // one total order with [W2], [W3c] and the [W3v] re-read.
@@ -101,7 +115,7 @@ class BasicInjectTree {
     if (h == kClosed) {  // the child was closed: announce it in the parent
       std::uint64_t s = summary_.load(std::memory_order_seq_cst);  // [P2r]
       for (;;) {
-        Hooks::window();
+        window();
         tx.gate(ptag_);  // [P2g]
         // [P2] set nonempty(i) and bump the epoch even if the bit is set:
         // the bump is what fails a [W3] that re-validated before our [P1].
@@ -147,7 +161,7 @@ class BasicInjectTree {
         unsigned c = t_cursor_ & (nchildren_ - 1);
         std::uint32_t rot = (avail >> c) | (c ? avail << (32 - c) : 0);
         i = (c + unsigned(std::countr_zero(rot))) & 31;
-        Hooks::window();
+        window();
         tx.gate(ptag_);  // [W1g]
         // [W1] claim child i. acquire: pending_[i] as the previous claimer
         // left it at its [W3] (release) is visible from here on.
@@ -159,11 +173,19 @@ class BasicInjectTree {
       Child& ch = child_[i];
       Pending& p = pending_[i];
       if (!p.first) {
+        // Before the head empties, pending says "not empty": a parking
+        // recheck (maybe_nonempty) that reads the summary before our [W1],
+        // then the head after [W2], must not also read a count of 0 while
+        // we are still moving the stack into pending. Seen through [W2]'s
+        // release, so a reader that sees the emptied head sees this (or
+        // the real count stored below).
+        p.count.store(1, std::memory_order_relaxed);
         tx.gate(ch.tag);  // [W2g]
         // [W2] take the whole stack, leave the head OPEN. An exchange
         // cannot fail; it is still gated, so a producer that holds the
         // child's tag goes first. acquire: pairs with [P1]'s release.
         std::uint64_t h = ch.head.exchange(0, std::memory_order_seq_cst);
+        after_take();
         Task* rev = nullptr;
         Task* last = nullptr;
         std::size_t k = 0;
@@ -216,7 +238,7 @@ class BasicInjectTree {
         // (only the claimer writes claimed(i)), so a fetch_and, which
         // cannot fail. Gated like the exchange [W2]. release: pending_[i]
         // goes to the next claimer's [W1].
-        Hooks::window();
+        window();
         tx.gate(ptag_);  // [W3g]
         summary_.fetch_and(~claimed_bit(i), std::memory_order_seq_cst);  // [W3a]
       } else {
@@ -230,7 +252,7 @@ class BasicInjectTree {
           bool empty = ch.head.load(std::memory_order_seq_cst) == kClosed;  // [W3v]
           std::uint64_t ns = s & ~claimed_bit(i);
           if (empty) ns &= ~nonempty_bit(i);
-          Hooks::window();
+          window();
           tx.gate(ptag_);  // [W3g]
           if (summary_.compare_exchange_strong(s, ns, std::memory_order_seq_cst)) break;  // [W3]
           tx.after_fail(ptag_);
@@ -251,6 +273,7 @@ class BasicInjectTree {
   // claimer took it, or an announcing push is still in flight.
   bool maybe_nonempty() const noexcept {
     std::uint64_t s = summary_.load(std::memory_order_seq_cst);
+    after_summary_read();
     std::uint32_t ne = std::uint32_t(s & kNonemptyMask);
     if (ne & std::uint32_t(s >> 16)) return true;  // a claimer is at work
     while (ne) {
