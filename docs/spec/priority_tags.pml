@@ -21,8 +21,10 @@
  *   pop:   W1r  s = summary.load(); nothing nonempty & unclaimed: commit
  *          W1g  gate(parent tag)
  *          W1   CAS summary s -> s + claimed  | fail: TagAfterFail, s = .., W1g
- *          W2g  gate(child tag)                      (only if pending is empty)
- *          W2   exchange head -> OPEN, into pending
+ *          W2c  pending count = 1                    (only if pending is empty)
+ *          W2g  gate(child tag)
+ *          W2   exchange head -> OPEN (the stack, in the claimer's hands)
+ *          W2p  the stack into pending, count = its length
  *          hand out one task from pending            (max = 1)
  *          W3cg gate(child tag)                      (only if none handed out)
  *          W3c  CAS head OPEN -> CLOSED (failure: a push got in; no retry)
@@ -72,6 +74,11 @@
  *   CONTRACT          add the parking-contract monitor (safety checks)
  *   BUG_ORDER         mutation: W3 re-validates the head before reading
  *                     the summary (W3v before W3r)
+ *   RECHECK           add the recheck process: maybe_nonempty()'s three
+ *                     loads against the claims (a larger state space:
+ *                     its own checks, with smaller budgets)
+ *   BUG_NO_PENDING_MARK  mutation: no W2c (the pending count is stored
+ *                     only after the stack was moved)
  */
 
 #ifndef NPROD
@@ -97,6 +104,9 @@
 #endif
 #ifndef CRASH
 #define CRASH 0
+#endif
+#ifndef RECHECK
+#define RECHECK 0
 #endif
 
 #define NT      (NPROD + NWORK)
@@ -124,6 +134,8 @@ byte pfin, wfin;     /* producers / workers finished                        */
 byte lastc = NOTAG;  /* last thread to commit (INFINITE runs)               */
 byte inflight;       /* pushes between a P1 onto CLOSED and their P2        */
 bit  crashed;
+bit  pcnt;           /* pending count != 0 (pending_[i].count)             */
+byte retd;           /* tasks whose push returned (the recheck's contract) */
 
 #define STAMP(t) \
   if :: stamp[t] == 0 -> nstamped++; stamp[t] = nstamped :: else -> skip fi
@@ -232,6 +244,9 @@ commit:
   atomic {
     CLEARTAGS(t);
     lastc = t;
+#if RECHECK
+    retd = retd | IBIT(it);                   /* push() has returned */
+#endif
     h = 0; sne = 0; scl = 0                   /* dead locals: keep the state small */
   };
 progress_push:
@@ -255,7 +270,7 @@ out:
 
 proctype Worker(byte t)
 {
-  byte sne, scl, got, _u;
+  byte sne, scl, got, _u, taken;
   bit isempty, took, closed;
 
 idle:
@@ -281,8 +296,12 @@ w1g:
   };
   if
   :: pend == 0 ->
+#ifndef BUG_NO_PENDING_MARK
+       pcnt = 1;                                        /* W2c */
+#endif
        GATE(t, tagC);                                   /* W2g */
-       atomic { pend = hset; hset = 0; top = 0 }        /* W2  */
+       atomic { taken = hset; hset = 0; top = 0 };      /* W2  */
+       atomic { pend = taken; taken = 0; pcnt = (pend != 0) }  /* W2p */
   :: else -> skip
   fi;
   d_step {                                              /* hand out one */
@@ -292,7 +311,7 @@ w1g:
          do :: (pend & got) -> break :: else -> got = got << 1 od;
          assert((delivered & got) == 0);                /* no duplicate */
          delivered = delivered | got;
-         pend = pend & ~got;
+         pend = pend & ~got; pcnt = (pend != 0);
          got = 0; took = 1
     :: else -> skip
     fi
@@ -357,6 +376,42 @@ out:
 active proctype contract()
 {
   assert((hset == 0 || ne || inflight > 0) && (pend == 0 || ne))
+}
+
+#endif
+
+#if RECHECK
+/* The same contract as the code checks it: maybe_nonempty() (the parking
+ * recheck) makes three separate loads, the summary, the head, the pending
+ * count, while claims run. If it answers "empty", every task whose push
+ * had returned when it began has been handed out when it ends, unless an
+ * announcing push (between P1 onto CLOSED and P2) was in flight meanwhile:
+ * that push wakes a sleeper itself. BUG_NO_PENDING_MARK shows why W2c is
+ * there: a recheck that reads the head after W2 and the count before W2p
+ * sees neither.                                                          */
+active proctype recheck()
+{
+  byte must;
+  bit rne, seen, infl;
+end_recheck:
+  do
+  :: atomic {                                   /* summary load */
+       must = retd & ~delivered; infl = (inflight > 0);
+       rne = ne; seen = (ne && cl)              /* a claimer is at work */
+     };
+     if
+     :: rne && !seen -> atomic { seen = (top != 0 && top != CLSD); infl = infl || inflight > 0 }  /* head  */
+     :: else -> skip
+     fi;
+     if
+     :: rne && !seen -> atomic { seen = pcnt; infl = infl || inflight > 0 }                     /* count */
+     :: else -> skip
+     fi;
+     atomic {
+       assert(seen || infl || inflight > 0 || (must & ~delivered) == 0);
+       must = 0; rne = 0; seen = 0; infl = 0
+     }
+  od
 }
 #endif
 

@@ -26,6 +26,9 @@ CHECKS=(
   "alldone-2p1w       pass alldone  -DNPROD=2 -DNWORK=1 -DBUDGET=2"
   "np-2p1w            pass np       -DNPROD=2 -DNWORK=1 -DBUDGET=2"
   "nostarve-endless   pass nostarve -DNPROD=2 -DNWORK=1 -DINFINITE=1"
+  # --- the parking recheck's three loads against claims (RECHECK) -------
+  "recheck-1p2w       pass safety   -DNPROD=1 -DNWORK=2 -DBUDGET=2 -DRECHECK=1"
+  "recheck-2p1w       pass safety   -DNPROD=2 -DNWORK=1 -DBUDGET=1 -DRECHECK=1"
   # --- tags are not needed for safety, and a bypass keeps it ------------
   "safety-tags-off    pass safety   -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DPRIVILEGE=0"
   "safety-bypass      pass safety   -DNPROD=2 -DNWORK=2 -DBUDGET=1 -DBYPASS=1"
@@ -36,6 +39,7 @@ CHECKS=(
   "bug-no-revalidate  cex  safety   -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DBUG_NO_REVALIDATE"
   "bug-no-epoch       cex  safety   -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DBUG_NO_EPOCH"
   "bug-order          cex  safety   -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DBUG_ORDER"
+  "bug-no-pending-mark cex safety   -DNPROD=1 -DNWORK=1 -DBUDGET=2 -DRECHECK=1 -DBUG_NO_PENDING_MARK"
   # --- a tag holder that stops: blocking, unless waiters bypass ---------
   "crash-blocks       cex  survive  -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DCRASH=1"
   "crash-bypass       pass survive  -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DCRASH=1 -DBYPASS=1"

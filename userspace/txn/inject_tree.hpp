@@ -27,8 +27,9 @@
 //   pop:    one transaction per child, repeated over children until the
 //           batch holds `max` tasks or nothing is left to claim:
 //           [W1] CAS summary: set claimed(i) for an i nonempty & unclaimed
-//           [W2] if pending is empty: exchange head -> OPEN, reverse into
-//                pending; hand out what the batch still lacks
+//           [W2] if pending is empty: count = 1 ([W2c], for maybe_nonempty),
+//                exchange head -> OPEN, reverse into pending ([W2p]);
+//                hand out what the batch still lacks
 //           [W3c] if this claim found nothing (pending and head empty):
 //                CAS head OPEN -> CLOSED (fails if a push got in: then keep
 //                nonempty(i)). A child that just gave tasks stays OPEN, so
@@ -179,7 +180,7 @@ class BasicInjectTree {
         // we are still moving the stack into pending. Seen through [W2]'s
         // release, so a reader that sees the emptied head sees this (or
         // the real count stored below).
-        p.count.store(1, std::memory_order_relaxed);
+        p.count.store(1, std::memory_order_relaxed);  // [W2c]
         tx.gate(ch.tag);  // [W2g]
         // [W2] take the whole stack, leave the head OPEN. An exchange
         // cannot fail; it is still gated, so a producer that holds the
@@ -197,7 +198,7 @@ class BasicInjectTree {
           t = nx;
           ++k;
         }
-        p.first = rev;
+        p.first = rev;  // [W2p]
         p.last = last;
         p.count.store(k, std::memory_order_relaxed);
       }
