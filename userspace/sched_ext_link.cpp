@@ -29,31 +29,27 @@ int obj_get(const char* path) noexcept {
   return static_cast<int>(sys_bpf(BPF_OBJ_GET, &a));
 }
 
-// The pinned map must be the layout this build knows.
-bool is_worker_map(int fd) noexcept {
-  bpf_map_info info;
-  std::memset(&info, 0, sizeof(info));
+bool map_info(int fd, bpf_map_info* info) noexcept {
+  std::memset(info, 0, sizeof(*info));
   bpf_attr a;
   std::memset(&a, 0, sizeof(a));
   a.info.bpf_fd = static_cast<std::uint32_t>(fd);
-  a.info.info_len = sizeof(info);
-  a.info.info = reinterpret_cast<std::uint64_t>(&info);
-  if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &a) != 0) return false;
-  return info.type == BPF_MAP_TYPE_ARRAY && info.value_size == sizeof(parkway_slot) &&
+  a.info.info_len = sizeof(*info);
+  a.info.info = reinterpret_cast<std::uint64_t>(info);
+  return sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &a) == 0;
+}
+
+// The pinned maps must be the layout this build knows: the worker array...
+bool is_worker_map(int fd) noexcept {
+  bpf_map_info info;
+  return map_info(fd, &info) && info.type == BPF_MAP_TYPE_ARRAY && info.value_size == sizeof(parkway_slot) &&
          info.max_entries == PARKWAY_MAX_SLOTS && (info.map_flags & BPF_F_MMAPABLE);
 }
 
-// ... and the tids map: tid (u32) -> slot (u32).
+// ... and the tids hash: tid (u32) -> slot (u32).
 bool is_tids_map(int fd) noexcept {
   bpf_map_info info;
-  std::memset(&info, 0, sizeof(info));
-  bpf_attr a;
-  std::memset(&a, 0, sizeof(a));
-  a.info.bpf_fd = static_cast<std::uint32_t>(fd);
-  a.info.info_len = sizeof(info);
-  a.info.info = reinterpret_cast<std::uint64_t>(&info);
-  if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &a) != 0) return false;
-  return info.type == BPF_MAP_TYPE_HASH && info.key_size == sizeof(std::uint32_t) &&
+  return map_info(fd, &info) && info.type == BPF_MAP_TYPE_HASH && info.key_size == sizeof(std::uint32_t) &&
          info.value_size == sizeof(std::uint32_t);
 }
 
