@@ -234,3 +234,31 @@ TEST(Parking, SubmitsAimedAtTheParkingWindow) {
     }
   }
 }
+
+// A worker that returns from park() still counted as a searcher (handed
+// off by a waker) and then takes an injected task in its periodic
+// injection check must stop counting as a searcher before it runs it.
+// Counted, it kept S > 0 while it ran, so its spawns woke nobody and the
+// other worker slept beside 40 ready tasks. With 2 workers, one busy and
+// one idle, S must be 0.
+TEST(Parking, BusyWorkerIsNotCountedAsSearching) {
+  pwtest::Watchdog w("Parking.BusyWorkerIsNotCountedAsSearching", 120);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  auto& impl = rt.impl();
+  using parkway::detail::Parking;
+  int bad = 0;
+  const int trials = 400;
+  for (int i = 0; i < trials; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(1500));  // let both park
+    auto f = rt.submit([&] {
+      std::uint64_t s0 = impl.parking.snapshot();
+      parkway::TaskGroup g;
+      for (int k = 0; k < 40; ++k) g.spawn([] {});
+      std::uint64_t s1 = impl.parking.snapshot();
+      g.wait();
+      return Parking::searching_of(s0) > 0 && Parking::idle_of(s0) > 0 && Parking::searching_of(s1) > 0;
+    });
+    bad += f.get() ? 1 : 0;
+  }
+  EXPECT_EQ(bad, 0) << bad << " of " << trials << " root tasks ran while their worker was counted as searching";
+}

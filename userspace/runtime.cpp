@@ -153,8 +153,7 @@ void Runtime::shutdown() {
 void Runtime::enqueue(detail::Task* t) {
   detail::Worker* w = detail::Worker::current();
   if (w && &w->runtime() == impl_) {
-    impl_->submitted.fetch_add(1, std::memory_order_relaxed);
-    w->spawn(t);
+    w->spawn(t);  // counted as spawned; Stats::submitted counts tasks from outside the pool
     return;
   }
   impl_->inject(t);

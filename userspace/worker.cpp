@@ -60,6 +60,11 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
       return;
     }
     if (Task* t = next_local()) {
+      // park() can return with this worker counted as a searcher (a waker
+      // handed off to it); if the periodic injection check then gave it a
+      // task, it found work like a search would have ([S2], [S3]). Left
+      // counted, it kept producers from waking anyone while it ran.
+      if (searching_) [[unlikely]] found_work();
       execute(t);
       continue;
     }
