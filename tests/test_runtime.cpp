@@ -314,17 +314,8 @@ TEST(Runtime, DISABLED_ConstructDestroyInFreshProcess) {
 }
 
 TEST(Runtime, DestroyRightAfterConstructionInFreshProcess) {
-  char self[4096];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);  // (in system(), /proc/self is the shell)
-  ASSERT_GT(len, 0);
-  self[len] = 0;
-  for (int i = 0; i < 5; ++i) {
-    std::string cmd = std::string("'") + self +
-                      "' --gtest_also_run_disabled_tests "
-                      "--gtest_filter=Runtime.DISABLED_ConstructDestroyInFreshProcess >/dev/null 2>&1";
-    int rc = std::system(cmd.c_str());
-    ASSERT_EQ(rc, 0) << "child run " << i << " failed (status " << rc << ")";
-  }
+  for (int i = 0; i < 5; ++i)
+    ASSERT_EQ(pwtest::run_child_test("Runtime.DISABLED_ConstructDestroyInFreshProcess"), 0) << "child run " << i << " failed";
 }
 
 namespace {

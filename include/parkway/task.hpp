@@ -31,36 +31,38 @@ struct Task {
 PARKWAY_API void* allocate_task(std::size_t bytes);
 PARKWAY_API void free_task(void* p, std::size_t bytes) noexcept;
 
-// Tasks whose type needs more alignment than malloc gives (a closure that
-// captures an alignas(64) value, say) bypass the cache and use the aligned
-// operator new; everything else comes from the cache.
+// Memory for a task of type T: from the per-thread cache, or, for types
+// that need more alignment than malloc gives (a closure that captures an
+// alignas(64) value, say), from the aligned operator new.
 template <class T>
-inline constexpr bool kOverAligned = alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+void* task_memory() {
+  if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+    return ::operator new(sizeof(T), std::align_val_t(alignof(T)));
+  else
+    return allocate_task(sizeof(T));
+}
+template <class T>
+void free_task_memory(void* p) noexcept {
+  if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+    ::operator delete(p, sizeof(T), std::align_val_t(alignof(T)));
+  else
+    free_task(p, sizeof(T));
+}
 
 template <class T, class... A>
 T* new_task(A&&... a) {
-  void* mem;
-  if constexpr (kOverAligned<T>)
-    mem = ::operator new(sizeof(T), std::align_val_t(alignof(T)));
-  else
-    mem = allocate_task(sizeof(T));
+  void* mem = task_memory<T>();
   try {
     return ::new (mem) T(static_cast<A&&>(a)...);
   } catch (...) {
-    if constexpr (kOverAligned<T>)
-      ::operator delete(mem, sizeof(T), std::align_val_t(alignof(T)));
-    else
-      free_task(mem, sizeof(T));
+    free_task_memory<T>(mem);
     throw;
   }
 }
 template <class T>
 void delete_task(T* t) noexcept {
   t->~T();
-  if constexpr (kOverAligned<T>)
-    ::operator delete(static_cast<void*>(t), sizeof(T), std::align_val_t(alignof(T)));
-  else
-    free_task(t, sizeof(T));
+  free_task_memory<T>(t);
 }
 
 // A value unique to the calling thread among live threads (TaskGroup uses
