@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # check-usdt.sh LIB DEMO -- the USDT probes are in the library, and fire.
 #  1. readelf: every probe of userspace/probes.hpp is in LIB's stapsdt notes.
-#  2. bpftrace (root, tracefs): attach to spawn/steal/park/unpark/wake/run
-#     while DEMO runs and see each fire at least once. Skipped, with the
-#     reason, where bpftrace cannot attach.
+#  2. bpftrace (root, tracefs): attach to spawn/steal/park/unpark/wake/run/
+#     notify while DEMO runs and see each fire at least once, and park with
+#     worker -1 (the demo's main thread sleeping in Runtime::run).
+#     Skipped, with the reason, where bpftrace cannot attach.
 set -u
 lib=$1; demo=$2
 pass=0; fail=0; skip=0
-want="spawn inject run steal inject_take search_begin search_end park unpark wake steal_fence park_fence"
+want="spawn inject run steal inject_take search_begin search_end park unpark wake notify steal_fence park_fence"
 notes=$(readelf -n "$lib" 2>/dev/null | awk '/Provider: parkway/{getline; print $2}' | sort -u)
 for p in $want; do
   if grep -qx "$p" <<<"$notes"; then pass=$((pass+1)); else echo "FAIL: probe parkway:$p missing from $lib"; fail=$((fail+1)); fi
@@ -21,14 +22,19 @@ if [ -z "$reason" ] && [ ! -e /sys/kernel/tracing/uprobe_events ]; then
   mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null || true
   [ -e /sys/kernel/tracing/uprobe_events ] || reason="tracefs is not available"
 fi
-fired=(spawn steal park unpark wake run)
+fired=(spawn steal park unpark wake run notify park_outside)
 if [ -n "$reason" ]; then
   echo "SKIP: live probe check: $reason"
   skip=$((skip + ${#fired[@]}))
 else
   out=$(mktemp)
   prog=""
-  for p in "${fired[@]}"; do prog="$prog usdt:$lib:parkway:$p { @[\"$p\"] = count(); }"; done
+  for p in "${fired[@]}"; do
+    case $p in
+      park_outside) prog="$prog usdt:$lib:parkway:park /arg0 == -1/ { @[\"$p\"] = count(); }" ;;
+      *) prog="$prog usdt:$lib:parkway:$p { @[\"$p\"] = count(); }" ;;
+    esac
+  done
   ulimit -l unlimited 2>/dev/null || true
   # Attach by library path (system-wide), run the demo, then stop bpftrace
   # (-c cannot resolve probes in a library the child has not loaded yet).

@@ -7,7 +7,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <cerrno>
+#include <cstdio>
+#include <system_error>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <stdexcept>
@@ -193,6 +197,41 @@ TEST(Runtime, StatsCountWork) {
   EXPECT_EQ(s.total.executed, s.total.spawned + s.submitted);  // every task counted once
 }
 
+// A task that finishes while the thread waiting for it sleeps wakes that
+// thread, and the worker that ran it counts the wake-up in waiter_wakeups
+// (it was counted nowhere: parks outnumbered wakeups in every trace).
+// Two sleepers: a worker in a helping wait whose task another worker
+// took, and a thread outside the pool in Future::get.
+TEST(Runtime, StatsCountWaiterWakeups) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  auto waker_count = [&] {
+    parkway::Stats s = rt.stats();
+    std::uint64_t sum = 0;
+    for (auto& w : s.workers) sum += w.waiter_wakeups;
+    EXPECT_EQ(sum, s.total.waiter_wakeups);
+    return s.total.waiter_wakeups;
+  };
+  const std::uint64_t before = waker_count();
+  rt.run([] {
+    parkway::TaskGroup g;
+    std::atomic<bool> started{false};
+    g.spawn([&] {
+      started.store(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    });
+    while (!started.load()) std::this_thread::yield();  // the other worker took it
+    g.wait();  // nothing to help with: this worker sleeps until the task ends
+  });
+  rt.submit([] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); }).get();
+  // Three wake-ups: the worker in g.wait(), and this thread in run() and in
+  // get(). A waker counts after its FUTEX_WAKE, so the woken thread may
+  // look before the count is there: poll for it.
+  std::uint64_t woken = 0;
+  for (int i = 0; i < 200 && (woken = waker_count() - before) < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(woken, 3u) << "a sleeping waiter's wake-up was not counted";
+}
+
 TEST(Runtime, ConcurrentShutdownCalls) {
   parkway::Runtime rt(parkway::Options{.workers = 2});
   std::atomic<int> ran{0};
@@ -316,6 +355,48 @@ TEST(Runtime, DISABLED_ConstructDestroyInFreshProcess) {
 TEST(Runtime, DestroyRightAfterConstructionInFreshProcess) {
   for (int i = 0; i < 5; ++i)
     ASSERT_EQ(pwtest::run_child_test("Runtime.DISABLED_ConstructDestroyInFreshProcess"), 0) << "child run " << i << " failed";
+}
+
+namespace {
+int threads_in_this_process() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  int n = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "Threads: %d", &n) == 1) break;
+  std::fclose(f);
+  return n;
+}
+}  // namespace
+
+// Run in a child process: with RLIMIT_NPROC at 3 (as an unprivileged user;
+// root is not held to it) the runtime can start at most two of its eight
+// workers. Exit status 42: the constructor threw std::system_error naming
+// parkway and the thread, and stopped the workers it had started.
+TEST(Runtime, DISABLED_ThreadCreationFailureChild) {
+  if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) std::_Exit(3);
+  rlimit rl{3, 3};
+  if (setrlimit(RLIMIT_NPROC, &rl) != 0) std::_Exit(4);
+  try {
+    parkway::Runtime rt(parkway::Options{.workers = 8, .name = "nproc"});
+    std::_Exit(5);  // all eight started: the limit did not hold
+  } catch (const std::system_error& e) {
+    const std::string what = e.what();
+    std::fprintf(stderr, "what(): %s\n", what.c_str());
+    if (what.find("parkway: cannot create worker thread nproc-w") != 0) std::_Exit(6);
+    if (what.find("workers had started; they were stopped") == std::string::npos) std::_Exit(7);
+    if (e.code().value() != EAGAIN) std::_Exit(8);
+    if (threads_in_this_process() > 2) std::_Exit(9);  // the started workers were joined (a sanitizer may keep one of its own)
+    std::_Exit(42);
+  }
+}
+
+// A worker thread that cannot be created gives an error that says it is
+// parkway's and which thread (it was a bare "Resource temporarily
+// unavailable"), after the workers already started were stopped.
+TEST(Runtime, ThreadCreationFailureNamesTheThread) {
+  EXPECT_EQ(pwtest::run_child_test("Runtime.DISABLED_ThreadCreationFailureChild"), 42);
 }
 
 namespace {

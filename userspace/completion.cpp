@@ -50,12 +50,14 @@ void block_until(Worker* me, std::uint32_t id, DoneFn done, void* ctx, bool time
       pw.cancel();
       break;
     }
+    PW_PROBE2(park, -1, id);  // an outside thread: named by its park id only
     if (timed) {
       timespec ts{0, 1000000};
       pw.sleep_for(ts);
     } else {
       pw.sleep();  // [P4]
     }
+    PW_PROBE3(unpark, -1, 0, id);
   }
 }
 
@@ -63,7 +65,14 @@ namespace {
 bool is_zero_fn(void* p) noexcept { return static_cast<CompletionWord*>(p)->is_zero(); }
 }  // namespace
 
-void wake_waiter(std::uint32_t waiter) noexcept { park_word(waiter).notify(); }
+void notify_park_word(std::uint32_t id, bool count) noexcept {
+  const bool woke = park_word(id).notify();  // [C4], [G4], [X2]
+  Worker* me = Worker::current();
+  if (woke && count && me) me->count_waiter_wakeup();
+  PW_PROBE3(notify, me ? int(me->index()) : -1, id, int(woke));
+}
+
+void wake_waiter(std::uint32_t waiter) noexcept { notify_park_word(waiter, true); }
 
 void CompletionWord::wait_slow() noexcept {
   Worker* me = Worker::current();

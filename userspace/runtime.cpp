@@ -7,11 +7,13 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 
 #include "parker.hpp"
 #include "parkway/coro.hpp"
 #include "probes.hpp"
 #include "runtime_impl.hpp"
+#include "waiting.hpp"
 
 namespace parkway {
 
@@ -76,6 +78,14 @@ void RuntimeImpl::start() {
         workers[i]->main_loop();
       });
     }
+  } catch (const std::system_error& e) {
+    const std::size_t started = threads.size();
+    shutdown();
+    char what[128];
+    std::snprintf(what, sizeof what,
+                  "parkway: cannot create worker thread %s-w%zu (%zu of %u workers had started; they were stopped)",
+                  opts.name, started, started, n);
+    throw std::system_error(e.code(), what);
   } catch (...) {
     shutdown();
     throw;
@@ -91,10 +101,10 @@ void RuntimeImpl::inject(Task* t) {
     injecting.fetch_sub(1, std::memory_order_release);
     throw RuntimeShutdown("parkway: the runtime is shutting down; the task was not accepted");
   }
+  PW_PROBE1(inject, t);  // before the push: once pushed, t may run (and fire `run`) at once
   injection.push(t);  // [Q1]
   PW_CHAOS();
   submitted.fetch_add(1, std::memory_order_relaxed);
-  PW_PROBE1(inject, t);
   notify_work(-1);
   injecting.fetch_sub(1, std::memory_order_release);  // last touch of *this
 }
@@ -120,7 +130,7 @@ void RuntimeImpl::shutdown() {
   // runtime destroyed right after it was made, in a process where no
   // thread had a park word yet.)
   for (unsigned i = 0; i < threads.size(); ++i)
-    if (std::uint32_t id = parking.park_id(i); id != Parking::kNoParkId) park_word(id).notify();
+    if (std::uint32_t id = parking.park_id(i); id != Parking::kNoParkId) notify_park_word(id, false);
   for (auto& th : threads)  // [X3]
     if (th.joinable()) th.join();
   joined = true;

@@ -26,6 +26,7 @@ WorkerStats WorkerCounters::snapshot() const noexcept {
   s.injected = injected.load(std::memory_order_relaxed);
   s.parks = parks.load(std::memory_order_relaxed);
   s.wakeups = wakeups.load(std::memory_order_relaxed);
+  s.waiter_wakeups = waiter_wakeups.load(std::memory_order_relaxed);
   s.steal_fences = steal_fences.load(std::memory_order_relaxed);
   s.park_fences = park_fences.load(std::memory_order_relaxed);
   return s;
@@ -227,7 +228,7 @@ void Worker::park(DoneFn done, void* ctx, bool main, bool timed) noexcept {
     return;
   }
   WorkerCounters::bump(counters_.parks);
-  PW_PROBE1(park, int(index_));
+  PW_PROBE2(park, int(index_), park_id_);
   publish(WorkerState::Parked);
   PW_CHAOS();
   std::uint32_t token;
@@ -243,7 +244,7 @@ void Worker::park(DoneFn done, void* ctx, bool main, bool timed) noexcept {
   PW_CHAOS();
   searching_ = rt_.parking.withdraw(index_);  // [P5b, P5c]
   publish(WorkerState::Searching);
-  PW_PROBE2(unpark, int(index_), int(searching_));
+  PW_PROBE3(unpark, int(index_), int(searching_), park_id_);
 }
 
 

@@ -23,7 +23,7 @@ class RuntimeImpl;
 // Runtime::stats() from any thread.
 struct WorkerCounters {
   std::atomic<std::uint64_t> spawned{0}, executed{0}, steals{0}, failed_steals{0}, injected{0},
-      parks{0}, wakeups{0}, steal_fences{0}, park_fences{0};
+      parks{0}, wakeups{0}, waiter_wakeups{0}, steal_fences{0}, park_fences{0};
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
 #if defined(__x86_64__) && !defined(PARKWAY_TSAN)
     // One unlocked add to memory instead of load, add, store: only the
@@ -49,19 +49,19 @@ class alignas(64) Worker {
   // Push a task spawned on this worker and wake a sleeper if nobody
   // searches. Owner thread only.
   [[gnu::always_inline]] void spawn(Task* t) {
+    PW_PROBE2(spawn, int(index_), t);  // before the push: a thief may run t at once
     if (!deque_.try_push(t)) [[unlikely]] {  // [Q2]
       spawn_at_limit(t);  // a tail call: the common path needs no frame
       return;
     }
-    spawned(t);
+    spawned();
   }
   [[gnu::noinline]] void spawn_at_limit(Task* t) {
     deque_.push_at_limit(t);  // [Q2], past the cached limit: may grow the buffer
-    spawned(t);
+    spawned();
   }
-  [[gnu::always_inline]] void spawned(Task* t) {
+  [[gnu::always_inline]] void spawned() {
     WorkerCounters::bump(counters_.spawned);
-    PW_PROBE2(spawn, int(index_), t);
     after_push();
   }
 
@@ -92,6 +92,8 @@ class alignas(64) Worker {
   RuntimeImpl& runtime() const noexcept { return rt_; }
   Deque& deque() noexcept { return deque_; }
   const WorkerCounters& counters() const noexcept { return counters_; }
+  // A task this worker ran woke its sleeping waiter (wake_waiter). Owner only.
+  void count_waiter_wakeup() noexcept { WorkerCounters::bump(counters_.waiter_wakeups); }
 
   static Worker* current() noexcept { return tls_current; }
   static inline thread_local constinit Worker* tls_current __attribute__((tls_model("initial-exec"))) = nullptr;

@@ -24,8 +24,9 @@ PARKWAY_API void enqueue_on(Runtime& rt, Task* t);
 class PARKWAY_API Runtime {
  public:
   // Starts opts.workers threads. Throws std::invalid_argument naming the
-  // option when an option is out of range, std::system_error if threads
-  // cannot be created.
+  // option when an option is out of range, std::system_error if a worker
+  // thread cannot be created (its what() names the thread and how many had
+  // started; those are stopped and joined first).
   explicit Runtime(Options opts = Options{});
 
   // shutdown(): finishes every accepted task, then joins the workers.

@@ -14,6 +14,10 @@ struct WorkerStats {
   std::uint64_t injected = 0;      // tasks taken from the injection queue
   std::uint64_t parks = 0;         // times this worker went to sleep on its futex word
   std::uint64_t wakeups = 0;       // times this worker woke another (unpark of an idle worker)
+  std::uint64_t waiter_wakeups = 0;  // times a task this worker finished woke the thread sleeping
+                                     // in a wait for it (TaskGroup::wait, Future::get,
+                                     // Runtime::run; a worker in a helping wait or an outside
+                                     // thread): FUTEX_WAKEs, not tokens left for a waiter still awake
   std::uint64_t steal_fences = 0;  // steal sessions in which this worker, as the thief, called
                                    // membarrier(2): the victim was not fencing its pops
                                    // (docs/design/deque.md, "The steal gate")
@@ -24,7 +28,8 @@ struct WorkerStats {
   WorkerStats& operator+=(const WorkerStats& o) noexcept {
     spawned += o.spawned; executed += o.executed; steals += o.steals;
     failed_steals += o.failed_steals; injected += o.injected;
-    parks += o.parks; wakeups += o.wakeups; steal_fences += o.steal_fences;
+    parks += o.parks; wakeups += o.wakeups; waiter_wakeups += o.waiter_wakeups;
+    steal_fences += o.steal_fences;
     park_fences += o.park_fences;
     return *this;
   }
