@@ -38,13 +38,15 @@ void TaskGroup::report_lost_exception() noexcept {
 }
 
 // The fast path (a worker spawning into a group of its runtime) makes no
-// call but a tail call, so it needs no stack frame.
+// call but a tail call, so it needs no stack frame, and a fresh group
+// (unbound) falls through to the push without a taken branch.
 void TaskGroup::schedule(detail::Task* t) {
   detail::Worker* w = detail::Worker::current();
   if (w) [[likely]] {
     Runtime* r = w->owner_runtime();
     Runtime* cur = rt_.load(std::memory_order_relaxed);
-    if (!cur || cur == r) [[likely]] {
+    Runtime* bound = cur ? cur : r;  // unbound: binds to r (a cmov, not a branch)
+    if (bound == r) [[likely]] {
       rt_.store(r, std::memory_order_relaxed);  // binds at the first spawn (a no-op after)
       w->spawn(t);
       return;

@@ -32,8 +32,8 @@ class PARKWAY_API TaskGroup {
   // Waits for the tasks still running. An exception that no wait() observed
   // is reported on stderr (a destructor cannot rethrow it).
   ~TaskGroup() {
-    join();
-    if (error_.load(std::memory_order_acquire)) report_lost_exception();
+    if (__builtin_expect(!finished(), 0)) join();
+    if (__builtin_expect(error_.load(std::memory_order_acquire) != nullptr, 0)) report_lost_exception();
   }
 
   // Runs f() on some worker. From a worker the task goes to that worker's
@@ -48,10 +48,10 @@ class PARKWAY_API TaskGroup {
       // and only when every task of the group has finished, so never from
       // inside one of them (slot.md has the protocol). No allocation and
       // no read-modify-write for the spawn-one-then-wait shape.
-      if (owner_ == detail::this_thread_token() &&
+      if (__builtin_expect(owner_ == detail::this_thread_token() &&
           (slot_known_unused() ||  // [G1f] the constructing flow, before any slot spawn
            (slot_.load(std::memory_order_acquire) == 0 &&
-            pending_.is_zero()))) {  // [G1] the whole group idle: not from inside one of its tasks
+            pending_.is_zero())), 1)) {  // [G1] the whole group idle: not from inside one of its tasks
         slot_unused_ = false;
         Inline* t = ::new (static_cast<void*>(inline_)) Inline(static_cast<F&&>(f), this);
         slot_.store(kSlotBusy, std::memory_order_relaxed);  // [G2] published by the push's release
@@ -80,7 +80,7 @@ class PARKWAY_API TaskGroup {
   // exception a task threw (and forgets it, so the group can be reused).
   void wait() {
     join();
-    if (error_.load(std::memory_order_acquire)) rethrow_exception();
+    if (__builtin_expect(error_.load(std::memory_order_acquire) != nullptr, 0)) rethrow_exception();
   }
 
   // Number of spawned tasks not yet finished (a snapshot).
@@ -141,14 +141,15 @@ class PARKWAY_API TaskGroup {
 #endif
   }
 
-  bool finished() const noexcept {  // [G5] both loads acquire
-    return slot_.load(std::memory_order_acquire) == 0 &&
-           const_cast<detail::CompletionWord&>(pending_).is_zero();
+  bool finished() const noexcept {  // [G5] both loads acquire, slot first
+    std::uint64_t s = slot_.load(std::memory_order_acquire);
+    std::uint64_t c = const_cast<detail::CompletionWord&>(pending_).raw().load(std::memory_order_acquire);
+    return (s | (c & detail::CompletionWord::kCountMask)) == 0;  // one branch
   }
   // The inline task has finished. On the owner thread a plain store: no
   // other thread can have registered, and the owner is here, not asleep.
   void slot_done() noexcept {
-    if (owner_ == detail::this_thread_token())
+    if (owner_ == detail::this_thread_token()) [[likely]]
       slot_.store(0, std::memory_order_release);  // [G3o]
     else
       slot_done_remote();
@@ -156,13 +157,20 @@ class PARKWAY_API TaskGroup {
   void slot_done_remote() noexcept;  // [G3], [G4]
   // Waits for every task: first runs the calling worker's own newest
   // tasks (usually the ones waited for), then wait_slow() blocks/helps.
+  //
+  // The __builtin_expect hints here, in spawn() and in the destructor lay
+  // the spawn-one-then-wait shape out as straight-line code: no taken
+  // branch between the spawn and the return but the calls themselves
+  // (g++ 12 ignores [[likely]] on these conditions). finished() tests its
+  // two words with one branch for the same reason. benchmarks.md, session 7.
   void join() noexcept {
-    while (!finished()) {
-      if (!detail::run_own_task()) {
+    if (__builtin_expect(finished(), 0)) return;
+    do {
+      if (__builtin_expect(!detail::run_own_task(), 0)) {
         wait_slow();
         return;
       }
-    }
+    } while (__builtin_expect(!finished(), 0));
   }
   struct WaitState;
   static bool wait_check(void* w) noexcept;
