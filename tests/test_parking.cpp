@@ -4,7 +4,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -261,4 +263,63 @@ TEST(Parking, BusyWorkerIsNotCountedAsSearching) {
     bad += f.get() ? 1 : 0;
   }
   EXPECT_EQ(bad, 0) << bad << " of " << trials << " root tasks ran while their worker was counted as searching";
+}
+
+// Shutdown with a task in flight that blocks (outside parkway's waits: a
+// latch, I/O) until a child it spawned has run. A worker used to leave as
+// soon as stop was set and it saw no work, so the child, pushed later,
+// woke nobody and the parent (and shutdown) waited for ever: 20 hangs in
+// 20 runs of a reviewer's program. Workers now leave only once no worker
+// runs a task (parking.md, "Shutdown").
+TEST(Shutdown, ATaskBlockedOnItsChildStillGetsIt) {
+  pwtest::Watchdog dog("Shutdown.ATaskBlockedOnItsChildStillGetsIt", 60);
+  for (int round = 0; round < 5; ++round) {
+    std::atomic<bool> started{false}, child_ran{false}, stranded{false};
+    {
+      parkway::Runtime rt(parkway::Options{.workers = 2});
+      rt.submit([&] {
+        started.store(true);
+        std::this_thread::sleep_for(30ms);  // shutdown begins meanwhile
+        parkway::Runtime::current()->submit([&] { child_ran.store(true); });  // into this worker's deque
+        auto t0 = std::chrono::steady_clock::now();
+        while (!child_ran.load()) {  // blocks until another worker runs the child
+          if (std::chrono::steady_clock::now() - t0 > 5s) {
+            stranded.store(true);
+            return;
+          }
+          std::this_thread::sleep_for(100us);
+        }
+      });
+      while (!started.load()) std::this_thread::yield();
+    }  // ~Runtime: shutdown with the task running
+    EXPECT_TRUE(child_ran.load()) << "round " << round;
+    EXPECT_FALSE(stranded.load()) << "round " << round << ": the child waited 5 s for a worker";
+  }
+}
+
+// The same shape with a fan-out: the children of a task running when
+// shutdown begins are shared among the workers, as before shutdown (they
+// all ran on the parent's worker: the other one had left).
+TEST(Shutdown, FanOutInFlightUsesEveryWorker) {
+  pwtest::Watchdog dog("Shutdown.FanOutInFlightUsesEveryWorker", 60);
+  std::atomic<bool> started{false};
+  std::mutex mu;
+  std::set<std::thread::id> ran_on;
+  {
+    parkway::Runtime rt(parkway::Options{.workers = 2});
+    rt.submit([&] {
+      started.store(true);
+      std::this_thread::sleep_for(30ms);  // shutdown begins meanwhile
+      parkway::TaskGroup g;
+      for (int i = 0; i < 8; ++i)
+        g.spawn([&] {
+          std::this_thread::sleep_for(20ms);
+          std::lock_guard<std::mutex> l(mu);
+          ran_on.insert(std::this_thread::get_id());
+        });
+      g.wait();
+    });
+    while (!started.load()) std::this_thread::yield();
+  }
+  EXPECT_EQ(ran_on.size(), 2u) << "the children of a task in flight at shutdown ran on one worker";
 }

@@ -65,14 +65,12 @@ namespace {
 bool is_zero_fn(void* p) noexcept { return static_cast<CompletionWord*>(p)->is_zero(); }
 }  // namespace
 
-void notify_park_word(std::uint32_t id, bool count) noexcept {
-  const bool woke = park_word(id).notify();  // [C4], [G4], [X2]
+void wake_waiter(std::uint32_t waiter) noexcept {
+  const bool woke = park_word(waiter).notify();  // [C4], [G4]
   Worker* me = Worker::current();
-  if (woke && count && me) me->count_waiter_wakeup();
-  PW_PROBE3(notify, me ? int(me->index()) : -1, id, int(woke));
+  if (woke && me) me->count_waiter_wakeup();
+  PW_PROBE3(notify, me ? int(me->index()) : -1, waiter, int(woke));
 }
-
-void wake_waiter(std::uint32_t waiter) noexcept { notify_park_word(waiter, true); }
 
 void CompletionWord::wait_slow() noexcept {
   Worker* me = Worker::current();

@@ -5,12 +5,15 @@
 #include <cstdlib>
 
 #include "parker.hpp"
+#include "parkway/options.hpp"
 
 namespace parkway::detail {
 
 namespace {
 constexpr std::uint64_t kOneIdle = std::uint64_t(1) << 32;
+constexpr std::uint64_t kOneQuiet = std::uint64_t(1) << 16;
 constexpr std::uint64_t kOneSearching = 1;
+static_assert(kMaxWorkers < (1u << 16), "S and Q are 16-bit fields of state_");
 
 // A count that would go below zero means the protocol's bookkeeping is
 // broken; stop loudly instead of hanging later with a wrapped counter.
@@ -21,7 +24,10 @@ constexpr std::uint64_t kOneSearching = 1;
 }  // namespace
 
 Parking::Parking(unsigned nworkers)
-    : n_(nworkers), pos_(new std::atomic<int>[nworkers]), park_ids_(new std::atomic<std::uint32_t>[nworkers]) {
+    : n_(nworkers),
+      quiet_(nworkers, false),
+      pos_(new std::atomic<int>[nworkers]),
+      park_ids_(new std::atomic<std::uint32_t>[nworkers]) {
   idle_.reserve(nworkers);
   for (unsigned i = 0; i < nworkers; ++i) {
     pos_[i].store(-1, std::memory_order_relaxed);
@@ -59,12 +65,15 @@ int Parking::wake_one() noexcept {
     // worker may start searching (lock-free [S1]) after any earlier load,
     // and then nobody is to be woken (the cap and "wake only when nobody
     // searches" both depend on it). idle_ only changes under mu_.
+    const unsigned back = idle_.back();
+    const std::uint64_t leaves = kOneIdle + (quiet_[back] ? kOneQuiet : 0);
     std::uint64_t s = state_.load(std::memory_order_relaxed);
     do {
       if (searching_of(s) != 0) return -1;
-    } while (!state_.compare_exchange_weak(s, s + kOneSearching - kOneIdle, std::memory_order_seq_cst,
+    } while (!state_.compare_exchange_weak(s, s + kOneSearching - leaves, std::memory_order_seq_cst,
                                            std::memory_order_relaxed));
-    w = idle_.back();
+    w = back;
+    quiet_[w] = false;
     idle_.pop_back();
     // [W3] after [W2]: a wakee that reads -1 here without the lock (its
     // withdraw fast path) must already be counted as a searcher.
@@ -75,14 +84,17 @@ int Parking::wake_one() noexcept {
   return int(w);
 }
 
-bool Parking::announce_idle(unsigned w, bool searching) noexcept {
+bool Parking::announce_idle(unsigned w, bool searching, bool main, bool* all_quiet) noexcept {
   std::lock_guard<std::mutex> g(mu_);
   pos_[w].store(int(idle_.size()), std::memory_order_relaxed);
   idle_.push_back(w);
+  quiet_[w] = main;
   // [P1] seq_cst RMW; pairs with a producer's [N1] fence: the caller's
   // recheck [P2] that follows sees any task pushed before that fence.
-  std::uint64_t prev = state_.fetch_add(kOneIdle - (searching ? kOneSearching : 0), std::memory_order_seq_cst);
+  std::uint64_t prev = state_.fetch_add(kOneIdle + (main ? kOneQuiet : 0) - (searching ? kOneSearching : 0),
+                                        std::memory_order_seq_cst);
   if (searching && searching_of(prev) == 0) violated("a searcher parked with no searcher counted");
+  if (all_quiet) *all_quiet = quiet_of(prev) + (main ? 1 : 0) == n_;
   return idle_of(prev) + 1 == n_;
 }
 
@@ -97,8 +109,20 @@ bool Parking::withdraw(unsigned w) noexcept {
   pos_[last].store(p, std::memory_order_relaxed);
   idle_.pop_back();
   pos_[w].store(-1, std::memory_order_relaxed);
-  state_.fetch_sub(kOneIdle, std::memory_order_seq_cst);
+  state_.fetch_sub(kOneIdle + (quiet_[w] ? kOneQuiet : 0), std::memory_order_seq_cst);
+  quiet_[w] = false;
   return false;
+}
+
+void Parking::never_started(unsigned k) noexcept {
+  state_.fetch_add(k * kOneQuiet, std::memory_order_seq_cst);
+}
+
+bool Parking::try_leave(std::uint64_t seen) noexcept {
+  if (quiet_of(seen) + 1 != n_) return false;
+  // [E3] seq_cst CAS: nobody went idle, woke or searched since [E2].
+  return state_.compare_exchange_strong(seen, seen + kOneQuiet, std::memory_order_seq_cst,
+                                        std::memory_order_relaxed);
 }
 
 }  // namespace parkway::detail

@@ -4,7 +4,10 @@
 // sketch; docs/spec/parking.pml is its SPIN model; the step names below,
 // e.g. [P1], are the model's):
 //
-//   state_ = (idle << 32) | searching, one word, updated only by RMWs.
+//   state_ = (idle << 32) | (quiet << 16) | searching, one word, updated
+//   only by RMWs. quiet (Q) counts the workers idle in their main loop
+//   (not in a helping wait: that one is inside a task) plus those that
+//   have left at shutdown; it decides when a worker may leave (below).
 //
 //   Worker out of local work:
 //     start_searching()  [S1]  S += 1 unless 2*S >= N (cap: ~half search)
@@ -29,6 +32,14 @@
 //     the idle list, pos = -1; unlock; W4 leave kHandedOff on the wakee's
 //     ParkWord, W5 FUTEX_WAKE if it was kParked].
 //
+//   Shutdown (stop set), a worker with nothing to run anywhere:
+//     snapshot state_ [E2], drain once more, then leave only if every
+//     other worker is quiet and state_ is unchanged: CAS Q += 1 [E3];
+//     then wake_one() hands the exit on. Otherwise it parks; its [P2]
+//     does not sleep when its [P1] made Q == N (it was the last to go
+//     quiet), and goes back to leave. So no worker leaves while another
+//     still runs a task that may spawn more (parking.md, "Shutdown").
+//
 // No lost wakeup: a producer's push, fence, load of state_ and a parker's
 // RMW of state_, recheck are a Dekker pair: either the producer sees the
 // parker idle (and S == 0 -> it wakes someone), or the parker's recheck
@@ -52,7 +63,8 @@ class Parking {
  public:
   explicit Parking(unsigned nworkers);
 
-  static unsigned searching_of(std::uint64_t s) noexcept { return unsigned(s & 0xffffffffu); }
+  static unsigned searching_of(std::uint64_t s) noexcept { return unsigned(s & 0xffffu); }
+  static unsigned quiet_of(std::uint64_t s) noexcept { return unsigned((s >> 16) & 0xffffu); }
   static unsigned idle_of(std::uint64_t s) noexcept { return unsigned(s >> 32); }
 
   // [S1] Become a searcher unless about half the workers already are.
@@ -100,12 +112,22 @@ class Parking {
 
   // [P1] Worker `w` goes on the idle list (and stops searching if it was).
   // Returns true if every worker is idle now: then the [P2] recheck needs
-  // no heavy fence (as for kUnfenced above).
-  bool announce_idle(unsigned w, bool searching) noexcept;
+  // no heavy fence (as for kUnfenced above). `main`: it parks in its main
+  // loop, so it is also quiet; *all_quiet (if given) says whether every
+  // worker is quiet now.
+  bool announce_idle(unsigned w, bool searching, bool main = false, bool* all_quiet = nullptr) noexcept;
   // [P3]/[P5] Worker `w` is awake again. Returns true if a waker took it
   // off the idle list (it then counts as a searcher), false if it removed
   // itself (it is neither idle nor searching).
   bool withdraw(unsigned w) noexcept;
+
+  // [E3] Shutdown: leave for good, counted as quiet, if every other worker
+  // was quiet in `seen` (an [E2] snapshot) and state_ still equals it.
+  // False: someone else is (or was meanwhile) running; park instead.
+  bool try_leave(std::uint64_t seen) noexcept;
+  // Workers whose threads could not be created count as gone (quiet), so
+  // that the ones that did start can leave.
+  void never_started(unsigned k) noexcept;
 
   // seq_cst, as the load in shutdown's [X2]: a Dekker pair with [X1] and
   // the worker's [P2] load of stop (parking.md, "Shutdown").
@@ -130,6 +152,7 @@ class Parking {
   alignas(64) std::atomic<std::uint64_t> state_{0};
   alignas(64) std::mutex mu_;        // guards idle_ and pos_ (slow path only)
   std::vector<unsigned> idle_;       // LIFO: the most recently parked is woken first
+  std::vector<bool> quiet_;          // per worker, under mu_: parked in its main loop (counted in Q)
   // Index of each worker in idle_, or -1. Written under mu_; a worker may
   // read its own entry without the lock: only a waker (or the worker
   // itself) makes it -1, so -1 read by the worker means "handed off".

@@ -11,7 +11,7 @@
 //   search_begin(worker) / search_end(worker, found)
 //   park(worker, park_id) / unpark(worker, handed_off, park_id)   worker -1: an outside thread
 //   wake(waker, wakee)             waker == -1: a thread outside the pool
-//   notify(waker, park_id, woke)   a completion or shutdown woke a waiter
+//   notify(waker, park_id, woke)   a task's completion woke its waiter
 //   steal_fence(thief, victim)     the thief called membarrier(2) (deque.md)
 //   park_fence(worker)             membarrier(2) before a parking recheck
 #pragma once

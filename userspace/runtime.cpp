@@ -13,7 +13,6 @@
 #include "parkway/coro.hpp"
 #include "probes.hpp"
 #include "runtime_impl.hpp"
-#include "waiting.hpp"
 
 namespace parkway {
 
@@ -80,6 +79,7 @@ void RuntimeImpl::start() {
     }
   } catch (const std::system_error& e) {
     const std::size_t started = threads.size();
+    parking.never_started(n - unsigned(started));  // else the started ones wait for them to go quiet
     shutdown();
     char what[128];
     std::snprintf(what, sizeof what,
@@ -87,6 +87,7 @@ void RuntimeImpl::start() {
                   opts.name, started, started, n);
     throw std::system_error(e.code(), what);
   } catch (...) {
+    parking.never_started(n - unsigned(threads.size()));
     shutdown();
     throw;
   }
@@ -123,14 +124,14 @@ void RuntimeImpl::shutdown() {
   if (joined) return;
   closing.store(true, std::memory_order_seq_cst);
   while (injecting.load(std::memory_order_seq_cst) != 0) sched_yield();
-  stop.store(true, std::memory_order_seq_cst);                                            // [X1]
-  // [X2] A worker whose park id is not published yet has not parked
-  // either, and its [P2] recheck will read stop (both stores and both
-  // loads seq_cst): nothing to notify. (Notifying id 0 instead crashed a
-  // runtime destroyed right after it was made, in a process where no
-  // thread had a park word yet.)
-  for (unsigned i = 0; i < threads.size(); ++i)
-    if (std::uint32_t id = parking.park_id(i); id != Parking::kNoParkId) notify_park_word(id, false);
+  stop.store(true, std::memory_order_seq_cst);  // [X1]
+  // [X2] Wake one quiet worker (the most recently parked in its main
+  // loop), if nobody searches: it comes to [E1] and, once every other
+  // worker is quiet, leaves and wakes the next ([E3], the exit chain).
+  // Workers that are running or searching come to [E1] by themselves; one
+  // parking now either is on the idle list before this wake (so the chain
+  // reaches it) or reads stop at [P2] after [X1] (parking.md, "Shutdown").
+  if (int w = parking.wake_one(); w >= 0) PW_PROBE2(wake, -1, w);
   for (auto& th : threads)  // [X3]
     if (th.joinable()) th.join();
   joined = true;

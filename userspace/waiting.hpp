@@ -29,9 +29,4 @@ bool help_own_deque(Worker* me, DoneFn done, void* ctx) noexcept;
 // re-check every millisecond (for a waiter no completer will notify).
 void block_until(Worker* me, std::uint32_t id, DoneFn done, void* ctx, bool timed) noexcept;
 
-// Leave a token on ParkWord `id` (FUTEX_WAKE if its owner sleeps) and fire
-// the `notify` probe. `count`: a completion's wake, counted in the calling
-// worker's waiter_wakeups when it woke a sleeper (shutdown's are not).
-void notify_park_word(std::uint32_t id, bool count) noexcept;
-
 }  // namespace parkway::detail

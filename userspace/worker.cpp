@@ -75,8 +75,13 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
     }
     if (done(ctx)) continue;  // the search stopped because done: return, not park
     if (main && rt_.stop.load(std::memory_order_acquire)) {  // [E1]
-      // Shutting down: leave only when nothing is left anywhere we can see.
+      // Shutting down: leave only when nothing is left anywhere we can see
+      // and no other worker runs a task (it might spawn more: leaving
+      // beside it stranded a child its parent blocked on, and serialised
+      // a fan-out in flight). Otherwise park like any idle worker: the
+      // last one to go quiet comes back here (parking.md, "Shutdown").
       if (searching_) found_work();
+      const std::uint64_t seen = rt_.parking.snapshot();  // [E2]
       Task* t = take_injected();
       if (!t) t = steal_round();
       if (t) {
@@ -87,7 +92,10 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
         cpu_relax();
         continue;
       }
-      return;
+      if (rt_.parking.try_leave(seen)) {  // [E3]
+        wake_one();  // hand the exit on to a quiet worker
+        return;
+      }
     }
     park(done, ctx, main, timed);
   }
@@ -210,7 +218,8 @@ void Worker::park(DoneFn done, void* ctx, bool main, bool timed) noexcept {
   PW_CHAOS();
   if (pw.announce() != kAwake) return;  // [P0] a token was waiting: look again
   PW_CHAOS();
-  const bool all_idle = rt_.parking.announce_idle(index_, searching_);  // [P1]
+  bool all_quiet = false;
+  const bool all_idle = rt_.parking.announce_idle(index_, searching_, main, &all_quiet);  // [P1]
   searching_ = false;
   PW_CHAOS();
   // The heavy side of [N1], unless every worker is idle now (none can
@@ -218,11 +227,14 @@ void Worker::park(DoneFn done, void* ctx, bool main, bool timed) noexcept {
   // invisible to the recheck: sleep timed, so it is found within 1 ms.
   if (!all_idle && !paid_park_fence()) [[unlikely]] timed = true;
   // [P2] recheck, ordered after [P1]'s seq_cst RMW. stop counts only for
-  // the main loop, which leaves on it; a helping wait (run_until) cannot,
-  // so it sleeps until its completer wakes it. (Looking again on stop made
-  // such a waiter spin through search and park, a membarrier each time,
-  // for as long as its task ran after shutdown began.)
-  if (done(ctx) || (main && rt_.stop.load(std::memory_order_seq_cst)) || any_work_visible()) {
+  // the main loop, and only once every worker is quiet ([P1] made Q == N):
+  // then this worker goes back to leave ([E1]). Until then it sleeps; a
+  // producer's wake or the next quiet worker's exit wakes it. A helping
+  // wait (run_until) cannot leave, so it sleeps until its completer wakes
+  // it. (Looking again on stop made such a waiter spin through search and
+  // park, a membarrier each time, for as long as its task ran after
+  // shutdown began.)
+  if (done(ctx) || (main && all_quiet && rt_.stop.load(std::memory_order_seq_cst)) || any_work_visible()) {
     searching_ = rt_.parking.withdraw(index_);  // [P3a, P3b]
     pw.cancel();                                // [P3c]
     return;

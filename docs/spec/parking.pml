@@ -23,6 +23,12 @@
  *     waits for I/O, a lock or a latch fed by another task). Then "every
  *     task runs" needs the pool to be work-conserving: this is what the
  *     baton rule buys.
+ *   - NOWAIT: the outside thread shuts the runtime down without waiting
+ *     for the tasks (~Runtime with work in flight): 1 = as soon as task 0
+ *     has started, 2 = right after the submits (tasks may still be in the
+ *     injection queue). With NI = 1 and BLOCK, task 0 spawns the child and
+ *     blocks until it has run: the shutdown exit [E1..E3] must not leave
+ *     the child without a worker.
  *
  * Abstractions (argued in parking.md): SPIN's interleaving is sequentially
  * consistent; the C++ orderings that make the Dekker pairs sound are argued
@@ -59,6 +65,12 @@
  *   NO_BATON    found_work does not wake the next worker ([S3] skipped)
  *   NO_TOKEN    wakers only FUTEX_WAKE, the word carries no token; the
  *               sleeper waits once and asks the idle list
+ *   EARLY_EXIT  at shutdown a worker leaves as soon as it sees no work,
+ *               without waiting for the others to go quiet (the code
+ *               before [E2]/[E3]; with NOWAIT and BLOCK it strands the
+ *               child)
+ *   NO_EXIT_CAS [E3] leaves on the [E2] snapshot alone, without the CAS
+ *               that checks nobody moved since
  */
 
 #ifndef N
@@ -106,6 +118,15 @@
 #ifndef NO_TOKEN
 #define NO_TOKEN 0
 #endif
+#ifndef NOWAIT
+#define NOWAIT 0
+#endif
+#ifndef EARLY_EXIT
+#define EARLY_EXIT 0
+#endif
+#ifndef NO_EXIT_CAS
+#define NO_EXIT_CAS 0
+#endif
 
 #define EXT    N                 /* ParkWord index of the outside thread */
 #define NONE   255
@@ -127,7 +148,9 @@
 #define HANDEDOFF 3
 
 /* ---- shared state (the real program's) ---- */
-byte S;                  /* Parking::state_ low half: searching        */
+byte S;                  /* Parking::state_ bits 0-15: searching       */
+byte Q;                  /* Parking::state_ bits 16-31: quiet (idle in
+                            the main loop, or left at shutdown)        */
 byte I;                  /* Parking::state_ high half: idle            */
 byte mu = NONE;          /* Parking::mu_ holder                        */
 byte stk[N];             /* Parking::idle_ (LIFO), sp entries          */
@@ -173,7 +196,9 @@ bit  extdone;            /* outside thread finished shutdown           */
 #define INV_I    (mu != NONE || I == sp)
 #define INV_CAP  (S <= CAP + CAPSLACK)
 #define INV_WK   (SUMWK <= 1)
-#define INV      (INV_S && INV_I && INV_CAP && INV_WK)
+/* every park here is a main-loop park (run_until is not modelled) */
+#define INV_Q    (mu != NONE || Q == I + exited)
+#define INV      (INV_S && INV_I && INV_CAP && INV_WK && INV_Q)
 
 /* any_work_visible() (worker.cpp): injection, then every deque, one load
  * each ([S3] / [P2]). Sets seen. */
@@ -209,7 +234,7 @@ inline wake_one() {
           assert(S == 0);              /* wake only when nobody searches */
 #endif
           assert(SUMWK == 0);          /* one unresolved wakee at a time  */
-          I--; S++; assert(!role[v]); role[v] = 1; wk[v] = 1;
+          I--; Q--; S++; assert(!role[v]); role[v] = 1; wk[v] = 1;
           assert(credit > 0); credit--;  /* one wake per cause */
           PCRED_WAKE;
 #if POS_FIRST
@@ -249,7 +274,7 @@ inline notify_work() {
   fi
 }
 
-/* ParkWord::notify() on word x: [C4] / [X2] */
+/* ParkWord::notify() on word x: [C4] */
 inline notify(x) {
 #if NO_TOKEN
   atomic { old = pw[x] };
@@ -307,7 +332,7 @@ inline withdraw(res) {
        :: pos[w] == NONE -> res = 1; assert(role[w])
        :: else ->
           sp--; v = stk[sp]; stk[pos[w]] = v; pos[v] = pos[w]; stk[sp] = 0;
-          pos[w] = NONE; I--; v = 0
+          pos[w] = NONE; I--; Q--; v = 0
        fi
      }
   :: else -> skip
@@ -334,7 +359,8 @@ inline found_work() {
 proctype Worker(byte w)
 {
   bit searching;        /* Worker::searching_ */
-  bit seen, last;
+  bit seen, last, allq;
+  byte sS, sI, sQ;      /* the [E2] snapshot */
   byte t = NONE, v, tok, old;
   byte me = w;
 
@@ -343,7 +369,7 @@ proctype Worker(byte w)
 #endif
 top:
   /* Worker::loop; done(ctx) is `never` for main_loop. next_local: */
-  atomic { if :: dq[w] != 0 -> TAKE(dq[w]) :: else -> skip fi };   /* [Q4] */
+  atomic { if :: dq[w] != 0 -> TAKE(dq[w]) :: else -> skip fi; sS = 0; sI = 0; sQ = 0 };   /* [Q4] */
   if :: t != NONE -> goto exec :: else -> skip fi;
 
   /* search() */
@@ -378,6 +404,7 @@ nowork:
   if
   :: stop ->                                               /* [E1] */
      if :: searching -> found_work() :: else -> skip fi;
+     atomic { sS = S; sI = I; sQ = Q };                     /* [E2] */
      atomic { if :: inj != 0 -> TAKE(inj) :: else -> skip fi };
      v = 0;
      do
@@ -387,7 +414,24 @@ nowork:
      v = 0;
      if :: t != NONE -> goto exec :: else -> skip fi;
      visible();
-     if :: seen -> seen = 0; goto top :: else -> goto leave fi
+     if :: seen -> seen = 0; goto top :: else -> skip fi;
+#if EARLY_EXIT
+     atomic { Q++; exited++ };
+     goto leave;
+#else
+     atomic {                                              /* [E3] */
+       if
+       :: sQ + 1 == N && (NO_EXIT_CAS || (S == sS && I == sI && Q == sQ)) ->
+          Q++; exited++; last = 1
+       :: else -> last = 0
+       fi;
+       sS = 0; sI = 0; sQ = 0                  /* the snapshot is dead */
+     };
+     if
+     :: last -> last = 0; credit++; wake_one(); goto leave  /* hand the exit on */
+     :: else -> skip                                         /* someone runs: park */
+     fi
+#endif
   :: else -> skip
   fi;
 
@@ -402,11 +446,15 @@ nowork:
   atomic {                                                 /* [P1] */
     mu == NONE ->
     assert(pos[w] == NONE && searching == role[w]);
-    pos[w] = sp; stk[sp] = w; sp++; I++;
+    pos[w] = sp; stk[sp] = w; sp++; I++; Q++; allq = (Q == N);
     if :: searching -> S--; role[w] = 0; wk[w] = 0 :: else -> skip fi;
     searching = 0
   };
-  atomic { if :: stop -> seen = 1 :: else -> skip fi };    /* [P2] */
+#if EARLY_EXIT
+  allq = 1;
+#endif
+  atomic { if :: stop && allq -> seen = 1 :: else -> skip fi };    /* [P2] */
+  allq = 0;
 #if !NO_RECHECK
   if :: !seen -> visible() :: else -> skip fi;             /* [P2] */
 #endif
@@ -453,17 +501,14 @@ progress_run:
   goto top;
 
 leave:
-  atomic {
-    assert(!searching && !role[w] && pos[w] == NONE);
-    exited++
-  }
+  assert(!searching && !role[w] && pos[w] == NONE)
 }
 
 /* invariants in every state */
 active proctype monitor()
 {
 end:
-  atomic { !(INV) -> assert(INV_S); assert(INV_I); assert(INV_CAP); assert(INV_WK) }
+  atomic { !(INV) -> assert(INV_S); assert(INV_I); assert(INV_CAP); assert(INV_WK); assert(INV_Q) }
 }
 
 init {
@@ -476,7 +521,7 @@ init {
 #if START_PARKED
     i = 0;
     do :: i < N -> stk[i] = i; pos[i] = i; pw[i] = PARKED; i++ :: else -> break od;
-    sp = N; I = N;
+    sp = N; I = N; Q = N;
 #endif
     i = 0;
     do :: i < N -> run Worker(i); i++ :: else -> break od;
@@ -490,6 +535,12 @@ init {
      i++
   :: else -> break
   od;
+#if NOWAIT
+#if NOWAIT == 1
+  (ran & 1) != 0;       /* task 0 has started: shut down with it running */
+#endif
+  goto shut;            /* NOWAIT 2: right after the submits, tasks queued */
+#endif
   /* CompletionWord::wait on the outside thread's ParkWord */
   atomic {                                                 /* [C1] */
     if :: cnt == 0 -> t = 0 :: else -> who = EXT + 1; t = 1 fi
@@ -519,12 +570,14 @@ init {
   fi;
   t = 0;
   assert(ran == ALL);
+shut:
   /* RuntimeImpl::shutdown */
   stop = 1;                                                /* [X1] */
   i = 0;
-  do :: i < N -> notify(i); i++ :: else -> break od;       /* [X2] */
+  credit++; wake_one();                                    /* [X2] wake one quiet worker; the exit chain [E3] does the rest */
   (exited == N);                                           /* [X3] join */
-  assert(S == 0 && I == 0 && sp == 0 && inj == 0);
+  assert(S == 0 && I == 0 && sp == 0 && inj == 0 && Q == N);
+  assert(ran == ALL);                 /* nothing accepted was dropped */
   extdone = 1
 }
 
