@@ -323,3 +323,47 @@ TEST(Shutdown, FanOutInFlightUsesEveryWorker) {
   }
   EXPECT_EQ(ran_on.size(), 2u) << "the children of a task in flight at shutdown ran on one worker";
 }
+
+namespace {
+void spin_for(std::chrono::microseconds d) {
+  auto end = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+}  // namespace
+
+// A worker that is not searching (over the searcher cap, or at its
+// periodic injection check) takes a batch from the injection queue. While
+// the batch is in neither queue, the last searcher's recheck can miss it
+// and that worker sleeps; the batch's push into the deque then woke nobody
+// (no [N1]/[N2] after it), so task B waited for the busy worker. Here A
+// waits (outside parkway) for B, submitted right after it: without a wake
+// B runs only after A gives up. A reviewer's program with a 50 us delay
+// in that window stranded 21 of 500; the chaos build puts a chaos point
+// there. (After a reviewer's program, session 7.)
+TEST(Parking, BatchMovedIntoADequeWakesASleeper) {
+  pwtest::Watchdog dog("Parking.BatchMovedIntoADequeWakesASleeper", 120);
+  parkway::Runtime rt(parkway::Options{.workers = 2, .search_rounds = 2});
+  std::mt19937 rng(7);
+  int stranded = 0;
+  const int trials = 400 / pwtest::kSlow;
+  for (int i = 0; i < trials; ++i) {
+    std::atomic<bool> b_ran{false};
+    auto x = rt.submit([] { spin_for(50us); });
+    spin_for(std::chrono::microseconds(rng() % 80));
+    auto a = rt.submit([&] {
+      auto t0 = std::chrono::steady_clock::now();
+      while (!b_ran.load()) {
+        if (std::chrono::steady_clock::now() - t0 > 100ms) return true;  // B never came
+        std::this_thread::yield();
+      }
+      return false;
+    });
+    auto b = rt.submit([&] { b_ran.store(true); });
+    x.get();
+    stranded += a.get() ? 1 : 0;
+    b.get();
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
+  }
+  EXPECT_EQ(stranded, 0) << "of " << trials << " trials, B waited 100 ms beside a sleeping worker";
+}

@@ -124,12 +124,13 @@ Task* Worker::take_injected() noexcept {
   std::size_t n = 0;
   Task* first = rt_.injection.pop_batch(want, &n);  // [Q3]
   if (!first) return nullptr;
+  PW_CHAOS();  // a batch taken but not yet in the deque: invisible to a recheck
   for (Task* t = first->next; t;) {
     Task* next = t->next;
     deque_.push(t);
     t = next;
   }
-  fence_if_needed(rt_.parking.snapshot());  // [D1]: the deque just filled without after_push
+  if (n > 1) after_batch_push();
   WorkerCounters::bump(counters_.injected, n);
   PW_PROBE2(inject_take, int(index_), n);
   return first;
@@ -148,7 +149,7 @@ Task* Worker::steal_round() noexcept {
       PW_PROBE2(steal_fence, int(index_), int(v));
     }
     if (t) {
-      if (taken > 1) fence_if_needed(rt_.parking.snapshot());  // [D1]: the rest of the batch went into our deque
+      if (taken > 1) after_batch_push();  // the rest of the batch went into our deque
       WorkerCounters::bump(counters_.steals, taken);
       PW_PROBE3(steal, int(index_), int(v), taken);
       return t;

@@ -131,9 +131,21 @@ class alignas(64) Worker {
   }
   // [D1]: fence if the parking state `s` shows someone idle or searching
   // (who may come to steal). Also for pushes that bypass after_push (a
-  // batch taken from the injection queue or stolen), with a fresh snapshot.
+  // batch taken from the injection queue or stolen: after_batch_push).
   void fence_if_needed(std::uint64_t s) noexcept {
     if (s != 0 && !deque_.fenced()) deque_.fence_on();
+  }
+  // After moving a batch into our deque (from the injection queue or a
+  // victim), as after a spawn: [N1], [N2], [D1], and wake a sleeper if
+  // nobody searches. A searcher is counted in S, so this wakes nobody on
+  // the search path; it matters for a worker over the searcher cap and for
+  // the periodic injection check, whose batch a parker's [P2] recheck may
+  // have missed while it was in neither queue (a reviewer's program with a
+  // widened window stranded 21 of 500 tasks; Parking.BatchMovedIntoADeque*).
+  void after_batch_push() noexcept {
+    std::uint64_t s = parking().state_after_push();  // [N1], [N2]
+    fence_if_needed(s);                              // [D1]
+    if (Parking::wake_needed(s)) wake_one();
   }
   [[gnu::noinline]] void after_push_not_all_busy(std::uint64_t s) noexcept {
     fence_if_needed(s);
