@@ -37,7 +37,8 @@ struct Parkway {
   parkway::Stats base;
   explicit Parkway(unsigned w) : rt(options(w)) {}
   // PARKWAY_BENCH_SEARCH_ROUNDS overrides Options::search_rounds (for
-  // measuring the spin-before-park trade-off; run_bench.py never sets it).
+  // measuring the spin-before-park trade-off; run_bench.py never sets it,
+  // but records it in the JSON's conditions.parkway_env when it is set).
   static parkway::Options options(unsigned w) {
     parkway::Options o{.workers = w};
     if (const char* e = getenv("PARKWAY_BENCH_SEARCH_ROUNDS")) o.search_rounds = unsigned(atoi(e));

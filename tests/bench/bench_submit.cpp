@@ -12,8 +12,18 @@
 //       tests/bench/bench_submit.cpp build/libparkway.a -o build/bench/bench_submit
 //   (one command line; libconcurrentqueue-dev provides the moodycamel header)
 // Run:
-//   build/bench/bench_submit [--quick] [--json PATH] [--only QUEUE] [--producers N]
+//   build/bench/bench_submit [--quick] [--json PATH] [--only QUEUE] [--producers N] [--timeout S]
 //   (default JSON path: submit.json beside the binary)
+//
+// Every run is checked: the consumers add up the addresses of the tasks they
+// ran (a sum and a sum of squares, two ALU ops per task) and the queue must
+// be empty afterwards; a count, sum or leftover that differs from what the
+// producers pushed means lost or duplicated tasks: the binary says which run
+// and exits 1. A lost task would leave the consumers waiting forever, so a
+// watchdog thread ends the process (exit 3, with the run's name and how many
+// tasks ran) when one run takes longer than --timeout seconds (default 120;
+// a normal run takes well under 2 s). Test builds only: -DBENCH_SUBMIT_FAULT=1
+// loses one task per untimed run, =2 runs one task twice and another never.
 //
 // Throughput comes from untimed runs (median of REPS); latency from
 // separate runs that read the TSC around every push, so the timing does
@@ -25,6 +35,7 @@
 #include <atomic>
 #include <chrono>
 #include <concurrentqueue/concurrentqueue.h>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -34,6 +45,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "parkway/task.hpp"
@@ -81,6 +93,17 @@ inline Task* next_task(Task* cold, Slot* ring, std::size_t i) noexcept {
   return &sl;
 }
 
+// What the consumers ran: count and two checksums of the task addresses
+// (each consumer keeps its own and adds it in at the end).
+struct Ran {
+  std::uint64_t sum = 0, sq = 0;
+  void add(const Task* t) noexcept {
+    const std::uint64_t x = std::uint64_t(reinterpret_cast<std::uintptr_t>(t));
+    sum += x;
+    sq += x * x;
+  }
+};
+
 // ---- the contenders, behind one small interface ---------------------------
 
 struct TreeQ {
@@ -92,10 +115,11 @@ struct TreeQ {
     q.push(t, &c);
     return c.retries != 0;
   }
-  std::size_t pop(std::size_t max) {
+  std::size_t pop(std::size_t max, Ran& ran) {
     std::size_t n = 0;
     for (Task* t = q.pop_batch(max, &n); t;) {
       Task* nx = t->next;
+      ran.add(t);
       t->invoke(t);
       t = nx;
     }
@@ -110,10 +134,13 @@ struct MoodyQ {
     q.enqueue(t);
     return false;
   }
-  std::size_t pop(std::size_t max) {
+  std::size_t pop(std::size_t max, Ran& ran) {
     Task* buf[kBatch];
     std::size_t n = q.try_dequeue_bulk(buf, max < kBatch ? max : kBatch);
-    for (std::size_t i = 0; i < n; ++i) buf[i]->invoke(buf[i]);
+    for (std::size_t i = 0; i < n; ++i) {
+      ran.add(buf[i]);
+      buf[i]->invoke(buf[i]);
+    }
     return n;
   }
   moodycamel::ConcurrentQueue<Task*> q;
@@ -126,7 +153,7 @@ struct MutexQ {
     d.push_back(t);
     return false;
   }
-  std::size_t pop(std::size_t max) {
+  std::size_t pop(std::size_t max, Ran& ran) {
     Task* buf[kBatch];
     std::size_t n = 0;
     {
@@ -136,7 +163,10 @@ struct MutexQ {
         d.pop_front();
       }
     }
-    for (std::size_t i = 0; i < n; ++i) buf[i]->invoke(buf[i]);
+    for (std::size_t i = 0; i < n; ++i) {
+      ran.add(buf[i]);
+      buf[i]->invoke(buf[i]);
+    }
     return n;
   }
   std::mutex mu;
@@ -144,6 +174,62 @@ struct MutexQ {
 };
 
 double g_ns_per_tick = 1.0;
+
+// ---- watchdog: a run that does not finish in time ends the process --------
+
+struct Watchdog {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  std::chrono::steady_clock::time_point deadline{};  // armed when != {}
+  std::string what;                                  // the armed run
+  const std::atomic<std::uint64_t>* ran = nullptr;   // its consumed count
+  std::uint64_t total = 0;
+  int timeout_s = 120;
+  std::thread th;
+
+  void start() {
+    th = std::thread([this] {
+      std::unique_lock<std::mutex> lk(mu);
+      while (!stop) {
+        cv.wait_for(lk, std::chrono::milliseconds(200));
+        if (deadline != std::chrono::steady_clock::time_point{} && std::chrono::steady_clock::now() > deadline) {
+          char msg[512];
+          std::snprintf(msg, sizeof msg,
+                        "bench_submit: FAILED: watchdog: %s did not finish within %d s (%llu of %llu tasks run): "
+                        "lost tasks or a hang\n",
+                        what.c_str(), timeout_s, (unsigned long long)(ran ? ran->load() : 0),
+                        (unsigned long long)total);
+          std::fputs(msg, stderr);
+          std::fflush(stdout);
+          std::fputs(msg, stdout);
+          std::fflush(stdout);
+          _exit(3);  // the run's threads never finish: no join, no destructors
+        }
+      }
+    });
+  }
+  void arm(std::string w, const std::atomic<std::uint64_t>* r, std::uint64_t n) {
+    std::lock_guard<std::mutex> g(mu);
+    what = std::move(w);
+    ran = r;
+    total = n;
+    deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  }
+  void disarm() {
+    std::lock_guard<std::mutex> g(mu);
+    deadline = {};
+    ran = nullptr;
+  }
+  void finish() {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    if (th.joinable()) th.join();
+  }
+} g_watchdog;
 
 void calibrate_tsc() {
   auto t0 = std::chrono::steady_clock::now();
@@ -162,12 +248,13 @@ struct RunResult {
 };
 
 template <class Q>
-RunResult run_once(bool tags, unsigned producers, std::size_t per, bool timed,
+RunResult run_once(const char* name, bool tags, unsigned producers, std::size_t per, bool timed,
                    std::vector<std::unique_ptr<Task[]>>& items) {
   Q q(tags, producers * per + 1024);
   std::atomic<unsigned> ready{0};
   std::atomic<bool> go{false};
   std::atomic<std::uint64_t> consumed{0};
+  std::atomic<std::uint64_t> ran_sum{0}, ran_sq{0};
   const std::uint64_t total = std::uint64_t(producers) * per;
   std::vector<std::vector<std::uint32_t>> lat(producers);
   std::vector<std::vector<std::uint8_t>> retried(producers);
@@ -180,13 +267,16 @@ RunResult run_once(bool tags, unsigned producers, std::size_t per, bool timed,
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) {
       }
+      Ran ran;
       while (consumed.load(std::memory_order_relaxed) < total) {
-        std::size_t n = q.pop(kBatch);
+        std::size_t n = q.pop(kBatch, ran);
         if (n)
           consumed.fetch_add(n, std::memory_order_relaxed);
         else
           std::this_thread::yield();
       }
+      ran_sum.fetch_add(ran.sum);
+      ran_sq.fetch_add(ran.sq);
     });
   std::atomic<std::int64_t> t_end{0};
   for (unsigned p = 0; p < producers; ++p)
@@ -210,18 +300,32 @@ RunResult run_once(bool tags, unsigned producers, std::size_t per, bool timed,
           retried[p][i] = re;
         }
       } else {
-        for (std::size_t i = 0; i < per; ++i) q.push(next_task(mine, ring, i));
+        for (std::size_t i = 0; i < per; ++i) {
+#ifdef BENCH_SUBMIT_FAULT  // test builds only (see the top)
+          if (p == 0 && i == 0 && BENCH_SUBMIT_FAULT == 1) continue;
+          if (p == 0 && i + 1 == per && BENCH_SUBMIT_FAULT == 2) {
+            q.push(next_task(mine, ring, 0));
+            continue;
+          }
+#endif
+          q.push(next_task(mine, ring, i));
+        }
       }
       std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
       std::int64_t prev = t_end.load();
       while (prev < now && !t_end.compare_exchange_weak(prev, now)) {
       }
     });
+  char what[128];
+  std::snprintf(what, sizeof what, "%s, %s tasks, %u producers, %s run", name, g_warm ? "warm" : "cold", producers,
+                timed ? "latency" : "throughput");
+  g_watchdog.arm(what, &consumed, total);
   while (ready.load() != producers + kConsumers) std::this_thread::yield();
   std::int64_t t0 = std::chrono::steady_clock::now().time_since_epoch().count();
   go.store(true, std::memory_order_release);
   for (auto& t : th) t.join();
   std::int64_t t_all = std::chrono::steady_clock::now().time_since_epoch().count();
+  g_watchdog.disarm();
   RunResult r;
   double secs = double(t_end.load() - t0) * 1e-9;  // steady_clock ticks are ns on Linux
   r.mops = double(total) / secs / 1e6;
@@ -230,7 +334,29 @@ RunResult run_once(bool tags, unsigned producers, std::size_t per, bool timed,
     for (auto& v : lat) r.lat_ticks.insert(r.lat_ticks.end(), v.begin(), v.end());
     for (auto& v : retried) r.retried.insert(r.retried.end(), v.begin(), v.end());
   }
-  if (consumed.load() != total) std::fprintf(stderr, "bench_submit: lost tasks!\n");
+  // Untimed check: every pushed task ran exactly once (count, checksums of
+  // the addresses pushed, nothing left in the queue).
+  Ran left;
+  std::uint64_t leftover = 0;
+  for (std::size_t n; (n = q.pop(kBatch, left)) != 0;) leftover += n;
+  Ran want;
+  for (unsigned p = 0; p < producers; ++p)
+    for (std::size_t i = 0; i < per; ++i)
+      want.add(g_warm ? static_cast<const Task*>(&rings[p][i & (kPool - 1)]) : &items[p][i]);
+  if (consumed.load() != total || leftover != 0 || ran_sum.load() != want.sum || ran_sq.load() != want.sq) {
+    std::fflush(stdout);
+    char msg[512];
+    std::snprintf(msg, sizeof msg,
+                  "bench_submit: FAILED: %s: lost or duplicated tasks: %llu of %llu pushed tasks run, %llu left in "
+                  "the queue, address checksums %s\n",
+                  what, (unsigned long long)consumed.load(), (unsigned long long)total,
+                  (unsigned long long)leftover,
+                  ran_sum.load() == want.sum && ran_sq.load() == want.sq ? "match" : "differ");
+    std::fputs(msg, stderr);
+    std::fputs(msg, stdout);
+    g_watchdog.finish();
+    std::exit(1);
+  }
   return r;
 }
 
@@ -264,7 +390,7 @@ double pct(std::vector<std::uint32_t>& v, double q) {
 struct Contender {
   const char* name;
   bool tags;
-  RunResult (*run)(bool, unsigned, std::size_t, bool, std::vector<std::unique_ptr<Task[]>>&);
+  RunResult (*run)(const char*, bool, unsigned, std::size_t, bool, std::vector<std::unique_ptr<Task[]>>&);
 };
 
 const Contender kContenders[] = {
@@ -324,7 +450,7 @@ std::vector<Row> measure(unsigned producers, std::size_t per, int reps, std::vec
     for (std::size_t k = 0; k < kN; ++k) {
       const std::size_t c = (k + std::size_t(r)) % kN;  // rotate the order each repetition
       if (!g_only.empty() && g_only != kContenders[c].name) continue;
-      RunResult rr = kContenders[c].run(kContenders[c].tags, producers, per, false, items);
+      RunResult rr = kContenders[c].run(kContenders[c].name, kContenders[c].tags, producers, per, false, items);
       tp[c].push_back(rr.mops);
       e2e[c].push_back(rr.e2e);
     }
@@ -333,7 +459,7 @@ std::vector<Row> measure(unsigned producers, std::size_t per, int reps, std::vec
     if (tp[c].empty()) continue;
     std::sort(tp[c].begin(), tp[c].end());
     std::sort(e2e[c].begin(), e2e[c].end());
-    RunResult lr = kContenders[c].run(kContenders[c].tags, producers, per, true, items);
+    RunResult lr = kContenders[c].run(kContenders[c].name, kContenders[c].tags, producers, per, true, items);
     Row row{g_warm ? "warm" : "cold", kContenders[c].name, producers, tp[c][tp[c].size() / 2], e2e[c][e2e[c].size() / 2], 0, 0, 0, 0};
     std::vector<std::uint32_t> clean, re;  // split first: pct() reorders lat_ticks
     for (std::size_t i = 0; i < lr.retried.size(); ++i) (lr.retried[i] ? re : clean).push_back(lr.lat_ticks[i]);
@@ -378,11 +504,15 @@ int main(int argc, char** argv) {
       g_only = argv[++i];
     } else if (!std::strcmp(argv[i], "--producers") && i + 1 < argc) {
       g_producers = unsigned(std::atoi(argv[++i]));
+    } else if (!std::strcmp(argv[i], "--timeout") && i + 1 < argc && std::atoi(argv[i + 1]) > 0) {
+      g_watchdog.timeout_s = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--json PATH] [--only QUEUE] [--producers N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--json PATH] [--only QUEUE] [--producers N] [--timeout S]\n",
+                   argv[0]);
       return 2;
     }
   }
+  g_watchdog.start();
   if (json.empty()) {
     std::string self = argv[0];
     auto slash = self.rfind('/');
@@ -463,6 +593,9 @@ int main(int argc, char** argv) {
     std::printf("bench_submit: wrote %s\n", json.c_str());
   } else {
     std::perror(json.c_str());
+    g_watchdog.finish();
+    return 1;
   }
+  g_watchdog.finish();
   return 0;
 }

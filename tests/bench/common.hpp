@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cinttypes>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -214,8 +215,10 @@ inline std::uint64_t uts_spawns(const UtsParams& p) {
 
 // ---------------------------------------------------------------- stats
 
+// NaN for an empty list (Json::num prints it as null): a wake run that kept
+// no samples must not report a latency of 0.
 inline double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
+  if (v.empty()) return std::nan("");
   std::sort(v.begin(), v.end());
   double pos = p * double(v.size() - 1);
   std::size_t i = std::size_t(pos);
@@ -266,9 +269,13 @@ struct Json {
   explicit Json(const char* bench, const char* runtime) {
     s = std::string("{\"bench\":\"") + bench + "\",\"runtime\":\"" + runtime + "\"";
   }
+  // A value that is not finite (NaN: nothing was measured) is JSON null.
   Json& num(const char* k, double v) {
     char b[96];
-    snprintf(b, sizeof b, ",\"%s\":%.6g", k, v);
+    if (!std::isfinite(v))
+      snprintf(b, sizeof b, ",\"%s\":null", k);
+    else
+      snprintf(b, sizeof b, ",\"%s\":%.6g", k, v);
     s += b;
     return *this;
   }
@@ -500,7 +507,9 @@ void run_trickle(unsigned w, double secs, double work_us) {
 
 // Wake latency: with every pool thread asleep (checked in /proc before each
 // sample; samples where one is not are dropped and counted), time from just
-// before post() to the first instruction of the task.
+// before post() to the first instruction of the task. "samples" is the
+// number kept (at most 3x SAMPLES attempts); with none, every percentile is
+// null. run_bench.py counts a run that kept < 90% of SAMPLES as failed.
 template <class B>
 void run_wake(unsigned w, int samples, std::int64_t gap_ns) {
   B b(w);
@@ -543,7 +552,7 @@ void run_wake(unsigned w, int samples, std::int64_t gap_ns) {
       .num("p99_us", percentile(lat, 0.99)).num("min_us", percentile(lat, 0))
       .num("max_us", percentile(lat, 1))
       .num("post_call_median_us", percentile(post_us, 0.5))
-      .num("task_on_poster_cpu_frac", lat.empty() ? 0 : double(same_cpu) / double(lat.size()))
+      .num("task_on_poster_cpu_frac", lat.empty() ? std::nan("") : double(same_cpu) / double(lat.size()))
       .raw(b.extra())
       .print();
 }
