@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -100,21 +101,18 @@ int main() {
               trickle_cpu * 1e6 / ticks);
 
   parkway::Stats s = rt.stats();
-  std::printf("\n%-8s %10s %10s %8s %10s %8s %8s %8s %8s\n", "worker", "spawned", "executed", "steals", "failed",
-              "parks", "wakeups", "st.fence", "pk.fence");
-  for (std::size_t i = 0; i < s.workers.size(); ++i) {
-    const auto& w = s.workers[i];
-    std::printf("%-8zu %10llu %10llu %8llu %10llu %8llu %8llu %8llu %8llu\n", i, (unsigned long long)w.spawned,
+  std::printf("\n%-8s %10s %10s %8s %10s %8s %8s %8s %8s %8s\n", "worker", "spawned", "executed", "steals", "failed",
+              "parks", "wakeups", "w.wakes", "st.fence", "pk.fence");
+  auto row = [](const char* name, const parkway::WorkerStats& w) {
+    std::printf("%-8s %10llu %10llu %8llu %10llu %8llu %8llu %8llu %8llu %8llu\n", name, (unsigned long long)w.spawned,
                 (unsigned long long)w.executed, (unsigned long long)w.steals, (unsigned long long)w.failed_steals,
-                (unsigned long long)w.parks, (unsigned long long)w.wakeups, (unsigned long long)w.steal_fences,
-                (unsigned long long)w.park_fences);
-  }
-  std::printf("%-8s %10llu %10llu %8llu %10llu %8llu %8llu %8llu %8llu\n", "total", (unsigned long long)s.total.spawned,
-              (unsigned long long)s.total.executed, (unsigned long long)s.total.steals,
-              (unsigned long long)s.total.failed_steals, (unsigned long long)s.total.parks,
-              (unsigned long long)s.total.wakeups, (unsigned long long)s.total.steal_fences,
-              (unsigned long long)s.total.park_fences);
-  std::printf("(st.fence: steals for which the thief called membarrier, docs/design/deque.md;\n"
+                (unsigned long long)w.parks, (unsigned long long)w.wakeups, (unsigned long long)w.waiter_wakeups,
+                (unsigned long long)w.steal_fences, (unsigned long long)w.park_fences);
+  };
+  for (std::size_t i = 0; i < s.workers.size(); ++i) row(std::to_string(i).c_str(), s.workers[i]);
+  row("total", s.total);
+  std::printf("(w.wakes: sleeping waiters woken by a task the worker finished, tracing.md;\n"
+              " st.fence: steals for which the thief called membarrier, docs/design/deque.md;\n"
               " pk.fence: parking rechecks that called it because another worker was busy, parking.md)\n");
   std::printf("submitted from outside: %llu, workers woken by outside threads: %llu\n",
               (unsigned long long)s.submitted, (unsigned long long)s.external_wakeups);
