@@ -66,8 +66,7 @@ struct alignas(64) ParkWord {
   std::uint32_t cancel() noexcept { return word.exchange(kAwake, std::memory_order_acquire); }  // [P3c]
 
   // Anyone: leave a kNotified token; FUTEX_WAKE if the owner may be asleep.
-  // Returns true if a futex_wake was issued. [C4] (a completion) / [X2]
-  // (shutdown).
+  // Returns true if a futex_wake was issued. [C4] (a completion).
   bool notify() noexcept {
     std::uint32_t v = word.load(std::memory_order_relaxed);
     do {

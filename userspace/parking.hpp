@@ -129,15 +129,14 @@ class Parking {
   // that the ones that did start can leave.
   void never_started(unsigned k) noexcept;
 
-  // seq_cst, as the load in shutdown's [X2]: a Dekker pair with [X1] and
-  // the worker's [P2] load of stop (parking.md, "Shutdown").
+  // Published once, when the worker's thread starts, before it can go on
+  // the idle list; read by wake_one ([W4]) under mu_.
   void set_park_id(unsigned w, std::uint32_t park_id) noexcept {
     park_ids_[w].store(park_id, std::memory_order_seq_cst);
   }
   // kNoParkId until worker w's thread has started and published its id.
   static constexpr std::uint32_t kNoParkId = ~std::uint32_t(0);
-  // seq_cst for shutdown's [X2]; wake_one ([W4]) needs only acquire, and
-  // on x86 both are a plain load.
+  // wake_one ([W4]) needs only acquire; seq_cst costs nothing more on x86.
   std::uint32_t park_id(unsigned w) const noexcept { return park_ids_[w].load(std::memory_order_seq_cst); }
 
   std::uint64_t snapshot() const noexcept { return state_.load(std::memory_order_seq_cst); }

@@ -131,7 +131,10 @@ void RuntimeImpl::shutdown() {
   // Workers that are running or searching come to [E1] by themselves; one
   // parking now either is on the idle list before this wake (so the chain
   // reaches it) or reads stop at [P2] after [X1] (parking.md, "Shutdown").
-  if (int w = parking.wake_one(); w >= 0) PW_PROBE2(wake, -1, w);
+  if (int w = parking.wake_one(); w >= 0) {
+    external_wakeups.fetch_add(1, std::memory_order_relaxed);
+    PW_PROBE2(wake, -1, w);
+  }
   for (auto& th : threads)  // [X3]
     if (th.joinable()) th.join();
   joined = true;
