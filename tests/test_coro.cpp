@@ -53,6 +53,18 @@ TEST(Coro, InlineAwaitChain) {
   EXPECT_EQ(parkway::sync_wait(rt, chain()), "3");
 }
 
+namespace {
+parkway::Task<std::vector<int>> braced() { co_return {1, 2, 3}; }
+}  // namespace
+
+// `co_return {1, 2, 3};` builds the Task's value type (it did not compile:
+// return_value's parameter type was deduced, and a braced list deduces
+// nothing). After a reviewer's program.
+TEST(Coro, CoReturnABracedList) {
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  EXPECT_EQ(parkway::sync_wait(rt, braced()), (std::vector<int>{1, 2, 3}));
+}
+
 TEST(Coro, FibAcrossWorkers) {
   pwtest::Watchdog w("Coro.FibAcrossWorkers", 120);
   for (unsigned workers : {1u, 2u, 4u}) {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <system_error>
+#include <memory>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -61,6 +62,32 @@ TEST(Runtime, RunReturnsAndRethrows) {
   EXPECT_EQ(side, 1);
   // run() on one of the runtime's own workers runs inline instead of deadlocking.
   EXPECT_EQ(rt.run([&] { return rt.run([] { return 3; }); }), 3);
+}
+
+// run() copies or moves the callable into its own, like submit(), on a
+// worker too (it invoked the caller's object in place there: a mutable
+// lambda's state changed only on workers, and run(std::move(x)) left x
+// intact). After a reviewer's program.
+namespace {
+struct Holder {
+  std::unique_ptr<int> p = std::make_unique<int>(7);
+  int operator()() const { return *p; }
+};
+}  // namespace
+
+TEST(Runtime, RunTakesItsOwnCallableOnAWorkerToo) {
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  auto counts = [n = 0]() mutable { return ++n; };
+  EXPECT_EQ(rt.run(counts), 1);  // from outside: a copy ran
+  EXPECT_EQ(rt.run([&] { return rt.run(counts); }), 1);  // on the worker: a copy too
+  EXPECT_EQ(counts(), 1) << "run() on a worker ran the caller's lambda in place";
+  Holder outside, inside;
+  EXPECT_EQ(rt.run(std::move(outside)), 7);
+  EXPECT_EQ(rt.run([&] { return rt.run(std::move(inside)); }), 7);
+  EXPECT_EQ(outside.p, nullptr);  // moved into the task
+  EXPECT_EQ(inside.p, nullptr) << "run(std::move(x)) on a worker left x intact";
+  const auto cm = [n = 0]() mutable { return ++n; };  // const, mutable: submit() takes it, so must run()
+  EXPECT_EQ(rt.run([&] { return rt.run(cm); }), 1);
 }
 
 TEST(Runtime, RunsOnWorkers) {

@@ -122,7 +122,9 @@ struct Promise : PromiseBase {
   Result<T> result;
   ::parkway::Task<T> get_return_object() noexcept;
   void unhandled_exception() noexcept { result.error = std::current_exception(); }
-  template <class U>
+  // U defaults to T so that `co_return {a, b};` (a braced list deduces
+  // nothing) builds a T.
+  template <class U = T>
   void return_value(U&& v) {
     result.set(static_cast<U&&>(v));
   }

@@ -65,10 +65,15 @@ class PARKWAY_API Runtime {
 
   // Runs f on a worker and blocks the caller until it is done; returns its
   // result or rethrows its exception. Called on one of this runtime's
-  // workers, runs f inline.
+  // workers, runs f inline. Either way f is first copied or moved into a
+  // callable of its own (as submit does), so the caller's object is used
+  // the same way from any thread.
   template <class F>
   auto run(F&& f) -> std::invoke_result_t<std::decay_t<F>&> {
-    if (current() == this) return std::invoke(f);
+    if (current() == this) {
+      std::decay_t<F> own(static_cast<F&&>(f));
+      return std::invoke(own);
+    }
     return submit(static_cast<F&&>(f)).get();
   }
 
