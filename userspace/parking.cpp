@@ -15,6 +15,10 @@ constexpr std::uint64_t kOneQuiet = std::uint64_t(1) << 16;
 constexpr std::uint64_t kOneSearching = 1;
 static_assert(kMaxWorkers < (1u << 16), "S and Q are 16-bit fields of state_");
 
+// What a worker on the idle list adds to state_: I, and Q if it parked in
+// its main loop.
+constexpr std::uint64_t listed(bool quiet) noexcept { return kOneIdle + (quiet ? kOneQuiet : 0); }
+
 // A count that would go below zero means the protocol's bookkeeping is
 // broken; stop loudly instead of hanging later with a wrapped counter.
 [[noreturn, gnu::cold]] void violated(const char* what) noexcept {
@@ -66,7 +70,7 @@ int Parking::wake_one() noexcept {
     // and then nobody is to be woken (the cap and "wake only when nobody
     // searches" both depend on it). idle_ only changes under mu_.
     const unsigned back = idle_.back();
-    const std::uint64_t leaves = kOneIdle + (quiet_[back] ? kOneQuiet : 0);
+    const std::uint64_t leaves = listed(quiet_[back]);
     std::uint64_t s = state_.load(std::memory_order_relaxed);
     do {
       if (searching_of(s) != 0) return -1;
@@ -91,8 +95,7 @@ bool Parking::announce_idle(unsigned w, bool searching, bool main, bool* all_qui
   quiet_[w] = main;
   // [P1] seq_cst RMW; pairs with a producer's [N1] fence: the caller's
   // recheck [P2] that follows sees any task pushed before that fence.
-  std::uint64_t prev = state_.fetch_add(kOneIdle + (main ? kOneQuiet : 0) - (searching ? kOneSearching : 0),
-                                        std::memory_order_seq_cst);
+  std::uint64_t prev = state_.fetch_add(listed(main) - (searching ? kOneSearching : 0), std::memory_order_seq_cst);
   if (searching && searching_of(prev) == 0) violated("a searcher parked with no searcher counted");
   if (all_quiet) *all_quiet = quiet_of(prev) + (main ? 1 : 0) == n_;
   return idle_of(prev) + 1 == n_;
@@ -109,7 +112,7 @@ bool Parking::withdraw(unsigned w) noexcept {
   pos_[last].store(p, std::memory_order_relaxed);
   idle_.pop_back();
   pos_[w].store(-1, std::memory_order_relaxed);
-  state_.fetch_sub(kOneIdle + (quiet_[w] ? kOneQuiet : 0), std::memory_order_seq_cst);
+  state_.fetch_sub(listed(quiet_[w]), std::memory_order_seq_cst);
   quiet_[w] = false;
   return false;
 }

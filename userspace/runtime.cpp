@@ -77,19 +77,21 @@ void RuntimeImpl::start() {
         workers[i]->main_loop();
       });
     }
-  } catch (const std::system_error& e) {
-    const std::size_t started = threads.size();
-    parking.never_started(n - unsigned(started));  // else the started ones wait for them to go quiet
-    shutdown();
-    char what[128];
-    std::snprintf(what, sizeof what,
-                  "parkway: cannot create worker thread %s-w%zu (%zu of %u workers had started; they were stopped)",
-                  opts.name, started, started, n);
-    throw std::system_error(e.code(), what);
   } catch (...) {
-    parking.never_started(n - unsigned(threads.size()));
+    // The workers that never started count as gone, else the started ones
+    // would wait for them to go quiet; then stop and join those.
+    const std::size_t started = threads.size();
+    parking.never_started(n - unsigned(started));
     shutdown();
-    throw;
+    try {
+      throw;  // as it was; a std::system_error gains the thread's name
+    } catch (const std::system_error& e) {
+      char what[128];
+      std::snprintf(what, sizeof what,
+                    "parkway: cannot create worker thread %s-w%zu (%zu of %u workers had started; they were stopped)",
+                    opts.name, started, started, n);
+      throw std::system_error(e.code(), what);
+    }
   }
 }
 
@@ -111,7 +113,10 @@ void RuntimeImpl::inject(Task* t) {
 }
 
 void RuntimeImpl::notify_work(int waker) noexcept {
-  if (!parking.should_wake()) return;
+  if (parking.should_wake()) wake_one_from(waker);
+}
+
+void RuntimeImpl::wake_one_from(int waker) noexcept {
   int w = parking.wake_one();
   if (w >= 0) {
     external_wakeups.fetch_add(1, std::memory_order_relaxed);
@@ -131,10 +136,7 @@ void RuntimeImpl::shutdown() {
   // Workers that are running or searching come to [E1] by themselves; one
   // parking now either is on the idle list before this wake (so the chain
   // reaches it) or reads stop at [P2] after [X1] (parking.md, "Shutdown").
-  if (int w = parking.wake_one(); w >= 0) {
-    external_wakeups.fetch_add(1, std::memory_order_relaxed);
-    PW_PROBE2(wake, -1, w);
-  }
+  wake_one_from(-1);
   for (auto& th : threads)  // [X3]
     if (th.joinable()) th.join();
   joined = true;

@@ -27,6 +27,9 @@ class RuntimeImpl {
   // Wake an idle worker if nobody searches ([N1]..[W5]); waker is the index
   // of the calling worker, or -1 for a thread outside the pool.
   void notify_work(int waker) noexcept;
+  // Wake one idle worker (if nobody searches), counted as an external
+  // wake-up: for threads outside the pool (waker -1) and shutdown's [X2].
+  void wake_one_from(int waker) noexcept;
 
   void start();
   void shutdown();

@@ -143,10 +143,9 @@ class alignas(64) Worker {
   // have missed while it was in neither queue (a reviewer's program with a
   // widened window stranded 21 of 500 tasks; Parking.BatchMovedIntoADeque*).
   void after_batch_push() noexcept {
-    std::uint64_t s = parking().state_after_push();  // [N1], [N2]
-    fence_if_needed(s);                              // [D1]
-    if (Parking::wake_needed(s)) wake_one();
+    after_push_not_all_busy(parking().state_after_push());  // [N1], [N2]; with s == 0 it does nothing
   }
+  // [D1], then wake a sleeper if nobody searches.
   [[gnu::noinline]] void after_push_not_all_busy(std::uint64_t s) noexcept {
     fence_if_needed(s);
     if (Parking::wake_needed(s)) wake_one();
