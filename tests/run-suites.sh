@@ -2,14 +2,18 @@
 # run-suites.sh MAKE SUITE... -- run each suite target, add up its closing
 # "N passed, N failed, N skipped" line, print the total the same way.
 # A suite that exits non-zero without such a line counts as one failure.
+# Suites run one after another; within one, make builds MAKE_JOBS targets
+# at a time (default: one per CPU). A suite's tests run in its recipe,
+# after its builds, so no test shares the machine with a compiler.
 set -u
 MAKE_CMD=$1; shift
+JOBS=${MAKE_JOBS:-$(nproc)}
 tp=0; tf=0; ts=0; bad=()
 for s in "$@"; do
   echo "=== suite: $s"
   log=$(mktemp)
   t0=$(date +%s)
-  "$MAKE_CMD" --no-print-directory "$s" 2>&1 | tee "$log"
+  "$MAKE_CMD" --no-print-directory -j"$JOBS" "$s" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   line=$(grep -E '^([A-Za-z-]+: )?[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' "$log" | tail -n 1)
   rm -f "$log"
