@@ -55,6 +55,14 @@ test-clang:
 
 TEST_SUITES += test-clang
 
+# Misuse of the public API (a reference or unmovable result, a callable
+# that cannot be copied, ...) fails to compile with a message naming it.
+.PHONY: test-api-errors
+test-api-errors:
+	@bash tests/check-api-errors.sh
+
+TEST_SUITES += test-api-errors
+
 # USDT probes: present in the shared library and firing under bpftrace
 # (the demo is linked against the installed libparkway.so).
 test-usdt: lib $(BUILD)/demo

@@ -55,6 +55,11 @@ inline void* const kCoroDone = reinterpret_cast<void*>(std::uintptr_t(1));
 
 template <class T>
 struct Result {
+  static_assert(!std::is_reference_v<T>,
+                "parkway::Task<T>: T is a reference; return a value, a pointer or a std::reference_wrapper");
+  static_assert(std::is_move_constructible_v<T>,
+                "parkway::Task<T>: T cannot be moved, and co_await returns it by value; return a "
+                "std::unique_ptr to it instead");
   alignas(T) unsigned char storage[sizeof(T)];
   bool has = false;
   std::exception_ptr error;

@@ -42,6 +42,10 @@ class PARKWAY_API TaskGroup {
   template <class F>
   void spawn(F&& f) {
     using Fn = std::decay_t<F>;
+    static_assert(std::is_constructible_v<Fn, F&&>,
+                  "parkway::TaskGroup::spawn: the task keeps its own copy of the callable, and this one "
+                  "cannot be copied; pass it with std::move");
+    static_assert(std::is_invocable_v<Fn&>, "parkway::TaskGroup::spawn: the callable must take no arguments");
     using Inline = Body<Fn, true>;
     if constexpr (sizeof(Inline) <= kInlineBytes && alignof(Inline) <= kInlineAlign) {
       // The inline slot: only the thread that created the group uses it,
