@@ -2,7 +2,9 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <atomic>
 #include <cstdio>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -54,8 +56,49 @@ Options validated(const Options& o, char* name) {
 
 }  // namespace
 
+// fork. A child process has only the thread that called fork(), so a
+// runtime made before the fork has no workers there: work given to it would
+// wait forever, and joining its threads is undefined. In the child, each
+// such runtime therefore refuses submissions with RuntimeShutdown (naming
+// fork), its shutdown returns at once, and its destructor leaves it
+// allocated (its std::thread objects, still joinable, must not be
+// destroyed). default_runtime() makes a new runtime in the child on first
+// use. The generation is bumped by the child handler, which runs in the
+// child before fork() returns, with only that one thread alive.
+namespace {
+std::atomic<unsigned> g_fork_generation{0};
+std::mutex g_default_mu;  // guards default-runtime creation; held across fork
+void before_fork() noexcept { g_default_mu.lock(); }
+void after_fork_in_parent() noexcept { g_default_mu.unlock(); }
+void after_fork_in_child() noexcept {
+  g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+  g_default_mu.unlock();
+}
+void watch_forks() {
+  static const int registered = pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);
+  if (registered != 0)
+    throw std::system_error(registered, std::generic_category(), "parkway: pthread_atfork");
+}
+}  // namespace
+
+unsigned fork_generation() noexcept { return g_fork_generation.load(std::memory_order_relaxed); }
+
+namespace {
+std::atomic<RuntimeImpl*> g_left_behind{nullptr};  // kept reachable: not a leak
+}  // namespace
+
+void leave_behind(RuntimeImpl* impl) noexcept {
+  impl->left_behind_next = g_left_behind.load(std::memory_order_relaxed);
+  while (!g_left_behind.compare_exchange_weak(impl->left_behind_next, impl, std::memory_order_release,
+                                              std::memory_order_relaxed)) {
+  }
+}
+
+bool RuntimeImpl::forked() const noexcept { return made_in_generation != fork_generation(); }
+
 RuntimeImpl::RuntimeImpl(Runtime& rt, const Options& o)
-    : owner(rt),
+    : made_in_generation((watch_forks(), detail::fork_generation())),
+      owner(rt),
       opts(validated(o, name)),
       n(o.workers),
       parking(o.workers),
@@ -96,6 +139,10 @@ void RuntimeImpl::start() {
 }
 
 void RuntimeImpl::inject(Task* t) {
+  if (forked()) [[unlikely]]
+    throw RuntimeShutdown(
+        "parkway: this runtime was made before fork(); its workers exist only in the parent process, so the "
+        "child cannot give it work (make a new Runtime in the child); the task was not accepted");
   // [I1] Announce the push before checking `closing`; shutdown sets
   // `closing` and then waits for `injecting` to drain (a Dekker pair), so
   // either we see closing and refuse, or shutdown waits for our push.
@@ -125,6 +172,10 @@ void RuntimeImpl::wake_one_from(int waker) noexcept {
 }
 
 void RuntimeImpl::shutdown() {
+  if (forked()) {  // no workers here to finish or join; shutdown_mu may be held by a parent's thread
+    closing.store(true, std::memory_order_seq_cst);
+    return;
+  }
   std::lock_guard<std::mutex> g(shutdown_mu);
   if (joined) return;
   closing.store(true, std::memory_order_seq_cst);
@@ -157,6 +208,10 @@ Runtime::Runtime(Options opts) : impl_(nullptr) {
 
 Runtime::~Runtime() {
   shutdown();
+  if (impl_->forked()) {  // left allocated in a forked child (see "fork" above)
+    detail::leave_behind(impl_);
+    return;
+  }
   delete impl_;
 }
 
@@ -209,18 +264,22 @@ Runtime& detail::runtime_for_spawn() {
 
 namespace {
 
-Runtime* g_default_runtime = nullptr;  // set once, never freed
+// The default runtime of this process (after a fork, of the child: the
+// parent's is left behind, forked()); set under g_default_mu, never freed.
+std::atomic<Runtime*> g_default_runtime{nullptr};
 
-// The default runtime's end, registered with atexit right after it was
+// The default runtime's end, registered with atexit when the first one was
 // made (so it runs where its static destructor would have): it finishes
 // the work it accepted, and later submissions fail with RuntimeShutdown.
 // It is never freed: a static built before the default runtime's first
 // use is destroyed after this and may still reach it (it then gets that
 // error instead of a freed runtime). When exit() is called from one of
-// its own tasks it cannot wait for itself; the process ends with it.
+// its own tasks it cannot wait for itself; the process ends with it. In a
+// forked child that made no runtime of its own it finds the parent's,
+// whose shutdown returns at once there.
 void shutdown_default_runtime_at_exit() noexcept {
-  Runtime* rt = g_default_runtime;
-  if (Runtime::current() == rt) return;
+  Runtime* rt = g_default_runtime.load(std::memory_order_acquire);
+  if (!rt || Runtime::current() == rt) return;
   try {
     rt->shutdown();
   } catch (const std::exception& e) {
@@ -231,12 +290,16 @@ void shutdown_default_runtime_at_exit() noexcept {
 }  // namespace
 
 Runtime& Runtime::default_runtime() {
-  static Runtime* const rt = [] {
-    auto* r = new Runtime(Options{});
-    g_default_runtime = r;
-    std::atexit(&shutdown_default_runtime_at_exit);
-    return r;
-  }();
+  Runtime* rt = g_default_runtime.load(std::memory_order_acquire);
+  if (rt && !rt->impl().forked()) [[likely]]
+    return *rt;
+  std::lock_guard<std::mutex> g(detail::g_default_mu);
+  rt = g_default_runtime.load(std::memory_order_relaxed);
+  if (rt && !rt->impl().forked()) return *rt;
+  const bool first = rt == nullptr;  // a child's new default: the handler is registered already
+  rt = new Runtime(Options{});
+  g_default_runtime.store(rt, std::memory_order_release);
+  if (first) std::atexit(&shutdown_default_runtime_at_exit);
   return *rt;
 }
 

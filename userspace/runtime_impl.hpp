@@ -17,6 +17,16 @@
 
 namespace parkway::detail {
 
+// How many times this process's line of ancestors forked since the first
+// runtime was made: 0 in the original process, bumped in each child by a
+// pthread_atfork handler (runtime.cpp).
+unsigned fork_generation() noexcept;
+
+class RuntimeImpl;
+// Keeps a forked child's copy of a parent's runtime reachable when its
+// Runtime is destroyed there (it cannot be freed: see runtime.cpp, "fork").
+void leave_behind(RuntimeImpl* impl) noexcept;
+
 class RuntimeImpl {
  public:
   RuntimeImpl(Runtime& owner, const Options& opts);
@@ -33,6 +43,14 @@ class RuntimeImpl {
 
   void start();
   void shutdown();
+
+  // True in a child process forked after this runtime was made: its worker
+  // threads exist only in the parent (fork copies the calling thread
+  // alone). Such a runtime refuses work and is neither joined nor freed
+  // there (runtime.cpp, "fork").
+  bool forked() const noexcept;
+  const unsigned made_in_generation;  // fork_generation() when it was made
+  RuntimeImpl* left_behind_next = nullptr;  // see leave_behind()
 
   Runtime& owner;
   // The pool's own copy of Options::name (at most 8 characters, validated):

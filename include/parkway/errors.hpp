@@ -8,7 +8,9 @@
 namespace parkway {
 
 // Thrown by Runtime::submit/run (and TaskGroup::spawn from outside the pool)
-// once the runtime has begun shutting down. The task was not accepted.
+// once the runtime has begun shutting down, or in a child process forked
+// after the runtime was made (its workers are in the parent). The task was
+// not accepted.
 class PARKWAY_API RuntimeShutdown : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

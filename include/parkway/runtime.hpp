@@ -103,7 +103,9 @@ class PARKWAY_API Runtime {
   // the work it accepted finishes; afterwards, e.g. from the destructor of
   // a static made before its first use, submitting to it throws
   // RuntimeShutdown). Never destroyed. Used by TaskGroup/parallel_for
-  // outside any pool.
+  // outside any pool. In a child process made by fork() it is a new
+  // runtime, made on first use there (the parent's has no workers in the
+  // child).
   static Runtime& default_runtime();
 
   detail::RuntimeImpl& impl() noexcept { return *impl_; }
