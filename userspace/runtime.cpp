@@ -38,6 +38,10 @@ void validate(const Options& o) {
   if (o.search_rounds < 1 || o.search_rounds > 1000000)
     throw std::invalid_argument("parkway::Options::search_rounds must be in [1, 1000000], got " +
                                 std::to_string(o.search_rounds));
+  if (o.stack_size != 0 && (o.stack_size < kMinStackSize || o.stack_size > kMaxStackSize))
+    throw std::invalid_argument("parkway::Options::stack_size must be 0 (the system default) or in [" +
+                                std::to_string(kMinStackSize) + ", " + std::to_string(kMaxStackSize) +
+                                "] bytes, got " + std::to_string(o.stack_size));
   if (o.name == nullptr) throw std::invalid_argument("parkway::Options::name must not be null");
   std::size_t len = std::strlen(o.name);
   if (len < 1 || len > 8 || std::strchr(o.name, '/'))
@@ -61,8 +65,8 @@ Options validated(const Options& o, char* name) {
 // wait forever, and joining its threads is undefined. In the child, each
 // such runtime therefore refuses submissions with RuntimeShutdown (naming
 // fork), its shutdown returns at once, and its destructor leaves it
-// allocated (its std::thread objects, still joinable, must not be
-// destroyed). default_runtime() makes a new runtime in the child on first
+// allocated (its threads cannot be joined, and what else the child
+// inherited, a TaskGroup bound to it say, may still point at it). default_runtime() makes a new runtime in the child on first
 // use. The generation is bumped by the child handler, which runs in the
 // child before fork() returns, with only that one thread alive.
 namespace {
@@ -108,19 +112,60 @@ RuntimeImpl::RuntimeImpl(Runtime& rt, const Options& o)
   for (unsigned i = 0; i < n; ++i) workers.push_back(std::make_unique<Worker>(*this, i));
 }
 
+namespace {
+
+// A worker thread's start: its name, then the worker loop.
+struct ThreadStart {
+  RuntimeImpl* rt;
+  unsigned i;
+};
+void* worker_thread(void* p) {
+  ThreadStart s = *static_cast<ThreadStart*>(p);
+  delete static_cast<ThreadStart*>(p);
+  char name[16];
+  std::snprintf(name, sizeof name, "%s-w%u", s.rt->opts.name, s.i);
+  pthread_setname_np(pthread_self(), name);
+  s.rt->workers[s.i]->main_loop();
+  return nullptr;
+}
+
+// Starts worker i with the stack size of `attr`; throws std::system_error.
+pthread_t start_worker_thread(RuntimeImpl* rt, unsigned i, const pthread_attr_t* attr) {
+  auto* s = new ThreadStart{rt, i};
+  pthread_t th;
+  int err = pthread_create(&th, attr, &worker_thread, s);
+  if (err != 0) {
+    delete s;
+    throw std::system_error(err, std::generic_category(), "pthread_create");
+  }
+  return th;
+}
+
+}  // namespace
+
 void RuntimeImpl::start() {
   init_asymmetric_fence();  // decided before the first worker of the process runs
   threads.reserve(n);
-  try {
-    for (unsigned i = 0; i < n; ++i) {
-      threads.emplace_back([this, i] {
-        char name[16];
-        std::snprintf(name, sizeof name, "%s-w%u", opts.name, i);
-        pthread_setname_np(pthread_self(), name);
-        workers[i]->main_loop();
-      });
+  pthread_attr_t attr;
+  pthread_attr_t* use_attr = nullptr;  // the system default stack
+  if (opts.stack_size != 0) {
+    const long page = sysconf(_SC_PAGESIZE);
+    const std::size_t pg = page > 0 ? std::size_t(page) : 4096;
+    const std::size_t bytes = (opts.stack_size + pg - 1) / pg * pg;
+    if (int err = pthread_attr_init(&attr); err != 0)
+      throw std::system_error(err, std::generic_category(), "parkway: pthread_attr_init");
+    if (int err = pthread_attr_setstacksize(&attr, bytes); err != 0) {
+      pthread_attr_destroy(&attr);
+      throw std::system_error(err, std::generic_category(),
+                              "parkway: Options::stack_size " + std::to_string(opts.stack_size) +
+                                  " was refused by pthread_attr_setstacksize");
     }
+    use_attr = &attr;
+  }
+  try {
+    for (unsigned i = 0; i < n; ++i) threads.push_back(start_worker_thread(this, i, use_attr));
   } catch (...) {
+    if (use_attr) pthread_attr_destroy(use_attr);
     // The workers that never started count as gone, else the started ones
     // would wait for them to go quiet; then stop and join those.
     const std::size_t started = threads.size();
@@ -136,6 +181,7 @@ void RuntimeImpl::start() {
       throw std::system_error(e.code(), what);
     }
   }
+  if (use_attr) pthread_attr_destroy(use_attr);
 }
 
 void RuntimeImpl::inject(Task* t) {
@@ -188,8 +234,7 @@ void RuntimeImpl::shutdown() {
   // parking now either is on the idle list before this wake (so the chain
   // reaches it) or reads stop at [P2] after [X1] (parking.md, "Shutdown").
   wake_one_from(-1);
-  for (auto& th : threads)  // [X3]
-    if (th.joinable()) th.join();
+  for (pthread_t th : threads) pthread_join(th, nullptr);  // [X3]
   joined = true;
 }
 

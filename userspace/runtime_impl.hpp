@@ -5,7 +5,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
-#include <thread>
+#include <pthread.h>
 #include <vector>
 
 #include "injection_queue.hpp"
@@ -71,7 +71,7 @@ class RuntimeImpl {
   std::atomic<std::uint64_t> injecting{0};
   std::atomic<std::uint64_t> submitted{0};
   std::atomic<std::uint64_t> external_wakeups{0};
-  std::vector<std::thread> threads;
+  std::vector<pthread_t> threads;  // the started workers (pthread_create: for Options::stack_size)
   std::mutex shutdown_mu;  // shutdown() may be called from several threads
   bool joined = false;     // guarded by shutdown_mu
 };

@@ -29,7 +29,18 @@ struct Options {
   // to 15 characters). Valid: 1..8 characters, no '/'. The runtime keeps
   // its own copy (Runtime::options().name points at it).
   const char* name = "parkway";
+
+  // Stack size of each worker thread, in bytes. 0: the system's default
+  // for new threads (from RLIMIT_STACK, usually 8 MiB). Deep recursion
+  // inside tasks, or a waiting task that runs other tasks on top of its
+  // own frames, may need more. Valid: 0, or 64 KiB..1 GiB (rounded up to
+  // whole pages).
+  std::size_t stack_size = 0;
 };
+
+// Bounds of Options::stack_size (other than 0).
+inline constexpr std::size_t kMinStackSize = std::size_t(64) << 10;
+inline constexpr std::size_t kMaxStackSize = std::size_t(1) << 30;
 
 // Upper bound on Options::workers.
 inline constexpr unsigned kMaxWorkers = 4096;
