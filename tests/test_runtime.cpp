@@ -50,52 +50,6 @@ TEST(Options, InvalidOptionsAreNamed) {
             std::string::npos);
 }
 
-namespace {
-// The stack size the calling thread was created with.
-std::size_t own_stack_size() {
-  pthread_attr_t a;
-  if (pthread_getattr_np(pthread_self(), &a) != 0) return 0;
-  std::size_t n = 0;
-  pthread_attr_getstacksize(&a, &n);
-  pthread_attr_destroy(&a);
-  return n;
-}
-// Uses about `kib` KiB of stack, touching every page.
-__attribute__((noinline)) int deep(int kib) {
-  volatile char page[1024];
-  page[0] = char(kib);
-  if (kib <= 1) return page[0];
-  return deep(kib - 1) + page[0] - char(kib) + 1;
-}
-}  // namespace
-
-// Options::stack_size sets every worker's stack (rounded up to pages); 0
-// keeps the default a new thread gets.
-TEST(Options, StackSizeIsEveryWorkersStack) {
-  std::size_t deflt = 0;
-  std::thread([&] { deflt = own_stack_size(); }).join();
-  parkway::Runtime plain(parkway::Options{.workers = 2});
-  EXPECT_EQ(plain.run([] { return own_stack_size(); }), deflt);
-
-  const std::size_t big = std::size_t(64) << 20;  // 64 MiB: far above the usual 8 MiB default
-  parkway::Runtime rt(parkway::Options{.workers = 2, .stack_size = big + 100});
-  std::atomic<int> seen{0}, right{0};
-  parkway::parallel_for(rt, 0, 64, 1, [&](std::size_t) {
-    seen.fetch_add(1);
-    std::size_t s = own_stack_size();
-    if (s >= big + 100 && s < big + 100 + 4096 * 2) right.fetch_add(1);
-  });
-  EXPECT_EQ(seen.load(), 64);
-  EXPECT_EQ(right.load(), 64);
-  // 32 MiB of frames: would overflow an 8 MiB stack.
-  if (!pwtest::kSanitized) {
-    EXPECT_EQ(rt.run([] { return deep(32 << 10); }), 32 << 10);
-  }
-
-  parkway::Runtime small(parkway::Options{.workers = 1, .stack_size = parkway::kMinStackSize});
-  EXPECT_EQ(small.run([] { return pwtest::fib(15); }), 610);
-  EXPECT_EQ(small.run([] { return own_stack_size(); }), parkway::kMinStackSize);
-}
 
 TEST(Options, DefaultIsOnlineCpus) {
   parkway::Runtime rt;

@@ -39,9 +39,17 @@ bool help_own_deque(Worker* me, DoneFn done, void* ctx) noexcept {
 
 void block_until(Worker* me, std::uint32_t id, DoneFn done, void* ctx, bool timed) noexcept {
   if (me) {
-    me->run_until(done, ctx, timed);  // helps while it waits
-    return;
+    if (!me->stack_deep()) [[likely]] {
+      me->run_until(done, ctx, timed);  // helps while it waits
+      return;
+    }
+    // Half the stack is in use: block like a thread outside the pool, on
+    // this worker's own ParkWord (`id`). Its deque is empty (every wait
+    // runs its own tasks first), and it is on no idle list, so only the
+    // completer it registered with wakes it (or a stale token: look again).
+    me->count_deep_wait();
   }
+  const int who = me ? int(me->index()) : -1;
   ParkWord& pw = park_word(id);
   while (!done(ctx)) {                      // [C2]
     if (pw.announce() != kAwake) continue;  // [P0] a token: look again
@@ -50,14 +58,14 @@ void block_until(Worker* me, std::uint32_t id, DoneFn done, void* ctx, bool time
       pw.cancel();
       break;
     }
-    PW_PROBE2(park, -1, id);  // an outside thread: named by its park id only
+    PW_PROBE2(park, who, id);  // an outside thread (-1): named by its park id only
     if (timed) {
       timespec ts{0, 1000000};
       pw.sleep_for(ts);
     } else {
       pw.sleep();  // [P4]
     }
-    PW_PROBE3(unpark, -1, 0, id);
+    PW_PROBE3(unpark, who, 0, id);
   }
 }
 
