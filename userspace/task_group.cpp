@@ -4,6 +4,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "parkway/future.hpp"
 #include "parkway/runtime.hpp"
 #include "parkway/task_group.hpp"
 #include "chaos.hpp"
@@ -27,13 +28,7 @@ void TaskGroup::report_lost_exception() noexcept {
     std::fprintf(stderr, "parkway: TaskGroup destroyed without wait(); a task threw (no memory to keep it)\n");
     return;
   }
-  try {
-    std::rethrow_exception(*p);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "parkway: TaskGroup destroyed without wait(); a task's exception was lost: %s\n", e.what());
-  } catch (...) {
-    std::fprintf(stderr, "parkway: TaskGroup destroyed without wait(); a task threw a non-std exception\n");
-  }
+  detail::report_unobserved_exception(*p, "TaskGroup destroyed without wait(); a task threw");
   delete p;
 }
 

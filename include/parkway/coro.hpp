@@ -33,6 +33,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "parkway/future.hpp"
 #include "parkway/runtime.hpp"
 #include "parkway/task.hpp"
 
@@ -213,6 +214,9 @@ class [[nodiscard]] Spawned {
   ~Spawned() {
     if (!h_) return;
     h_.promise().finished.wait();  // a dropped handle waits for its child
+    if (h_.promise().result.error)
+      detail::report_unobserved_exception(h_.promise().result.error,
+                                          "a spawned coroutine threw, and its Spawned handle was dropped without co_await or get()");
     h_.destroy();
   }
 

@@ -13,8 +13,13 @@
 namespace parkway {
 namespace detail {
 
+// Prints, on stderr, the exception of a task whose result nobody took
+// (its Future, or a coroutine's Spawned handle, was dropped or never
+// asked for it): the failure is reported, not silently lost.
+PARKWAY_API void report_unobserved_exception(const std::exception_ptr& e, const char* what) noexcept;
+
 // Shared between the submitted task and its Future; freed by whichever of
-// the two lets go last.
+// the two lets go last. An exception no get() took is reported then.
 template <class T>
 struct SharedState {
   CompletionWord done;  // count 1 until the task has finished
@@ -22,6 +27,7 @@ struct SharedState {
   std::exception_ptr error;
   alignas(T) unsigned char storage[sizeof(T)];
   bool has_value = false;
+  bool taken = false;  // get() was called (it rethrows error, or returns the value)
 
   SharedState() { done.add(1); }
   ~SharedState() {
@@ -29,7 +35,10 @@ struct SharedState {
   }
   T& value() { return *std::launder(reinterpret_cast<T*>(storage)); }
   void release() noexcept {
-    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      if (error && !taken) report_unobserved_exception(error, "a submitted task threw, and its Future was dropped without get()");
+      delete this;
+    }
   }
 };
 
@@ -38,9 +47,13 @@ struct SharedState<void> {
   CompletionWord done;
   std::atomic<int> refs{2};
   std::exception_ptr error;
+  bool taken = false;
   SharedState() { done.add(1); }
   void release() noexcept {
-    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      if (error && !taken) report_unobserved_exception(error, "a submitted task threw, and its Future was dropped without get()");
+      delete this;
+    }
   }
 };
 
@@ -82,6 +95,7 @@ class Future {
       detail::SharedState<T>* s;
       ~Releaser() { s->release(); }
     } r{s};
+    s->taken = true;
     if (s->error) std::rethrow_exception(s->error);
     if constexpr (!std::is_void_v<T>) return std::move(s->value());
   }

@@ -1,0 +1,21 @@
+// unobserved_exception.cpp -- reporting a task's exception that nobody will
+// ever rethrow (its TaskGroup, Future or Spawned handle went away without
+// asking): on stderr, so that a failure is never lost silently.
+#include <cstdio>
+#include <exception>
+
+#include "parkway/future.hpp"
+
+namespace parkway::detail {
+
+void report_unobserved_exception(const std::exception_ptr& e, const char* what) noexcept {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    std::fprintf(stderr, "parkway: %s: %s\n", what, x.what());
+  } catch (...) {
+    std::fprintf(stderr, "parkway: %s (an exception not derived from std::exception)\n", what);
+  }
+}
+
+}  // namespace parkway::detail
