@@ -7,6 +7,7 @@
 // hang into a failure.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "parkway/parkway.hpp"
@@ -29,10 +31,16 @@ namespace {
 #define PW_SKIP_IF_TSAN() (void)0
 #endif
 
+// How a forked child ended: "exit N", or "signal S" (SIGALRM: it hung),
+// and what it wrote on stderr.
+struct ChildEnd {
+  std::string how;
+  std::string err;
+};
+
 // Runs body() in a forked child that exits with its return value through
 // exit() (so atexit handlers, the default runtime's shutdown among them,
-// run). Returns a description of how the child ended: "exit N" or
-// "signal S" (SIGALRM: the child hung).
+// run), its stderr going to a pipe the parent reads.
 //
 // Under AddressSanitizer the child ends with _Exit instead: LeakSanitizer's
 // check at exit would report what the parent's other threads held (a task
@@ -40,12 +48,17 @@ namespace {
 // stacks are not in the child; and its stop-the-world step looks for those
 // threads and can hang. The plain build covers the exit() path.
 template <class F>
-std::string in_child(F body, unsigned timeout_s = 20) {
+ChildEnd in_child(F body, unsigned timeout_s = 20) {
   std::fflush(stdout);
   std::fflush(stderr);
+  int fds[2];
+  if (pipe(fds) != 0) return {"pipe failed", ""};
   pid_t p = fork();
-  if (p < 0) return "fork failed";
+  if (p < 0) return {"fork failed", ""};
   if (p == 0) {
+    close(fds[0]);
+    dup2(fds[1], 2);
+    close(fds[1]);
     alarm(timeout_s);
     int code = 99;
     try {
@@ -62,12 +75,29 @@ std::string in_child(F body, unsigned timeout_s = 20) {
     std::exit(code);
 #endif
   }
+  close(fds[1]);
+  ChildEnd end;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) end.err.append(buf, std::size_t(n));
+  close(fds[0]);
   int st = 0;
-  if (waitpid(p, &st, 0) != p) return "waitpid failed";
-  if (WIFEXITED(st)) return "exit " + std::to_string(WEXITSTATUS(st));
-  if (WIFSIGNALED(st)) return "signal " + std::to_string(WTERMSIG(st)) + (WTERMSIG(st) == SIGALRM ? " (hung)" : "");
-  return "?";
+  if (waitpid(p, &st, 0) != p) return {"waitpid failed", end.err};
+  if (WIFEXITED(st))
+    end.how = "exit " + std::to_string(WEXITSTATUS(st));
+  else if (WIFSIGNALED(st))
+    end.how = "signal " + std::to_string(WTERMSIG(st)) + (WTERMSIG(st) == SIGALRM ? " (hung)" : "");
+  else
+    end.how = "?";
+  return end;
 }
+
+// The child exited 0 and printed nothing on stderr.
+#define EXPECT_CLEAN_EXIT(end)                       \
+  do {                                               \
+    ChildEnd e_ = (end);                             \
+    EXPECT_EQ(e_.how, "exit 0") << e_.err;           \
+    EXPECT_EQ(e_.err, "") << "the child's stderr";   \
+  } while (0)
 
 int fan_out_sum(int n) {
   std::atomic<int> sum{0};
@@ -87,7 +117,7 @@ TEST(Fork, ChildGetsItsOwnDefaultRuntime) {
   pwtest::Watchdog dog("Fork.ChildGetsItsOwnDefaultRuntime", 60);
   ASSERT_EQ(fan_out_sum(100), 5050);
   parkway::Runtime* parents = &parkway::Runtime::default_runtime();
-  EXPECT_EQ(in_child([parents] {
+  EXPECT_CLEAN_EXIT(in_child([parents] {
               if (&parkway::Runtime::default_runtime() == parents) return 1;
               if (fan_out_sum(1000) != 500500) return 2;
               std::vector<int> hit(10007, 0);
@@ -96,8 +126,7 @@ TEST(Fork, ChildGetsItsOwnDefaultRuntime) {
                 if (h != 1) return 3;
               if (pwtest::fib(20) != 6765) return 4;
               return 0;
-            }),
-            "exit 0");
+            }));
   // The parent's default runtime is the same one and still works.
   EXPECT_EQ(&parkway::Runtime::default_runtime(), parents);
   EXPECT_EQ(fan_out_sum(100), 5050);
@@ -108,7 +137,7 @@ TEST(Fork, ChildGetsItsOwnDefaultRuntime) {
 TEST(Fork, ChildThatDoesNotUseParkwayExits) {
   pwtest::Watchdog dog("Fork.ChildThatDoesNotUseParkwayExits", 60);
   ASSERT_EQ(fan_out_sum(10), 55);
-  EXPECT_EQ(in_child([] { return 0; }), "exit 0");
+  EXPECT_CLEAN_EXIT(in_child([] { return 0; }));
 }
 
 // A runtime made by the parent refuses work in the child with an error
@@ -118,7 +147,7 @@ TEST(Fork, ParentsRuntimeRefusesWorkInTheChild) {
   pwtest::Watchdog dog("Fork.ParentsRuntimeRefusesWorkInTheChild", 60);
   auto* rt = new parkway::Runtime(parkway::Options{.workers = 2});
   ASSERT_EQ(rt->run([] { return 7; }), 7);
-  EXPECT_EQ(in_child([rt] {
+  EXPECT_CLEAN_EXIT(in_child([rt] {
               int refused = 0;
               auto named = [](const parkway::RuntimeShutdown& e) {
                 return std::string(e.what()).find("fork()") != std::string::npos;
@@ -144,8 +173,7 @@ TEST(Fork, ParentsRuntimeRefusesWorkInTheChild) {
               rt->shutdown();  // returns: nothing to join here
               delete rt;       // so does the destructor
               return 0;
-            }),
-            "exit 0");
+            }));
   EXPECT_EQ(rt->run([] { return 8; }), 8);
   delete rt;
 }
@@ -163,11 +191,101 @@ TEST(Fork, ForkWithWorkInFlight) {
       usleep(100);
       ran.fetch_add(1, std::memory_order_relaxed);
     }));
-  EXPECT_EQ(in_child([] {
-              parkway::Runtime mine(parkway::Options{.workers = 2});
-              return mine.run([] { return fan_out_sum(100) == 5050 ? 0 : 1; });
-            }),
-            "exit 0");
+  EXPECT_CLEAN_EXIT(in_child([] {
+    parkway::Runtime mine(parkway::Options{.workers = 2});
+    return mine.run([] { return fan_out_sum(100) == 5050 ? 0 : 1; });
+  }));
   for (auto& f : fs) f.get();
   EXPECT_EQ(ran.load(), 200);
+}
+
+// fork() while other threads make and destroy runtimes: their workers take
+// the ParkWord registry's lock as they start and end, and a child that
+// inherited it locked hung in its first wait (a reviewer's program: 1 of
+// 200 children). The atfork handlers hold it across fork.
+TEST(Fork, WhileAnotherThreadStartsAndStopsRuntimes) {
+  PW_SKIP_IF_TSAN();
+#if defined(__SANITIZE_ADDRESS__)
+  // Seen here: the child's workers blocked for good on an allocator region
+  // mutex of ASan (SizeClassAllocator64::GetFromAllocator) that a parent
+  // thread held at the fork; GCC 12's libsanitizer does not hold it across
+  // fork. The plain build runs this test.
+  GTEST_SKIP() << "AddressSanitizer's allocator (GCC 12) is not fork-safe while other threads allocate";
+#endif
+  pwtest::Watchdog dog("Fork.WhileAnotherThreadStartsAndStopsRuntimes", 120);
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    while (!stop.load()) {
+      parkway::Runtime r(parkway::Options{.workers = 2});
+      r.run([] {});
+    }
+  });
+  int clean = 0;
+  const int forks = 60;
+  for (int i = 0; i < forks; ++i) {
+    ChildEnd e = in_child([] {
+      parkway::Runtime mine(parkway::Options{.workers = 2});
+      return mine.run([] { return fan_out_sum(50) == 1275 ? 0 : 1; });
+    });
+    if (e.how == "exit 0" && e.err.empty()) ++clean;
+    else ADD_FAILURE() << "fork " << i << ": " << e.how << " " << e.err;
+  }
+  stop = true;
+  churn.join();
+  EXPECT_EQ(clean, forks);
+}
+
+// A child forked from inside a task, whose task then returns: the worker's
+// queues in the child are copies of the parent's, and running them would
+// repeat tasks the parent runs (a reviewer's program ran all 400 twice,
+// then hung). The child's thread ends instead, and the parent's tasks run
+// once. A runtime the child makes inside that task works (the forking
+// thread counts as outside every pool there).
+TEST(Fork, ChildForkedInsideATaskRunsNoParentTask) {
+  // TSAN's runtime crashes (SEGV, exit 66) when the forked worker thread
+  // ends in the child; the plain and ASan builds run this test.
+  PW_SKIP_IF_TSAN();
+  pwtest::Watchdog dog("Fork.ChildForkedInsideATaskRunsNoParentTask", 120);
+  auto* ran = static_cast<std::atomic<int>*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(ran, MAP_FAILED);
+  new (ran) std::atomic<int>(0);
+  for (int use_runtime = 0; use_runtime < 2; ++use_runtime) {
+    ran->store(0);
+    std::atomic<pid_t> child{0};
+    std::atomic<int> child_ok{-1};
+    {
+      parkway::Runtime rt(parkway::Options{.workers = 1});
+      std::vector<parkway::Future<void>> fs;
+      for (int i = 0; i < 100; ++i) {
+        if (i == 50)
+          fs.push_back(rt.submit([&child, &child_ok, use_runtime] {
+            pid_t p = fork();
+            if (p == 0) {
+              alarm(20);
+              if (use_runtime) {
+                parkway::Runtime mine(parkway::Options{.workers = 2});
+                child_ok.store(mine.run([] { return fan_out_sum(100); }) == 5050);  // the child's copy
+                if (!child_ok.load()) std::_Exit(5);
+              }
+              return;  // back into the worker loop, in the child
+            }
+            child = p;
+          }));
+        fs.push_back(rt.submit([ran] { ran->fetch_add(1); }));
+      }
+      for (auto& f : fs) f.get();
+    }
+    EXPECT_EQ(ran->load(), 100) << "use_runtime " << use_runtime;
+    ASSERT_GT(child.load(), 0);
+    int st = 0;
+    ASSERT_EQ(waitpid(child.load(), &st, 0), child.load());
+    EXPECT_TRUE(WIFEXITED(st)) << "use_runtime " << use_runtime << ": status " << st;
+#if !defined(__SANITIZE_ADDRESS__)  // LeakSanitizer's exit code in the child
+    EXPECT_EQ(WEXITSTATUS(st), 0) << "use_runtime " << use_runtime;
+#endif
+    // Give a child that wrongly ran parent tasks time to show it.
+    EXPECT_EQ(ran->load(), 100) << "use_runtime " << use_runtime;
+  }
+  munmap(ran, 4096);
 }

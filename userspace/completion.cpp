@@ -10,6 +10,7 @@
 
 #include "chaos.hpp"
 #include "parker.hpp"
+#include "runtime_impl.hpp"
 #include "parkway/task.hpp"
 #include "waiting.hpp"
 #include "worker.hpp"
@@ -39,7 +40,7 @@ bool help_own_deque(Worker* me, DoneFn done, void* ctx) noexcept {
 
 void block_until(Worker* me, std::uint32_t id, DoneFn done, void* ctx, bool timed) noexcept {
   if (me) {
-    if (!me->stack_deep()) [[likely]] {
+    if (!me->stack_deep() && !me->runtime().forked()) [[likely]] {
       me->run_until(done, ctx, timed);  // helps while it waits
       return;
     }
@@ -47,7 +48,10 @@ void block_until(Worker* me, std::uint32_t id, DoneFn done, void* ctx, bool time
     // this worker's own ParkWord (`id`). Its deque is empty (every wait
     // runs its own tasks first), and it is on no idle list, so only the
     // completer it registered with wakes it (or a stale token: look again).
-    me->count_deep_wait();
+    // (So does a wait that began before a fork(), in the child: its
+    // completer is in the parent, so it sleeps for good, but it does not
+    // spin, nor run copies of the parent's tasks.)
+    if (!me->runtime().forked()) me->count_deep_wait();
   }
   const int who = me ? int(me->index()) : -1;
   ParkWord& pw = park_word(id);

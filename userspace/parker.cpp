@@ -59,7 +59,15 @@ pthread_key_t park_id_key() noexcept {
   return key;
 }
 
+// Both one-time initialisations done when the library loads, not at some
+// first use that a fork() could interrupt: a child would find the
+// function-local static's guard taken by a thread it does not have.
+const bool g_registry_ready = (registry(), park_id_key(), true);
+
 }  // namespace
+
+void lock_park_registry_for_fork() noexcept { registry().mu.lock(); }
+void unlock_park_registry_after_fork() noexcept { registry().mu.unlock(); }
 
 std::uint32_t acquire_park_word() noexcept {
   Registry& r = registry();

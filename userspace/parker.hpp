@@ -97,4 +97,10 @@ ParkWord& park_word(std::uint32_t id) noexcept;
 // still wait). Workers set theirs explicitly.
 std::uint32_t this_thread_park_id() noexcept;
 
+// fork(): the registry's mutex is held across it (runtime.cpp's atfork
+// handlers call these), so a child never inherits it locked by a thread
+// that is not there.
+void lock_park_registry_for_fork() noexcept;
+void unlock_park_registry_after_fork() noexcept;
+
 }  // namespace parkway::detail

@@ -69,23 +69,40 @@ Options validated(const Options& o, char* name) {
 // inherited, a TaskGroup bound to it say, may still point at it). default_runtime() makes a new runtime in the child on first
 // use. The generation is bumped by the child handler, which runs in the
 // child before fork() returns, with only that one thread alive.
-namespace {
 std::atomic<unsigned> g_fork_generation{0};
+
+namespace {
 std::mutex g_default_mu;  // guards default-runtime creation; held across fork
-void before_fork() noexcept { g_default_mu.lock(); }
-void after_fork_in_parent() noexcept { g_default_mu.unlock(); }
-void after_fork_in_child() noexcept {
-  g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+// Every lock a new runtime or a first blocking wait takes is held across
+// fork(), so the child gets them unlocked: the default-runtime mutex, then
+// the ParkWord registry's (a worker starting or ending in another thread
+// takes it).
+void before_fork() noexcept {
+  g_default_mu.lock();
+  lock_park_registry_for_fork();
+}
+void after_fork_in_parent() noexcept {
+  unlock_park_registry_after_fork();
   g_default_mu.unlock();
 }
-void watch_forks() {
-  static const int registered = pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);
-  if (registered != 0)
-    throw std::system_error(registered, std::generic_category(), "parkway: pthread_atfork");
+// In the child the forking thread is outside every pool, even if it was a
+// worker: its waits sleep instead of helping with copies of the parent's
+// queues, and its spawns go to a runtime's injection queue.
+void after_fork_in_child() noexcept {
+  g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+  Worker::tls_current = nullptr;
+  unlock_park_registry_after_fork();
+  g_default_mu.unlock();
 }
+// Registered when the library loads (not at the first runtime, which a
+// fork in another thread could interrupt), so before any handler a
+// program registers in main(): child handlers run in registration order,
+// and a later one already sees the new generation.
+int register_fork_handlers() noexcept {
+  return pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);
+}
+const int g_atfork_error = register_fork_handlers();
 }  // namespace
-
-unsigned fork_generation() noexcept { return g_fork_generation.load(std::memory_order_relaxed); }
 
 namespace {
 std::atomic<RuntimeImpl*> g_left_behind{nullptr};  // kept reachable: not a leak
@@ -98,16 +115,15 @@ void leave_behind(RuntimeImpl* impl) noexcept {
   }
 }
 
-bool RuntimeImpl::forked() const noexcept { return made_in_generation != fork_generation(); }
-
 RuntimeImpl::RuntimeImpl(Runtime& rt, const Options& o)
-    : made_in_generation((watch_forks(), detail::fork_generation())),
-      owner(rt),
+    : owner(rt),
       opts(validated(o, name)),
       n(o.workers),
       parking(o.workers),
       injection(o.priority_tags),
       sched_ext(o.workers) {
+  if (g_atfork_error != 0)
+    throw std::system_error(g_atfork_error, std::generic_category(), "parkway: pthread_atfork (fork handlers)");
   workers.reserve(n);
   for (unsigned i = 0; i < n; ++i) workers.push_back(std::make_unique<Worker>(*this, i));
 }

@@ -17,10 +17,11 @@
 
 namespace parkway::detail {
 
-// How many times this process's line of ancestors forked since the first
-// runtime was made: 0 in the original process, bumped in each child by a
-// pthread_atfork handler (runtime.cpp).
-unsigned fork_generation() noexcept;
+// How many times this process's line of ancestors forked: 0 in the
+// original process, bumped in each child by a pthread_atfork handler
+// (runtime.cpp, "fork").
+extern std::atomic<unsigned> g_fork_generation;
+inline unsigned fork_generation() noexcept { return g_fork_generation.load(std::memory_order_relaxed); }
 
 class RuntimeImpl;
 // Keeps a forked child's copy of a parent's runtime reachable when its
@@ -48,9 +49,7 @@ class RuntimeImpl {
   // threads exist only in the parent (fork copies the calling thread
   // alone). Such a runtime refuses work and is neither joined nor freed
   // there (runtime.cpp, "fork").
-  bool forked() const noexcept;
-  const unsigned made_in_generation;  // fork_generation() when it was made
-  RuntimeImpl* left_behind_next = nullptr;  // see leave_behind()
+  bool forked() const noexcept { return made_in_generation != fork_generation(); }
 
   Runtime& owner;
   // The pool's own copy of Options::name (at most 8 characters, validated):
@@ -74,6 +73,9 @@ class RuntimeImpl {
   std::vector<pthread_t> threads;  // the started workers (pthread_create: for Options::stack_size)
   std::mutex shutdown_mu;  // shutdown() may be called from several threads
   bool joined = false;     // guarded by shutdown_mu
+
+  const unsigned made_in_generation = fork_generation();  // see forked()
+  RuntimeImpl* left_behind_next = nullptr;                // see leave_behind()
 };
 
 }  // namespace parkway::detail

@@ -67,6 +67,13 @@ void Worker::publish(WorkerState s) noexcept { rt_.sched_ext.publish(index_, s);
 
 void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
   for (;;) {
+    // In a child forked from inside a task, once that task returns here:
+    // the queues are copies of the parent's, whose tasks run there; running
+    // them again here would repeat their effects. The thread ends instead
+    // (the process with it, if it was its only thread); a helping wait it
+    // was in sleeps in block_until (runtime.cpp, "fork").
+    if (rt_.forked()) [[unlikely]]
+      return;
     if (done(ctx)) {
       if (searching_) found_work();
       return;
