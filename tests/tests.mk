@@ -84,7 +84,7 @@ TEST_SUITES += test-install
 test-chaos:
 	@$(MAKE) --no-print-directory BUILD=build/chaos OPT="-O2 -g -DPARKWAY_CHAOS" test-unit-build
 	@bash tests/run-gtest.sh build/chaos/tests/parkway_tests \
-	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:Deque.*'
+	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:Deque.*:Stack.*:Fork.*'
 
 TEST_SUITES += test-chaos
 
@@ -94,6 +94,6 @@ TEST_SUITES += test-chaos
 .PHONY: test-symmetric-fence
 test-symmetric-fence: $(TEST_BIN)
 	@PARKWAY_MEMBARRIER=0 bash tests/run-gtest.sh $(TEST_BIN) \
-	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:AsymmetricFence.Mode*:Deque.*'
+	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:AsymmetricFence.Mode*:Deque.*:Stack.*:Fork.*'
 
 TEST_SUITES += test-symmetric-fence
