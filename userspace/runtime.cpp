@@ -66,9 +66,11 @@ Options validated(const Options& o, char* name) {
 // such runtime therefore refuses submissions with RuntimeShutdown (naming
 // fork), its shutdown returns at once, and its destructor leaves it
 // allocated (its threads cannot be joined, and what else the child
-// inherited, a TaskGroup bound to it say, may still point at it). default_runtime() makes a new runtime in the child on first
-// use. The generation is bumped by the child handler, which runs in the
-// child before fork() returns, with only that one thread alive.
+// inherited, a TaskGroup bound to it say, may still point at it).
+// default_runtime() makes a new runtime in the child on first use. The
+// generation is bumped by the child handler, which runs in the child
+// before fork() returns, with only that one thread alive.
+// docs/design/fork.md has the invariants and the tests.
 std::atomic<unsigned> g_fork_generation{0};
 
 namespace {
@@ -102,9 +104,7 @@ int register_fork_handlers() noexcept {
   return pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);
 }
 const int g_atfork_error = register_fork_handlers();
-}  // namespace
 
-namespace {
 std::atomic<RuntimeImpl*> g_left_behind{nullptr};  // kept reachable: not a leak
 }  // namespace
 

@@ -54,7 +54,9 @@ void Worker::main_loop() {
   rt_.sched_ext.register_worker(index_);
   publish(WorkerState::Busy);
   loop(&never, nullptr, /*main=*/true, /*timed=*/false);
-  rt_.sched_ext.unregister_worker(index_);
+  // Not in a forked child: the sched_ext slots are a BPF map shared with
+  // the parent, where this worker's twin still runs.
+  if (!rt_.forked()) rt_.sched_ext.unregister_worker(index_);
   tls_current = nullptr;
 }
 
