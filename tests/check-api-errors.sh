@@ -27,7 +27,8 @@ int g_x;
 CASES=(
   "submit-returns-reference|the task returns a reference|void f(parkway::Runtime& rt) { (void)rt.submit([]() -> int& { return g_x; }); }"
   "submit-returns-value|compiles|void f(parkway::Runtime& rt) { (void)rt.submit([]() -> int { return g_x; }); }"
-  "submit-result-not-movable|result type cannot be moved|void f(parkway::Runtime& rt) { (void)rt.submit([] { return NoMove{}; }); }"
+  "get-result-not-movable|result type cannot be moved|void f(parkway::Runtime& rt) { (void)rt.submit([] { return NoMove{}; }).get(); }"
+  "submit-result-not-movable-waited|compiles|void f(parkway::Runtime& rt) { auto x = rt.submit([] { return NoMove{}; }); x.wait(); }"
   "run-result-not-movable|result type cannot be moved|void f(parkway::Runtime& rt) { rt.run([] { return NoMove{}; }); }"
   "submit-result-unique-ptr|compiles|void f(parkway::Runtime& rt) { (void)rt.submit([] { return std::make_unique<NoMove>(); }); }"
   "submit-callable-not-copyable|cannot be copied; pass it with std::move|void f(parkway::Runtime& rt) { auto l = [p = std::unique_ptr<int>()] {}; (void)rt.submit(l); }"

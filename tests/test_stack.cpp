@@ -1,5 +1,5 @@
-// test_stack.cpp -- worker stacks: Options::stack_size, and waits that stop
-// running other tasks once half the stack is in use (Worker::stack_deep).
+// test_stack.cpp -- worker stacks: Options::stack_size, and nested waits
+// that run deep on a stack of a given size.
 #include <gtest/gtest.h>
 #include <alloca.h>
 #include <pthread.h>
@@ -32,13 +32,14 @@ __attribute__((noinline)) int deep(int kib) {
 }
 }  // namespace
 
-// Options::stack_size sets every worker's stack (rounded up to pages); 0
-// keeps the default a new thread gets.
+// Options::stack_size gives every worker a stack of at least that size
+// (rounded up to pages; glibc may reuse a larger cached stack, so only a
+// lower bound is certain); 0 keeps what a new thread gets.
 TEST(Stack, StackSizeIsEveryWorkersStack) {
   std::size_t deflt = 0;
   std::thread([&] { deflt = own_stack_size(); }).join();
   parkway::Runtime plain(parkway::Options{.workers = 2});
-  EXPECT_EQ(plain.run([] { return own_stack_size(); }), deflt);
+  EXPECT_GE(plain.run([] { return own_stack_size(); }), deflt);
 
   const std::size_t big = std::size_t(64) << 20;  // 64 MiB: far above the usual 8 MiB default
   parkway::Runtime rt(parkway::Options{.workers = 2, .stack_size = big + 100});
@@ -46,7 +47,7 @@ TEST(Stack, StackSizeIsEveryWorkersStack) {
   parkway::parallel_for(rt, 0, 64, 1, [&](std::size_t) {
     seen.fetch_add(1);
     std::size_t s = own_stack_size();
-    if (s >= big + 100 && s < big + 100 + 4096 * 2) right.fetch_add(1);
+    if (s >= big + 100) right.fetch_add(1);
   });
   EXPECT_EQ(seen.load(), 64);
   EXPECT_EQ(right.load(), 64);
@@ -57,11 +58,7 @@ TEST(Stack, StackSizeIsEveryWorkersStack) {
 
   parkway::Runtime small(parkway::Options{.workers = 1, .stack_size = parkway::kMinStackSize});
   EXPECT_EQ(small.run([] { return pwtest::fib(15); }), 610);
-#if defined(__SANITIZE_THREAD__)
-  EXPECT_GE(small.run([] { return own_stack_size(); }), parkway::kMinStackSize);  // TSAN enlarges small stacks
-#else
-  EXPECT_EQ(small.run([] { return own_stack_size(); }), parkway::kMinStackSize);
-#endif
+  EXPECT_GE(small.run([] { return own_stack_size(); }), parkway::kMinStackSize);
 }
 
 namespace {
@@ -73,36 +70,11 @@ namespace {
   } while (0)
 }  // namespace
 
-// Tasks that each wait for slow work of another runtime: a waiting worker
-// runs the next such task on top of the waiting one's frames, which waits
-// in turn. Without a limit the frames pile up until the stack overflows
-// (400 tasks of 16 KiB on a 2 MiB stack: SIGSEGV every time); with it, a
-// wait past half the stack blocks instead of taking more work.
-TEST(Stack, WaitsStopNestingPastHalfTheStack) {
-  pwtest::Watchdog dog("Stack.WaitsStopNestingPastHalfTheStack", 120);
-  parkway::Runtime other(parkway::Options{.workers = 1, .name = "other"});
-  const std::size_t stack = std::size_t(pwtest::kSanitized ? 8 : 2) << 20;
-  parkway::Runtime rt(parkway::Options{.workers = 2, .stack_size = stack});
-  std::atomic<int> done{0};
-  const int n = 400;
-  std::vector<parkway::Future<void>> fs;
-  for (int i = 0; i < n; ++i)
-    fs.push_back(rt.submit([&] {
-      PW_USE_STACK(pwtest::kSanitized ? 64 : 16);
-      other.submit([] { usleep(300); }).wait();
-      done.fetch_add(1);
-    }));
-  for (auto& f : fs) f.get();
-  EXPECT_EQ(done.load(), n);
-  EXPECT_GT(rt.stats().total.deep_waits, 0u) << "the limit never applied: the test no longer nests";
-}
-
-// Past half the stack a wait still runs the tasks it waits for when they
-// are in its own deque (a wait that blocked instead would wait forever
-// here): one worker, nested groups and futures far past the middle of a
-// 2 MiB stack, nobody else to run them.
-TEST(Stack, DeepWaitStillRunsItsOwnChildren) {
-  pwtest::Watchdog dog("Stack.DeepWaitStillRunsItsOwnChildren", 60);
+// Nested waits far down a stack of a given size: one worker, groups and
+// futures alternating past the middle of a 2 MiB stack; each wait runs
+// the task it waits for from its own deque.
+TEST(Stack, NestedWaitsDeepInASmallStack) {
+  pwtest::Watchdog dog("Stack.NestedWaitsDeepInASmallStack", 60);
   const std::size_t stack = std::size_t(2) << 20;
   parkway::Runtime rt(parkway::Options{.workers = 1, .stack_size = stack});
   struct Nest {
@@ -135,5 +107,5 @@ TEST(Stack, DeepWaitStillRunsItsOwnChildren) {
   } nest{rt};
   const int depth = 150;  // about 1.2 MiB of frames (sanitized builds: about 1.4)
   EXPECT_EQ(rt.run([&] { return nest.group(depth); }), depth);
-  EXPECT_GT(nest.used_at_bottom, stack / 2) << "never past half the stack: the test does not reach the case";
+  EXPECT_GT(nest.used_at_bottom, stack / 2) << "the frames did not reach the middle of the stack";
 }

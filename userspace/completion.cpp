@@ -39,20 +39,14 @@ bool help_own_deque(Worker* me, DoneFn done, void* ctx) noexcept {
 }
 
 void block_until(Worker* me, std::uint32_t id, DoneFn done, void* ctx, bool timed) noexcept {
-  if (me) {
-    if (!me->stack_deep() && !me->runtime().forked()) [[likely]] {
-      me->run_until(done, ctx, timed);  // helps while it waits
-      return;
-    }
-    // Half the stack is in use: block like a thread outside the pool, on
-    // this worker's own ParkWord (`id`). Its deque is empty (every wait
-    // runs its own tasks first), and it is on no idle list, so only the
-    // completer it registered with wakes it (or a stale token: look again).
-    // (So does a wait that began before a fork(), in the child: its
-    // completer is in the parent, so it sleeps for good, but it does not
-    // spin, nor run copies of the parent's tasks.)
-    if (!me->runtime().forked()) me->count_deep_wait();
+  if (me && !me->runtime().forked()) [[likely]] {
+    me->run_until(done, ctx, timed);  // helps while it waits
+    return;
   }
+  // A thread outside the pool, or a wait that began before a fork(), in
+  // the child (fork.md): its completer is in the parent, so it sleeps for
+  // good on this thread's ParkWord, but it neither spins nor runs copies
+  // of the parent's tasks.
   const int who = me ? int(me->index()) : -1;
   ParkWord& pw = park_word(id);
   while (!done(ctx)) {                      // [C2]

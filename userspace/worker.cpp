@@ -1,8 +1,6 @@
 // worker.cpp -- the scheduling loop of one worker (protocol: parking.hpp).
 #include "worker.hpp"
 
-#include <pthread.h>
-
 #include <ctime>
 
 #include "parker.hpp"
@@ -29,7 +27,6 @@ WorkerStats WorkerCounters::snapshot() const noexcept {
   s.parks = parks.load(std::memory_order_relaxed);
   s.wakeups = wakeups.load(std::memory_order_relaxed);
   s.waiter_wakeups = waiter_wakeups.load(std::memory_order_relaxed);
-  s.deep_waits = deep_waits.load(std::memory_order_relaxed);
   s.steal_fences = steal_fences.load(std::memory_order_relaxed);
   s.park_fences = park_fences.load(std::memory_order_relaxed);
   return s;
@@ -41,14 +38,6 @@ Worker::Worker(RuntimeImpl& rt, unsigned index)
 
 void Worker::main_loop() {
   tls_current = this;
-  pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) == 0) {  // stacks grow down from addr + size
-    void* addr = nullptr;
-    std::size_t size = 0;
-    if (pthread_attr_getstack(&attr, &addr, &size) == 0)
-      stack_deep_below_ = reinterpret_cast<std::uintptr_t>(addr) + size / 2;
-    pthread_attr_destroy(&attr);
-  }
   park_id_ = this_thread_park_id();
   rt_.parking.set_park_id(index_, park_id_);
   rt_.sched_ext.register_worker(index_);

@@ -23,7 +23,7 @@ class RuntimeImpl;
 // Runtime::stats() from any thread.
 struct WorkerCounters {
   std::atomic<std::uint64_t> spawned{0}, executed{0}, steals{0}, failed_steals{0}, injected{0},
-      parks{0}, wakeups{0}, waiter_wakeups{0}, steal_fences{0}, park_fences{0}, deep_waits{0};
+      parks{0}, wakeups{0}, waiter_wakeups{0}, steal_fences{0}, park_fences{0};
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
 #if defined(__x86_64__) && !defined(PARKWAY_TSAN)
     // One unlocked add to memory instead of load, add, store: only the
@@ -94,16 +94,6 @@ class alignas(64) Worker {
   const WorkerCounters& counters() const noexcept { return counters_; }
   // A task this worker ran woke its sleeping waiter (wake_waiter). Owner only.
   void count_waiter_wakeup() noexcept { WorkerCounters::bump(counters_.waiter_wakeups); }
-
-  // True when more than half of this worker's stack is in use. A wait
-  // made then does not help (run other tasks on top of the waiting one's
-  // frames, which can nest without bound: tasks that each wait for
-  // something slow, stealing the next such task while they wait); it
-  // blocks instead (block_until), counted in deep_waits. Owner only.
-  bool stack_deep() const noexcept {
-    return reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0)) < stack_deep_below_;
-  }
-  void count_deep_wait() noexcept { WorkerCounters::bump(counters_.deep_waits); }
 
   static Worker* current() noexcept { return tls_current; }
   static inline thread_local constinit Worker* tls_current __attribute__((tls_model("initial-exec"))) = nullptr;
@@ -184,7 +174,6 @@ class alignas(64) Worker {
   std::uint32_t park_id_ = 0;
   bool searching_ = false;
   std::uint32_t tick_ = 0;
-  std::uintptr_t stack_deep_below_ = 0;  // the middle of this worker's stack (main_loop)
   VictimOrder victims_;
   Deque deque_;
   alignas(64) WorkerCounters counters_;

@@ -89,6 +89,9 @@ class Future {
     st_->done.wait();
   }
   T get() {
+    static_assert(std::is_void_v<T> || std::is_move_constructible_v<T>,
+                  "parkway::Future::get (also Runtime::run): the task's result type cannot be moved, and get "
+                  "returns it by value; return a std::unique_ptr to it instead");
     wait();
     detail::SharedState<T>* s = std::exchange(st_, nullptr);
     struct Releaser {

@@ -30,11 +30,12 @@ struct Options {
   // its own copy (Runtime::options().name points at it).
   const char* name = "parkway";
 
-  // Stack size of each worker thread, in bytes. 0: the system's default
-  // for new threads (from RLIMIT_STACK, usually 8 MiB). Deep recursion
-  // inside tasks, or a waiting task that runs other tasks on top of its
-  // own frames, may need more. Valid: 0, or 64 KiB..1 GiB (rounded up to
-  // whole pages).
+  // Stack size of each worker thread, in bytes: at least this much (glibc
+  // may hand a thread a cached stack up to a few times larger). 0: the
+  // system's default for new threads (from RLIMIT_STACK, usually 8 MiB).
+  // Deep recursion inside tasks, or waits that run other tasks on top of
+  // their own frames, may need more. Valid: 0, or 64 KiB..1 GiB (rounded
+  // up to whole pages).
   std::size_t stack_size = 0;
 };
 

@@ -45,9 +45,6 @@ class PARKWAY_API Runtime {
     static_assert(!std::is_reference_v<R>,
                   "parkway::Runtime::submit: the task returns a reference; return a value, a pointer or a "
                   "std::reference_wrapper");
-    static_assert(std::is_void_v<R> || std::is_move_constructible_v<R>,
-                  "parkway::Runtime::submit: the task's result type cannot be moved, and Future::get returns "
-                  "it by value; return a std::unique_ptr to it instead");
     static_assert(std::is_constructible_v<std::decay_t<F>, F&&>,
                   "parkway::Runtime::submit: the task keeps its own copy of the callable, and this one cannot "
                   "be copied; pass it with std::move");

@@ -24,9 +24,6 @@ struct WorkerStats {
   std::uint64_t park_fences = 0;   // times this worker called membarrier(2) before a parking
                                    // recheck (going to sleep, or handing on the search)
                                    // because another worker was busy (docs/design/parking.md)
-  std::uint64_t deep_waits = 0;    // waits (TaskGroup::wait, Future::get, ...) this worker made
-                                   // without running other tasks, because more than half of its
-                                   // stack was in use (it blocked until the wait was over)
 
   WorkerStats& operator+=(const WorkerStats& o) noexcept {
     spawned += o.spawned; executed += o.executed; steals += o.steals;
@@ -34,7 +31,6 @@ struct WorkerStats {
     parks += o.parks; wakeups += o.wakeups; waiter_wakeups += o.waiter_wakeups;
     steal_fences += o.steal_fences;
     park_fences += o.park_fences;
-    deep_waits += o.deep_waits;
     return *this;
   }
 };
