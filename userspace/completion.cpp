@@ -33,6 +33,10 @@ Reg register_waiter(std::atomic<std::uint64_t>& word, std::uint32_t id) noexcept
 bool help_own_deque(Worker* me, DoneFn done, void* ctx) noexcept {
   while (Task* t = me->deque().pop()) {
     me->execute(t);
+    // The task forked and this is the child: the rest of the deque is the
+    // parent's to run, and the wait sleeps in block_until (fork.md).
+    if (me->runtime().forked()) [[unlikely]]
+      return false;
     if (done(ctx)) return true;
   }
   return false;
@@ -41,12 +45,15 @@ bool help_own_deque(Worker* me, DoneFn done, void* ctx) noexcept {
 void block_until(Worker* me, std::uint32_t id, DoneFn done, void* ctx, bool timed) noexcept {
   if (me && !me->runtime().forked()) [[likely]] {
     me->run_until(done, ctx, timed);  // helps while it waits
-    return;
+    // Unless a task it ran forked and this is the child: run_until gave up
+    // (its runtime is forked), not because done(ctx) holds.
+    if (!me->runtime().forked()) [[likely]]
+      return;
   }
   // A thread outside the pool, or a wait that began before a fork(), in
   // the child (fork.md): its completer is in the parent, so it sleeps for
   // good on this thread's ParkWord, but it neither spins nor runs copies
-  // of the parent's tasks.
+  // of the parent's tasks, nor returns as if its wait were over.
   const int who = me ? int(me->index()) : -1;
   ParkWord& pw = park_word(id);
   while (!done(ctx)) {                      // [C2]

@@ -62,7 +62,14 @@ pthread_key_t park_id_key() noexcept {
 // Both one-time initialisations done when the library loads, not at some
 // first use that a fork() could interrupt: a child would find the
 // function-local static's guard taken by a thread it does not have.
-const bool g_registry_ready = (registry(), park_id_key(), true);
+// init_priority 101: before a statically linked program's own initialisers.
+struct RegistryInit {
+  RegistryInit() noexcept {
+    registry();
+    park_id_key();
+  }
+};
+__attribute__((init_priority(101))) const RegistryInit g_registry_init;
 
 }  // namespace
 

@@ -72,6 +72,7 @@ Options validated(const Options& o, char* name) {
 // before fork() returns, with only that one thread alive.
 // docs/design/fork.md has the invariants and the tests.
 std::atomic<unsigned> g_fork_generation{0};
+unsigned current_fork_generation() noexcept { return fork_generation(); }
 
 namespace {
 std::mutex g_default_mu;  // guards default-runtime creation; held across fork
@@ -100,10 +101,14 @@ void after_fork_in_child() noexcept {
 // fork in another thread could interrupt), so before any handler a
 // program registers in main(): child handlers run in registration order,
 // and a later one already sees the new generation.
-int register_fork_handlers() noexcept {
-  return pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);
-}
-const int g_atfork_error = register_fork_handlers();
+// init_priority 101, the earliest a program may use: before the
+// namespace-scope initialisers of a statically linked program, which may
+// register handlers of their own (fork.md, "Limits").
+struct ForkHandlers {
+  int error;
+  ForkHandlers() noexcept : error(pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child)) {}
+};
+__attribute__((init_priority(101))) const ForkHandlers g_fork_handlers;
 
 std::atomic<RuntimeImpl*> g_left_behind{nullptr};  // kept reachable: not a leak
 }  // namespace
@@ -122,8 +127,8 @@ RuntimeImpl::RuntimeImpl(Runtime& rt, const Options& o)
       parking(o.workers),
       injection(o.priority_tags),
       sched_ext(o.workers) {
-  if (g_atfork_error != 0)
-    throw std::system_error(g_atfork_error, std::generic_category(), "parkway: pthread_atfork (fork handlers)");
+  if (g_fork_handlers.error != 0)
+    throw std::system_error(g_fork_handlers.error, std::generic_category(), "parkway: pthread_atfork (fork handlers)");
   workers.reserve(n);
   for (unsigned i = 0; i < n; ++i) workers.push_back(std::make_unique<Worker>(*this, i));
 }

@@ -51,7 +51,10 @@ void Worker::main_loop() {
 
 void Worker::run_until(DoneFn done, void* ctx, bool timed) {
   loop(done, ctx, /*main=*/false, timed);
-  publish(WorkerState::Busy);  // back to the task that waited
+  // Back to the task that waited; not in a forked child, where the
+  // sched_ext slots are a map shared with the parent (fork.md).
+  if (!rt_.forked()) [[likely]]
+    publish(WorkerState::Busy);
 }
 
 void Worker::publish(WorkerState s) noexcept { rt_.sched_ext.publish(index_, s); }

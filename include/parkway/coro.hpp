@@ -99,6 +99,7 @@ struct PromiseBase {
   std::atomic<void*> cont{nullptr};
   CompletionWord finished;
   bool spawned = false;
+  unsigned fork_generation = 0;  // spawned: current_fork_generation() at spawn
 
   std::suspend_always initial_suspend() noexcept { return {}; }
 
@@ -108,9 +109,13 @@ struct PromiseBase {
     std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
       PromiseBase& p = h.promise();
       if (!p.spawned) return p.continuation ? p.continuation : std::noop_coroutine();
+      // In a child process forked since the spawn, the awaiting coroutine
+      // is the parent's (it resumes there): resuming it here would run
+      // its code twice (docs/design/fork.md).
+      const bool forked = p.fork_generation != current_fork_generation();
       void* waiter = p.cont.exchange(kCoroDone, std::memory_order_acq_rel);
       p.finished.done();  // after this the owner may destroy the frame: touch nothing
-      if (waiter && waiter != kCoroDone) return std::coroutine_handle<>::from_address(waiter);
+      if (waiter && waiter != kCoroDone && !forked) return std::coroutine_handle<>::from_address(waiter);
       return std::noop_coroutine();
     }
     void await_resume() noexcept {}
@@ -275,6 +280,7 @@ Spawned<T> spawn(Task<T> t, Runtime& rt) {
   if (!h) throw std::logic_error("parkway::spawn: the Task was already started or moved from");
   auto& p = h.promise();
   p.spawned = true;
+  p.fork_generation = detail::current_fork_generation();
   p.finished.add(1);
   p.starter.invoke = &detail::PromiseBase::start;
   p.starter.h = h;

@@ -85,6 +85,10 @@ inline const void* this_thread_token() noexcept {
 // Elsewhere, or when the deque is empty: false.
 PARKWAY_API bool run_own_task() noexcept;
 
+// How many fork()s lie between the original process and this one (0 there;
+// docs/design/fork.md).
+PARKWAY_API unsigned current_fork_generation() noexcept;
+
 // Wakes the thread whose parker id is `waiter` (see userspace/parker.hpp).
 PARKWAY_API void wake_waiter(std::uint32_t waiter) noexcept;
 
