@@ -102,23 +102,19 @@ run_check() {  # NAME EXPECT MODE DEFINES...
   fi
 }
 
-# The checks are independent, so they run SPIN_JOBS at a time (default:
-# one per CPU); reports are printed in the order above, each once it and
-# every earlier one ended.
-JOBS=${SPIN_JOBS:-$(nproc)}
-[ "$JOBS" -ge 1 ] 2>/dev/null || JOBS=1
+# The checks are independent: they run several at a time
+# (run-parallel.sh), reported in the order above.
+. "$HERE/run-parallel.sh"
 want=("$@")
-launched=0; shown=0; names=()
-show_done() {  # print, in order, the reports of the checks that ended
-  while [ $shown -lt $launched ] && [ -f "$W/result.$shown" ]; do
-    cat "$W/report.$shown"
-    if [ "$(cat "$W/result.$shown")" = 0 ]; then
-      passed=$((passed + 1))
-    else
-      failed=$((failed + 1)); failed_names+=("${names[$shown]}")
-    fi
-    shown=$((shown + 1))
-  done
+names=()
+par_result() {
+  if [ "$2" = 0 ]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1)); failed_names+=("${names[$1]}")
+    [ "$2" = none ] && echo "FAIL ${names[$1]}: ended without a result"
+  fi
+  return 0
 }
 for c in "${CHECKS[@]}"; do
   read -r name expect mode defs <<<"$c"
@@ -126,20 +122,11 @@ for c in "${CHECKS[@]}"; do
     sel=0; for w in "${want[@]}"; do [ "$w" = "$name" ] && sel=1; done
     [ $sel = 1 ] || continue
   fi
-  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; show_done; done
-  i=$launched; names+=("$name")
+  names+=("$name")
   # shellcheck disable=SC2086
-  ( run_check "$name" "$expect" "$mode" $defs > "$W/report.$i" 2>&1
-    echo $? > "$W/result.$i.tmp" && mv "$W/result.$i.tmp" "$W/result.$i" ) &
-  launched=$((launched + 1))
+  par_run run_check "$name" "$expect" "$mode" $defs
 done
-wait
-show_done
-while [ $shown -lt $launched ]; do  # a check whose shell died before it reported
-  cat "$W/report.$shown" 2>/dev/null
-  echo "FAIL ${names[$shown]}: ended without a result"
-  failed=$((failed + 1)); failed_names+=("${names[$shown]}"); shown=$((shown + 1))
-done
+par_finish
 [ $failed -ne 0 ] && echo "priority_tags: failed checks: ${failed_names[*]}"
 echo "$passed passed, $failed failed, 0 skipped"
 [ $failed -eq 0 ]

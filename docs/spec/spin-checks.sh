@@ -115,21 +115,17 @@ AWK
   RESULT=$verdict
 }
 
-# The checks are independent (each its own work directory and pan), so
-# they run SPIN_JOBS at a time (default: one per CPU); their reports are
-# printed in the order of CHECKS, each once it and every earlier one ended.
-JOBS=${SPIN_JOBS:-$(nproc)}
-[ "$JOBS" -ge 1 ] 2>/dev/null || JOBS=1
+# The checks are independent (each its own work directory and pan): they
+# run several at a time (run-parallel.sh), reported in the order of CHECKS.
+. "$(dirname "${BASH_SOURCE[0]}")/run-parallel.sh"
 pass=0; fail=0
 T0=$(now)
-echo "$MB: SPIN $(spin -V | sed -nE 's/Spin Version ([0-9.]+).*/\1/p'), work dir $W, $JOBS at a time"
-launched=0; shown=0
-show_done() {  # print, in order, the reports of the checks that ended
-  while [ $shown -lt $launched ] && [ -f "$W/result.$shown" ]; do
-    cat "$W/report.$shown"
-    if [ "$(cat "$W/result.$shown")" = PASS ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
-    shown=$((shown + 1))
-  done
+echo "$MB: SPIN $(spin -V | sed -nE 's/Spin Version ([0-9.]+).*/\1/p'), work dir $W, $PAR_JOBS at a time"
+check_passes() { RESULT=FAIL; run_check "$@"; [ "$RESULT" = PASS ]; }
+par_result() {
+  if [ "$2" = 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+  [ "$2" = none ] && echo "FAIL  check #$1 ended without a result"
+  return 0
 }
 for c in "${CHECKS[@]}"; do
   read -r name expect mode defs <<<"$c"
@@ -137,20 +133,10 @@ for c in "${CHECKS[@]}"; do
     hit=0; for a in "$@"; do [ "$a" = "$name" ] && hit=1; done
     [ $hit = 1 ] || continue
   fi
-  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; show_done; done
-  i=$launched
   # shellcheck disable=SC2086
-  ( RESULT=FAIL; run_check "$name" "$expect" "$mode" $defs > "$W/report.$i" 2>&1
-    echo "$RESULT" > "$W/result.$i.tmp" && mv "$W/result.$i.tmp" "$W/result.$i" ) &
-  launched=$((launched + 1))
+  par_run check_passes "$name" "$expect" "$mode" $defs
 done
-wait
-show_done
-while [ $shown -lt $launched ]; do  # a check whose shell died before it reported
-  cat "$W/report.$shown" 2>/dev/null
-  echo "FAIL  check #$shown ended without a result"
-  fail=$((fail + 1)); shown=$((shown + 1))
-done
+par_finish
 # Coverage: every statement of the model is reached by some passing check
 # (else a check could pass because the model never gets there). Lines
 # marked "ablation only" or "bug only" and closing braces are exempt.
