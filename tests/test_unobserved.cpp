@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -96,4 +97,41 @@ TEST(Unobserved, DroppedSpawnedReportsItsCoroutinesException) {
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(count(err, "coro-boom"), 1) << err;
   EXPECT_EQ(count(err, "Spawned handle was dropped"), 1) << err;
+}
+
+// The destructor skips its checks only where the compiler proves that
+// wait() returned in the same flow with nothing in between (known_waited).
+// Here another thread spawns into the group after wait() returned, and the
+// owner learns of it through an atomic before the group dies: the
+// destructor must still wait for that task and report its exception.
+TEST(Unobserved, SpawnAfterWaitIsStillJoinedAndReported) {
+  pwtest::Watchdog dog("Unobserved.SpawnAfterWaitIsStillJoinedAndReported", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  testing::internal::CaptureStderr();
+  std::atomic<bool> late_ran{false};
+  rt.run([&] {
+    std::atomic<int> stage{0};
+    std::thread other;
+    {
+      parkway::TaskGroup g;
+      g.spawn([] {});
+      g.wait();
+      other = std::thread([&] {
+        while (stage.load() != 1) std::this_thread::yield();
+        g.spawn([&late_ran] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          late_ran.store(true);
+          throw std::runtime_error("late-boom");
+        });
+        stage.store(2);
+      });
+      stage.store(1);
+      while (stage.load() != 2) std::this_thread::yield();
+    }  // ~TaskGroup: the late task is still sleeping
+    EXPECT_TRUE(late_ran.load()) << "the destructor returned before the task spawned after wait() ran";
+    other.join();
+  });
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(count(err, "late-boom"), 1) << err;
+  EXPECT_EQ(count(err, "TaskGroup destroyed without wait()"), 1) << err;
 }

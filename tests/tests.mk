@@ -4,7 +4,7 @@
 #   make test-tsan    the same tests, library and all, under ThreadSanitizer
 #   make test-asan    ... under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make check-warnings   the library and tests with g++ and clang-19, -Werror
-#   make test-clang   the scheduling and deque tests of the clang-19 build
+#   make test-clang   the scheduling, deque and unobserved-exception tests of the clang-19 build
 
 TEST_SRCS := $(wildcard tests/test_*.cpp)
 TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRCS))
@@ -51,7 +51,7 @@ TEST_SUITES += check-warnings
 test-clang:
 	@$(MAKE) --no-print-directory BUILD=build/werror-clang CXX=clang++-19 OPT="-O2 -Werror" test-unit-build
 	@bash tests/run-gtest.sh build/werror-clang/tests/parkway_tests \
-	  --gtest_filter='TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:Runtime.*:Deque.*:Parking.*'
+	  --gtest_filter='TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:Runtime.*:Deque.*:Parking.*:Unobserved.*'
 
 TEST_SUITES += test-clang
 

@@ -32,6 +32,7 @@ class PARKWAY_API TaskGroup {
   // Waits for the tasks still running. An exception that no wait() observed
   // is reported on stderr (a destructor cannot rethrow it).
   ~TaskGroup() {
+    if (known_waited()) return;
     if (__builtin_expect(!finished(), 0)) join();
     if (__builtin_expect(error_.load(std::memory_order_acquire) != nullptr, 0)) report_lost_exception();
   }
@@ -56,7 +57,7 @@ class PARKWAY_API TaskGroup {
           (slot_known_unused() ||  // [G1f] the constructing flow, before any slot spawn
            (slot_.load(std::memory_order_acquire) == 0 &&
             pending_.is_zero())), 1)) {  // [G1] the whole group idle: not from inside one of its tasks
-        slot_unused_ = false;
+        flow_ = kFlowSpawned;
         Inline* t = ::new (static_cast<void*>(inline_)) Inline(static_cast<F&&>(f), this);
         slot_.store(kSlotBusy, std::memory_order_relaxed);  // [G2] published by the push's release
         schedule_or_undo(t, [this](Inline* x) {
@@ -66,6 +67,7 @@ class PARKWAY_API TaskGroup {
         return;
       }
     }
+    flow_ = kFlowSpawned;
     pending_.add(1);
     Body<Fn, false>* t;
     try {
@@ -85,6 +87,7 @@ class PARKWAY_API TaskGroup {
   void wait() {
     join();
     if (__builtin_expect(error_.load(std::memory_order_acquire) != nullptr, 0)) rethrow_exception();
+    flow_ = kFlowWaited;
   }
 
   // Number of spawned tasks not yet finished (a snapshot).
@@ -130,8 +133,8 @@ class PARKWAY_API TaskGroup {
   // registers as its waiter (docs/design/slot.md).
   static constexpr std::uint64_t kSlotBusy = 1;
 
-  // [G1f]: true only where the compiler proves that slot_unused_ still
-  // holds the constructor's value, i.e. this code runs in the flow that
+  // [G1f]: true only where the compiler proves that flow_ still holds the
+  // constructor's value, i.e. this code runs in the flow that
   // constructed the group, with no call the group escaped to and no
   // coroutine suspension since: no slot spawn happened and no task of the
   // group can be running this code. With the owner check beside it, that
@@ -139,7 +142,20 @@ class PARKWAY_API TaskGroup {
   // at run time. Elsewhere it is false and [G1] runs.
   bool slot_known_unused() const noexcept {
 #if defined(__GNUC__)
-    return __builtin_constant_p(slot_unused_) && slot_unused_;
+    return __builtin_constant_p(flow_) && flow_ == kFlowFresh;
+#else
+    return false;
+#endif
+  }
+
+  // True only where the compiler proves that wait() returned in this flow
+  // and nothing happened since: no spawn, no call the group escaped to, no
+  // atomic operation (another thread cannot spawn into the group without
+  // one). Every task had finished and the exception was rethrown, so the
+  // destructor has nothing to do. Elsewhere false, and it checks.
+  bool known_waited() const noexcept {
+#if defined(__GNUC__)
+    return __builtin_constant_p(flow_) && flow_ == kFlowWaited;
 #else
     return false;
 #endif
@@ -204,10 +220,13 @@ class PARKWAY_API TaskGroup {
   // The first exception a task threw since the last wait() (heap-held, so
   // that the no-exception path is one load of one word).
   std::atomic<std::exception_ptr*> error_{nullptr};
-  // Cleared by each slot spawn (only the owner thread writes it); never
-  // read at run time, only inside slot_known_unused(). In the padding
-  // before inline_: the other members keep their offsets.
-  bool slot_unused_ = true;
+  // What this flow knows of the group, for slot_known_unused() and
+  // known_waited() only: fresh from the constructor, spawned into, or
+  // waited for. Never read at run time, only inside __builtin_constant_p
+  // (so only the code that writes it can make it a known constant). In the
+  // padding before inline_: the other members keep their offsets.
+  static constexpr std::uint8_t kFlowSpawned = 0, kFlowFresh = 1, kFlowWaited = 2;
+  std::uint8_t flow_ = kFlowFresh;
   alignas(kInlineAlign) unsigned char inline_[kInlineBytes];
 };
 
