@@ -216,10 +216,11 @@ class PARKWAY_API TaskGroup {
   detail::CompletionWord pending_;  // heap tasks not yet finished
   std::atomic<std::uint64_t> slot_{0};
   std::atomic<Runtime*> rt_{nullptr};  // bound at the first spawn; relaxed
-  const void* owner_;
   // The first exception a task threw since the last wait() (heap-held, so
   // that the no-exception path is one load of one word).
   std::atomic<std::exception_ptr*> error_{nullptr};
+  // The four words above start zero (two 16-byte stores); then:
+  const void* owner_;
   // What this flow knows of the group, for slot_known_unused() and
   // known_waited() only: fresh from the constructor, spawned into, or
   // waited for. Never read at run time, only inside __builtin_constant_p
