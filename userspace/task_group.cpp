@@ -21,6 +21,11 @@ namespace {
 std::exception_ptr g_no_memory_marker;
 }  // namespace
 
+void TaskGroup::destroy_slow() noexcept {
+  if (!finished()) join();
+  if (error_.load(std::memory_order_acquire) != nullptr) report_lost_exception();
+}
+
 void TaskGroup::report_lost_exception() noexcept {
   std::exception_ptr* p = error_.exchange(nullptr, std::memory_order_acquire);
   if (!p) return;

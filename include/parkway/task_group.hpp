@@ -32,9 +32,11 @@ class PARKWAY_API TaskGroup {
   // Waits for the tasks still running. An exception that no wait() observed
   // is reported on stderr (a destructor cannot rethrow it).
   ~TaskGroup() {
-    if (known_waited()) return;
-    if (__builtin_expect(!finished(), 0)) join();
-    if (__builtin_expect(error_.load(std::memory_order_acquire) != nullptr, 0)) report_lost_exception();
+    // Both checks in one branch: every task finished and no exception left.
+    std::uint64_t s = slot_.load(std::memory_order_acquire);
+    std::uint64_t c = pending_.raw().load(std::memory_order_acquire);
+    auto e = reinterpret_cast<std::uintptr_t>(error_.load(std::memory_order_acquire));
+    if (__builtin_expect((((s | c) & detail::CompletionWord::kCountMask) | e) != 0, 0)) destroy_slow();
   }
 
   // Runs f() on some worker. From a worker the task goes to that worker's
@@ -57,7 +59,7 @@ class PARKWAY_API TaskGroup {
           (slot_known_unused() ||  // [G1f] the constructing flow, before any slot spawn
            (slot_.load(std::memory_order_acquire) == 0 &&
             pending_.is_zero())), 1)) {  // [G1] the whole group idle: not from inside one of its tasks
-        flow_ = kFlowSpawned;
+        slot_unused_ = false;
         Inline* t = ::new (static_cast<void*>(inline_)) Inline(static_cast<F&&>(f), this);
         slot_.store(kSlotBusy, std::memory_order_relaxed);  // [G2] published by the push's release
         schedule_or_undo(t, [this](Inline* x) {
@@ -67,7 +69,6 @@ class PARKWAY_API TaskGroup {
         return;
       }
     }
-    flow_ = kFlowSpawned;
     pending_.add(1);
     Body<Fn, false>* t;
     try {
@@ -87,7 +88,6 @@ class PARKWAY_API TaskGroup {
   void wait() {
     join();
     if (__builtin_expect(error_.load(std::memory_order_acquire) != nullptr, 0)) rethrow_exception();
-    flow_ = kFlowWaited;
   }
 
   // Number of spawned tasks not yet finished (a snapshot).
@@ -133,8 +133,8 @@ class PARKWAY_API TaskGroup {
   // registers as its waiter (docs/design/slot.md).
   static constexpr std::uint64_t kSlotBusy = 1;
 
-  // [G1f]: true only where the compiler proves that flow_ still holds the
-  // constructor's value, i.e. this code runs in the flow that
+  // [G1f]: true only where the compiler proves that slot_unused_ still
+  // holds the constructor's value, i.e. this code runs in the flow that
   // constructed the group, with no call the group escaped to and no
   // coroutine suspension since: no slot spawn happened and no task of the
   // group can be running this code. With the owner check beside it, that
@@ -142,20 +142,7 @@ class PARKWAY_API TaskGroup {
   // at run time. Elsewhere it is false and [G1] runs.
   bool slot_known_unused() const noexcept {
 #if defined(__GNUC__)
-    return __builtin_constant_p(flow_) && flow_ == kFlowFresh;
-#else
-    return false;
-#endif
-  }
-
-  // True only where the compiler proves that wait() returned in this flow
-  // and nothing happened since: no spawn, no call the group escaped to, no
-  // atomic operation (another thread cannot spawn into the group without
-  // one). Every task had finished and the exception was rethrown, so the
-  // destructor has nothing to do. Elsewhere false, and it checks.
-  bool known_waited() const noexcept {
-#if defined(__GNUC__)
-    return __builtin_constant_p(flow_) && flow_ == kFlowWaited;
+    return __builtin_constant_p(slot_unused_) && slot_unused_;
 #else
     return false;
 #endif
@@ -164,7 +151,9 @@ class PARKWAY_API TaskGroup {
   bool finished() const noexcept {  // [G5] both loads acquire, slot first
     std::uint64_t s = slot_.load(std::memory_order_acquire);
     std::uint64_t c = const_cast<detail::CompletionWord&>(pending_).raw().load(std::memory_order_acquire);
-    return (s | (c & detail::CompletionWord::kCountMask)) == 0;  // one branch
+    // One branch, and one test of the low halves: slot_'s low half is zero
+    // only when the whole word is (a waiter id is set only while busy).
+    return ((s | c) & detail::CompletionWord::kCountMask) == 0;
   }
   // The inline task has finished. On the owner thread a plain store: no
   // other thread can have registered, and the owner is here, not asleep.
@@ -209,6 +198,9 @@ class PARKWAY_API TaskGroup {
       throw;
     }
   }
+  // ~TaskGroup with a task still running or an exception left: join, then
+  // report the exception no wait() rethrew.
+  void destroy_slow() noexcept;
   void record_exception(std::exception_ptr e) noexcept;
   void rethrow_exception();  // returns only if another waiter took it first
   void report_lost_exception() noexcept;
@@ -221,13 +213,9 @@ class PARKWAY_API TaskGroup {
   std::atomic<std::exception_ptr*> error_{nullptr};
   // The four words above start zero (two 16-byte stores); then:
   const void* owner_;
-  // What this flow knows of the group, for slot_known_unused() and
-  // known_waited() only: fresh from the constructor, spawned into, or
-  // waited for. Never read at run time, only inside __builtin_constant_p
-  // (so only the code that writes it can make it a known constant). In the
-  // padding before inline_: the other members keep their offsets.
-  static constexpr std::uint8_t kFlowSpawned = 0, kFlowFresh = 1, kFlowWaited = 2;
-  std::uint8_t flow_ = kFlowFresh;
+  // Cleared by each slot spawn (only the owner thread writes it); never
+  // read at run time, only inside slot_known_unused().
+  bool slot_unused_ = true;
   alignas(kInlineAlign) unsigned char inline_[kInlineBytes];
 };
 
