@@ -96,6 +96,12 @@ $(BUILD)/demo: tools/demo.cpp lib
 	  $$(PKG_CONFIG_PATH=$(DEMO_PREFIX)/lib/pkgconfig pkg-config --cflags --libs parkway) \
 	  -Wl,-rpath,$(DEMO_PREFIX)/lib
 
+# check-usdt.sh's workload in which a steal must happen, built the same way.
+$(BUILD)/usdt_steal: tests/usdt_steal.cpp $(BUILD)/demo
+	$(CXX) -std=c++20 -O2 -Wall -Wextra -o $@ tests/usdt_steal.cpp \
+	  $$(PKG_CONFIG_PATH=$(DEMO_PREFIX)/lib/pkgconfig pkg-config --cflags --libs parkway) \
+	  -Wl,-rpath,$(DEMO_PREFIX)/lib
+
 demo: deps $(BUILD)/demo
 	$(BUILD)/demo
 

@@ -99,11 +99,11 @@ TEST(Unobserved, DroppedSpawnedReportsItsCoroutinesException) {
   EXPECT_EQ(count(err, "Spawned handle was dropped"), 1) << err;
 }
 
-// The destructor skips its checks only where the compiler proves that
-// wait() returned in the same flow with nothing in between (known_waited).
-// Here another thread spawns into the group after wait() returned, and the
+// wait() returned, then another thread spawns into the group, and the
 // owner learns of it through an atomic before the group dies: the
-// destructor must still wait for that task and report its exception.
+// destructor must still wait for that task and report its exception (a
+// destructor that trusted the earlier wait() would do neither; slot.md,
+// "The finished test and the destructor").
 TEST(Unobserved, SpawnAfterWaitIsStillJoinedAndReported) {
   pwtest::Watchdog dog("Unobserved.SpawnAfterWaitIsStillJoinedAndReported", 60);
   parkway::Runtime rt(parkway::Options{.workers = 2});

@@ -64,9 +64,9 @@ test-api-errors:
 TEST_SUITES += test-api-errors
 
 # USDT probes: present in the shared library and firing under bpftrace
-# (the demo is linked against the installed libparkway.so).
-test-usdt: lib $(BUILD)/demo
-	@bash tests/check-usdt.sh $(DEMO_PREFIX)/lib/libparkway.so.$(VERSION) $(BUILD)/demo
+# (the demo and usdt_steal are linked against the installed libparkway.so).
+test-usdt: lib $(BUILD)/demo $(BUILD)/usdt_steal
+	@bash tests/check-usdt.sh $(DEMO_PREFIX)/lib/libparkway.so.$(VERSION) $(BUILD)/demo $(BUILD)/usdt_steal
 
 TEST_SUITES += test-usdt
 
