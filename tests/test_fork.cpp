@@ -458,3 +458,17 @@ TEST(Fork, ASpawnedCoroutineDoesNotResumeItsAwaiterInTheChild) {
   EXPECT_EQ(g_coro_shm->after_await_in_child.load(), 0);
   munmap(g_coro_shm, 4096);
 }
+
+// Not about fork(): this harness runs a child process and reports how it
+// ended. exit() called from a task of a static Runtime runs that
+// Runtime's destructor on one of its own workers. The process must end
+// with the status exit() was given, not abort.
+TEST(Fork, ExitFromATaskOfAStaticRuntime) {
+  PW_SKIP_IF_CHILD_THREADS_UNSUPPORTED();
+  ChildEnd end = in_child([] {
+    static parkway::Runtime rt(parkway::Options{.workers = 2});
+    rt.run([] { std::exit(3); });
+    return 0;
+  });
+  EXPECT_EQ(end.how, "exit 3") << end.err;
+}

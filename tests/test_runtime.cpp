@@ -472,3 +472,33 @@ TEST(DefaultRuntime, DISABLED_ExitFromATask) {
 TEST(DefaultRuntime, ExitFromATaskEndsTheProcess) {
   EXPECT_EQ(pwtest::run_child_test("DefaultRuntime.DISABLED_ExitFromATask"), 43);
 }
+
+// The last owner of a Runtime is one of its own tasks: the destructor runs
+// on a worker of that runtime and cannot wait for itself. It must return
+// (not terminate the process), every task accepted before it must still
+// run, and Runtime::current() is nullptr on that worker afterwards.
+TEST(Runtime, DestroyedOnItsOwnWorker) {
+  pwtest::Watchdog w("Runtime.DestroyedOnItsOwnWorker", 60);
+  for (int round = 0; round < 20; ++round) {
+    auto rt = std::make_shared<parkway::Runtime>(parkway::Options{.workers = 2});
+    auto ran = std::make_shared<std::atomic<int>>(0);
+    std::atomic<bool> destroyed{false};
+    std::atomic<bool> current_after{true};
+    // Accepted before the destruction, most still queued then: they must
+    // all run.
+    for (int i = 0; i < 50; ++i)
+      (void)rt->submit([ran] {
+        std::this_thread::sleep_for(200us);
+        ran->fetch_add(1);
+      });
+    parkway::Runtime* raw = rt.get();
+    (void)raw->submit([holder = std::move(rt), &destroyed, &current_after]() mutable {
+      holder.reset();  // the last owner: ~Runtime on this worker
+      current_after.store(parkway::Runtime::current() != nullptr);
+      destroyed.store(true);
+    });
+    while (!destroyed.load()) std::this_thread::yield();
+    EXPECT_FALSE(current_after.load()) << "Runtime::current() still names the destroyed runtime";
+    while (ran->load() != 50) std::this_thread::yield();  // the watchdog fails a lost task
+  }
+}

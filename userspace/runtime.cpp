@@ -45,14 +45,14 @@ void validate(const Options& o) {
   if (o.name == nullptr) throw std::invalid_argument("parkway::Options::name must not be null");
   std::size_t len = std::strlen(o.name);
   if (len < 1 || len > 8 || std::strchr(o.name, '/'))
-    throw std::invalid_argument(std::string("parkway::Options::name must be 1..8 characters without '/', got \"") +
+    throw std::invalid_argument(std::string("parkway::Options::name must be 1..8 bytes without '/', got \"") +
                                 o.name + "\"");
 }
 
 // o, validated, with its name copied into `name` (9 bytes) and pointing there.
 Options validated(const Options& o, char* name) {
   validate(o);
-  std::strcpy(name, o.name);  // 1..8 characters: checked by validate
+  std::strcpy(name, o.name);  // 1..8 bytes: checked by validate
   Options v = o;
   v.name = name;
   return v;
@@ -259,6 +259,18 @@ void RuntimeImpl::shutdown() {
   joined = true;
 }
 
+void RuntimeImpl::abandon_from_own_worker() {
+  std::lock_guard<std::mutex> g(shutdown_mu);
+  if (joined) return;
+  abandoned.store(true, std::memory_order_seq_cst);
+  closing.store(true, std::memory_order_seq_cst);
+  while (injecting.load(std::memory_order_seq_cst) != 0) sched_yield();
+  stop.store(true, std::memory_order_seq_cst);  // [X1], as shutdown()
+  wake_one_from(-1);                            // [X2]
+  for (pthread_t th : threads) pthread_detach(th);  // no [X3]: nobody joins
+  joined = true;
+}
+
 }  // namespace detail
 
 Runtime::Runtime(Options opts) : impl_(nullptr) {
@@ -273,6 +285,15 @@ Runtime::Runtime(Options opts) : impl_(nullptr) {
 }
 
 Runtime::~Runtime() {
+  if (current() == this) {
+    // On one of its own workers (a task dropped the last owner, or called
+    // exit() with this runtime static): it cannot wait for itself. The
+    // workers finish the accepted work and leave on their own; in exit()
+    // the process ends with them.
+    impl_->abandon_from_own_worker();
+    detail::leave_behind(impl_);
+    return;
+  }
   shutdown();
   if (impl_->forked()) {  // left allocated in a forked child (see "fork" above)
     detail::leave_behind(impl_);
@@ -313,7 +334,8 @@ const Options& Runtime::options() const noexcept { return impl_->opts; }
 
 Runtime* Runtime::current() noexcept {
   detail::Worker* w = detail::Worker::current();
-  return w ? &w->runtime().owner : nullptr;
+  if (!w || w->runtime().abandoned.load(std::memory_order_relaxed)) return nullptr;
+  return &w->runtime().owner;
 }
 
 int Runtime::current_worker_index() noexcept {

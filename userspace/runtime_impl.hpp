@@ -44,6 +44,13 @@ class RuntimeImpl {
 
   void start();
   void shutdown();
+  // shutdown() for a destructor running on one of this runtime's own
+  // workers, which cannot wait for itself: closes and stops the runtime
+  // as shutdown() does, so the workers finish every accepted task and
+  // leave, but joins nobody (the threads are detached) and marks it
+  // abandoned (the Runtime object is about to be gone). The caller leaves
+  // the RuntimeImpl allocated (leave_behind): its workers still use it.
+  void abandon_from_own_worker();
 
   // True in a child process forked after this runtime was made: its worker
   // threads exist only in the parent (fork copies the calling thread
@@ -52,7 +59,7 @@ class RuntimeImpl {
   bool forked() const noexcept { return made_in_generation != fork_generation(); }
 
   Runtime& owner;
-  // The pool's own copy of Options::name (at most 8 characters, validated):
+  // The pool's own copy of Options::name (at most 8 bytes, validated):
   // the caller's string need not outlive the constructor. opts.name points
   // here.
   char name[9] = {};
@@ -73,6 +80,9 @@ class RuntimeImpl {
   std::vector<pthread_t> threads;  // the started workers (pthread_create: for Options::stack_size)
   std::mutex shutdown_mu;  // shutdown() may be called from several threads
   bool joined = false;     // guarded by shutdown_mu
+  // Destroyed on one of its own workers (abandon_from_own_worker): owner
+  // is gone, and Runtime::current() answers nullptr on these workers.
+  std::atomic<bool> abandoned{false};
 
   const unsigned made_in_generation = fork_generation();  // see forked()
   RuntimeImpl* left_behind_next = nullptr;                // see leave_behind()

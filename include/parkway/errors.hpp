@@ -7,10 +7,11 @@
 
 namespace parkway {
 
-// Thrown by Runtime::submit/run (and TaskGroup::spawn from outside the pool)
-// once the runtime has begun shutting down, or in a child process forked
-// after the runtime was made (its workers are in the parent). The task was
-// not accepted.
+// Thrown by Runtime::submit/run, and by TaskGroup::spawn, parallel_for,
+// spawn and sync_wait (coro.hpp) whenever they hand work to a runtime from
+// outside its pool, once that runtime has begun shutting down, or in a
+// child process forked after the runtime was made (its workers are in the
+// parent). The task was not accepted.
 class PARKWAY_API RuntimeShutdown : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

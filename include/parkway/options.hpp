@@ -26,7 +26,7 @@ struct Options {
   bool priority_tags = true;
 
   // Worker thread names are "<name>-w<index>" (Linux limits the whole name
-  // to 15 characters). Valid: 1..8 characters, no '/'. The runtime keeps
+  // to 15 characters). Valid: 1..8 bytes (UTF-8 counts bytes), no '/'. The runtime keeps
   // its own copy (Runtime::options().name points at it).
   const char* name = "parkway";
 

@@ -30,6 +30,12 @@ class PARKWAY_API Runtime {
   explicit Runtime(Options opts = Options{});
 
   // shutdown(): finishes every accepted task, then joins the workers.
+  // On one of its own workers (a task dropped the last owner, or called
+  // exit() while this runtime is a static) it cannot wait for itself: it
+  // refuses new work and returns at once, and the workers finish every
+  // accepted task and then end (in exit(), the process ends with them).
+  // Their memory stays allocated; Runtime::current() is nullptr there
+  // from then on.
   ~Runtime();
 
   Runtime(const Runtime&) = delete;

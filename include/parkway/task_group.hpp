@@ -39,9 +39,11 @@ class PARKWAY_API TaskGroup {
     if (__builtin_expect((((s | c) & detail::CompletionWord::kCountMask) | e) != 0, 0)) destroy_slow();
   }
 
-  // Runs f() on some worker. From a worker the task goes to that worker's
-  // deque; from another thread to the runtime's injection queue (which
-  // throws RuntimeShutdown once the runtime is shutting down).
+  // Runs f() on some worker. From a worker of the runtime the group is
+  // bound to, the task goes to that worker's deque; from any other thread
+  // (a worker of another runtime included) to the bound runtime's
+  // injection queue, which throws RuntimeShutdown once that runtime is
+  // shutting down.
   template <class F>
   void spawn(F&& f) {
     using Fn = std::decay_t<F>;
