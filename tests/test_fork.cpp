@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -468,6 +469,22 @@ TEST(Fork, ExitFromATaskOfAStaticRuntime) {
   ChildEnd end = in_child([] {
     static parkway::Runtime rt(parkway::Options{.workers = 2});
     rt.run([] { std::exit(3); });
+    return 0;
+  });
+  EXPECT_EQ(end.how, "exit 3") << end.err;
+}
+
+// The same, while the main thread is in shutdown(), joining the workers:
+// the destructor must not wait for shutdown()'s lock (that hung 3 of 3).
+TEST(Fork, ExitFromATaskWhileMainShutsDown) {
+  PW_SKIP_IF_CHILD_THREADS_UNSUPPORTED();
+  ChildEnd end = in_child([] {
+    static parkway::Runtime rt(parkway::Options{.workers = 2});
+    (void)rt.submit([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::exit(3);
+    });
+    rt.shutdown();
     return 0;
   });
   EXPECT_EQ(end.how, "exit 3") << end.err;

@@ -502,3 +502,61 @@ TEST(Runtime, DestroyedOnItsOwnWorker) {
     while (ran->load() != 50) std::this_thread::yield();  // the watchdog fails a lost task
   }
 }
+
+// After the destruction on its own worker, a group made there binds to the
+// abandoned runtime (its implementation, still allocated), so a spawn into
+// it from a worker of another runtime is refused with RuntimeShutdown
+// instead of reading the freed Runtime object (ASAN: heap-use-after-free
+// before the fix); the task spawned on the abandoned worker still runs.
+TEST(Runtime, GroupMadeAfterOwnWorkerDestructionIsRefusedFromOutside) {
+  pwtest::Watchdog w("Runtime.GroupMadeAfterOwnWorkerDestructionIsRefusedFromOutside", 60);
+  parkway::Runtime other(parkway::Options{.workers = 1});
+  auto rt = std::make_shared<parkway::Runtime>(parkway::Options{.workers = 2});
+  std::atomic<int> ran{0}, refused{0};
+  std::atomic<bool> done{false};
+  parkway::Runtime* raw = rt.get();
+  (void)raw->submit([holder = std::move(rt), &other, &ran, &refused, &done]() mutable {
+    holder.reset();
+    parkway::TaskGroup g;
+    g.spawn([&ran] { ran.fetch_add(1); });
+    try {
+      other.run([&] { g.spawn([&ran] { ran.fetch_add(1); }); });
+    } catch (const parkway::RuntimeShutdown&) {
+      refused.fetch_add(1);
+    }
+    g.wait();
+    done.store(true);
+  });
+  while (!done.load()) std::this_thread::yield();
+  EXPECT_EQ(refused.load(), 1);
+  EXPECT_EQ(ran.load(), 1);
+}
+
+// A runtime made in the destroying task often gets the destroyed one's
+// address. A group bound to the new runtime must send its tasks there, not
+// onto the abandoned worker it was spawned from (50 of 50 rounds went to
+// the abandoned worker when groups named runtimes by the Runtime object).
+TEST(Runtime, NewRuntimeAtADestroyedOnesAddressRunsItsGroupsTasks) {
+  pwtest::Watchdog w("Runtime.NewRuntimeAtADestroyedOnesAddressRunsItsGroupsTasks", 60);
+  int wrong = 0;
+  for (int round = 0; round < 20; ++round) {
+    auto a = std::make_shared<parkway::Runtime>(parkway::Options{.workers = 2});
+    std::atomic<bool> done{false};
+    parkway::Runtime* raw = a.get();
+    (void)raw->submit([holder = std::move(a), &done, &wrong]() mutable {
+      holder.reset();
+      auto c = std::make_shared<parkway::Runtime>(parkway::Options{.workers = 1});
+      parkway::Runtime* where = nullptr;
+      {
+        parkway::TaskGroup g(*c);
+        g.spawn([&where] { where = parkway::Runtime::current(); });
+        g.wait();
+      }
+      if (where != c.get()) ++wrong;
+      c.reset();
+      done.store(true);
+    });
+    while (!done.load()) std::this_thread::yield();
+  }
+  EXPECT_EQ(wrong, 0);
+}

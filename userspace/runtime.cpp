@@ -255,14 +255,23 @@ void RuntimeImpl::shutdown() {
   // parking now either is on the idle list before this wake (so the chain
   // reaches it) or reads stop at [P2] after [X1] (parking.md, "Shutdown").
   wake_one_from(-1);
+  joining.store(true, std::memory_order_seq_cst);  // see abandon_from_own_worker
   for (pthread_t th : threads) pthread_join(th, nullptr);  // [X3]
   joined = true;
 }
 
 void RuntimeImpl::abandon_from_own_worker() {
-  std::lock_guard<std::mutex> g(shutdown_mu);
-  if (joined) return;
   abandoned.store(true, std::memory_order_seq_cst);
+  // A shutdown() in another thread may hold shutdown_mu while it joins
+  // the workers, this one included (exit() from a task while main shuts
+  // the runtime down): then it owns the threads, and waiting for the lock
+  // would deadlock. Otherwise take the lock and stop the pool here.
+  while (!shutdown_mu.try_lock()) {
+    if (joining.load(std::memory_order_seq_cst)) return;
+    sched_yield();
+  }
+  std::lock_guard<std::mutex> g(shutdown_mu, std::adopt_lock);
+  if (joined) return;
   closing.store(true, std::memory_order_seq_cst);
   while (injecting.load(std::memory_order_seq_cst) != 0) sched_yield();
   stop.store(true, std::memory_order_seq_cst);  // [X1], as shutdown()
@@ -340,7 +349,8 @@ Runtime* Runtime::current() noexcept {
 
 int Runtime::current_worker_index() noexcept {
   detail::Worker* w = detail::Worker::current();
-  return w ? int(w->index()) : -1;
+  if (!w || w->runtime().abandoned.load(std::memory_order_relaxed)) return -1;  // as current()
+  return int(w->index());
 }
 
 void detail::enqueue_on(Runtime& rt, detail::Task* t) { rt.enqueue(t); }

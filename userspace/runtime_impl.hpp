@@ -83,6 +83,7 @@ class RuntimeImpl {
   // Destroyed on one of its own workers (abandon_from_own_worker): owner
   // is gone, and Runtime::current() answers nullptr on these workers.
   std::atomic<bool> abandoned{false};
+  std::atomic<bool> joining{false};  // shutdown() is joining the workers (holds shutdown_mu)
 
   const unsigned made_in_generation = fork_generation();  // see forked()
   RuntimeImpl* left_behind_next = nullptr;                // see leave_behind()

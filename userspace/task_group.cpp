@@ -21,6 +21,8 @@ namespace {
 std::exception_ptr g_no_memory_marker;
 }  // namespace
 
+TaskGroup::TaskGroup(Runtime& rt) noexcept : rt_(&rt.impl()), owner_(detail::this_thread_token()) {}
+
 void TaskGroup::destroy_slow() noexcept {
   if (!finished()) join();
   if (error_.load(std::memory_order_acquire) != nullptr) report_lost_exception();
@@ -43,9 +45,9 @@ void TaskGroup::report_lost_exception() noexcept {
 void TaskGroup::schedule(detail::Task* t) {
   detail::Worker* w = detail::Worker::current();
   if (w) [[likely]] {
-    Runtime* r = w->owner_runtime();
-    Runtime* cur = rt_.load(std::memory_order_relaxed);
-    Runtime* bound = cur ? cur : r;  // unbound: binds to r (a cmov, not a branch)
+    detail::RuntimeImpl* r = &w->runtime();
+    detail::RuntimeImpl* cur = rt_.load(std::memory_order_relaxed);
+    detail::RuntimeImpl* bound = cur ? cur : r;  // unbound: binds to r (a cmov, not a branch)
     if (bound == r) [[likely]] {
       rt_.store(r, std::memory_order_relaxed);  // binds at the first spawn (a no-op after)
       w->spawn(t);
@@ -56,12 +58,12 @@ void TaskGroup::schedule(detail::Task* t) {
 }
 
 void TaskGroup::schedule_outside(detail::Task* t) {
-  Runtime* cur = rt_.load(std::memory_order_relaxed);
+  detail::RuntimeImpl* cur = rt_.load(std::memory_order_relaxed);
   if (!cur) {
-    cur = &Runtime::default_runtime();
+    cur = &Runtime::default_runtime().impl();
     rt_.store(cur, std::memory_order_relaxed);
   }
-  cur->impl().inject(t);
+  cur->inject(t);
 }
 
 namespace detail {

@@ -33,7 +33,7 @@ WorkerStats WorkerCounters::snapshot() const noexcept {
 }
 
 Worker::Worker(RuntimeImpl& rt, unsigned index)
-    : rt_(rt), owner_rt_(&rt.owner), parking_(rt.parking), index_(index), victims_(rt.n, 0x9E3779B97F4A7C15ull * (index + 1)) {}
+    : rt_(rt), parking_(rt.parking), index_(index), victims_(rt.n, 0x9E3779B97F4A7C15ull * (index + 1)) {}
 
 
 void Worker::main_loop() {

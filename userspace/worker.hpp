@@ -87,7 +87,6 @@ class alignas(64) Worker {
   }
 
   unsigned index() const noexcept { return index_; }
-  Runtime* owner_runtime() const noexcept { return owner_rt_; }
   std::uint32_t park_id() const noexcept { return park_id_; }
   RuntimeImpl& runtime() const noexcept { return rt_; }
   Deque& deque() noexcept { return deque_; }
@@ -168,7 +167,6 @@ class alignas(64) Worker {
   void publish(WorkerState s) noexcept;
 
   RuntimeImpl& rt_;
-  Runtime* const owner_rt_;  // rt_.owner, one load nearer for spawn
   Parking& parking_;
   const unsigned index_;
   std::uint32_t park_id_ = 0;

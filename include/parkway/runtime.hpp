@@ -34,8 +34,10 @@ class PARKWAY_API Runtime {
   // exit() while this runtime is a static) it cannot wait for itself: it
   // refuses new work and returns at once, and the workers finish every
   // accepted task and then end (in exit(), the process ends with them).
-  // Their memory stays allocated; Runtime::current() is nullptr there
-  // from then on.
+  // Their memory stays allocated; Runtime::current() is nullptr and
+  // current_worker_index() -1 there from then on. A TaskGroup bound to it
+  // keeps working on those workers; a spawn into one from anywhere else
+  // throws RuntimeShutdown.
   ~Runtime();
 
   Runtime(const Runtime&) = delete;

@@ -18,6 +18,9 @@
 namespace parkway {
 
 class Runtime;
+namespace detail {
+class RuntimeImpl;
+}
 class PARKWAY_API TaskGroup {
  public:
   // Binds, at the first spawn, to the runtime of the spawning worker, or,
@@ -25,7 +28,7 @@ class PARKWAY_API TaskGroup {
   // binding lasts as long as the group: a group must not be used after the
   // runtime it is bound to was destroyed.
   TaskGroup() noexcept : owner_(detail::this_thread_token()) {}
-  explicit TaskGroup(Runtime& rt) noexcept : rt_(&rt), owner_(detail::this_thread_token()) {}
+  explicit TaskGroup(Runtime& rt) noexcept;
   TaskGroup(const TaskGroup&) = delete;
   TaskGroup& operator=(const TaskGroup&) = delete;
 
@@ -209,7 +212,11 @@ class PARKWAY_API TaskGroup {
 
   detail::CompletionWord pending_;  // heap tasks not yet finished
   std::atomic<std::uint64_t> slot_{0};
-  std::atomic<Runtime*> rt_{nullptr};  // bound at the first spawn; relaxed
+  // The runtime it is bound to (at the first spawn; relaxed), by its
+  // implementation: that outlives a Runtime destroyed on one of its own
+  // workers while they finish its work, so the address cannot be reused
+  // by another runtime meanwhile.
+  std::atomic<detail::RuntimeImpl*> rt_{nullptr};
   // The first exception a task threw since the last wait() (heap-held, so
   // that the no-exception path is one load of one word).
   std::atomic<std::exception_ptr*> error_{nullptr};
