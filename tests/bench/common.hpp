@@ -331,29 +331,23 @@ void run_fib(int n, unsigned w, bool once) {
   long expect = fib_iter(n);
   std::int64_t seq = 0, seq_plain = 0;
   if (!once) {
-    // The median of kSeqRuns timings (run_bench.py SEQ_RUNS): the per-process
+    // The median of five timings after a warm-up run: the per-process
     // T(1)/T(seq) rests on it, and one ~5 ms run is noisier than the pool's.
-    constexpr int kSeqRuns = 5;
-    fib_seq(n);  // warm the code
-    std::int64_t runs[kSeqRuns];
-    long r = 0;
-    for (auto& x : runs) {
-      std::int64_t t0 = now_ns();
-      r = fib_seq(n);
-      x = now_ns() - t0;
-      if (r != expect) die("fib_seq mismatch");
-    }
-    std::sort(runs, runs + kSeqRuns);
-    seq = runs[kSeqRuns / 2];
-    fib_seq_plain(n);  // the same for the plain recursion
-    for (auto& x : runs) {
-      std::int64_t t0 = now_ns();
-      r = fib_seq_plain(n);
-      x = now_ns() - t0;
-      if (r != expect) die("fib_seq_plain mismatch");
-    }
-    std::sort(runs, runs + kSeqRuns);
-    seq_plain = runs[kSeqRuns / 2];
+    auto median_ns = [&](long (*fib)(int), const char* what) {
+      constexpr int kRuns = 5;
+      fib(n);  // warm the code
+      std::int64_t runs[kRuns];
+      for (auto& x : runs) {
+        std::int64_t t0 = now_ns();
+        long r = fib(n);
+        x = now_ns() - t0;
+        if (r != expect) die(what);
+      }
+      std::sort(runs, runs + kRuns);
+      return runs[kRuns / 2];
+    };
+    seq = median_ns(&fib_seq, "fib_seq mismatch");
+    seq_plain = median_ns(&fib_seq_plain, "fib_seq_plain mismatch");
   }
   B b(w);
   if (!once) b.fib(n > 20 ? 20 : n);  // warm the pool (threads started, caches)

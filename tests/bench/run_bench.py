@@ -27,7 +27,7 @@ Rules for a shared machine and for checks that could not be made:
   superseded).
 - fib at one worker is pinned: each such process runs on one CPU (the
   repetitions rotate over the CPUs we may use, record "cpu"), and times
-  the sequential fib (the median of 5 runs, common.hpp kSeqRuns) and then
+  the sequential fib (the median of 5 runs, common.hpp run_fib) and then
   the pool's fib there; a pinned run's busy value counts other work on its
   CPU only.
   The CPUs of this VM are not equally fast at any one moment (one measured
