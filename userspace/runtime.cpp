@@ -245,6 +245,13 @@ void RuntimeImpl::shutdown() {
   }
   std::lock_guard<std::mutex> g(shutdown_mu);
   if (joined) return;
+  stop_workers();
+  joining.store(true, std::memory_order_seq_cst);  // see abandon_from_own_worker
+  for (pthread_t th : threads) pthread_join(th, nullptr);  // [X3]
+  joined = true;
+}
+
+void RuntimeImpl::stop_workers() {
   closing.store(true, std::memory_order_seq_cst);
   while (injecting.load(std::memory_order_seq_cst) != 0) sched_yield();
   stop.store(true, std::memory_order_seq_cst);  // [X1]
@@ -255,9 +262,6 @@ void RuntimeImpl::shutdown() {
   // parking now either is on the idle list before this wake (so the chain
   // reaches it) or reads stop at [P2] after [X1] (parking.md, "Shutdown").
   wake_one_from(-1);
-  joining.store(true, std::memory_order_seq_cst);  // see abandon_from_own_worker
-  for (pthread_t th : threads) pthread_join(th, nullptr);  // [X3]
-  joined = true;
 }
 
 void RuntimeImpl::abandon_from_own_worker() {
@@ -272,10 +276,7 @@ void RuntimeImpl::abandon_from_own_worker() {
   }
   std::lock_guard<std::mutex> g(shutdown_mu, std::adopt_lock);
   if (joined) return;
-  closing.store(true, std::memory_order_seq_cst);
-  while (injecting.load(std::memory_order_seq_cst) != 0) sched_yield();
-  stop.store(true, std::memory_order_seq_cst);  // [X1], as shutdown()
-  wake_one_from(-1);                            // [X2]
+  stop_workers();
   for (pthread_t th : threads) pthread_detach(th);  // no [X3]: nobody joins
   joined = true;
 }
@@ -341,16 +342,23 @@ Stats Runtime::stats() const {
 unsigned Runtime::workers() const noexcept { return impl_->n; }
 const Options& Runtime::options() const noexcept { return impl_->opts; }
 
-Runtime* Runtime::current() noexcept {
+namespace {
+// The calling thread's worker, unless its runtime was destroyed on one of
+// its own workers (abandon_from_own_worker): those count as outside any pool.
+detail::Worker* current_live_worker() noexcept {
   detail::Worker* w = detail::Worker::current();
-  if (!w || w->runtime().abandoned.load(std::memory_order_relaxed)) return nullptr;
-  return &w->runtime().owner;
+  return w && !w->runtime().abandoned.load(std::memory_order_relaxed) ? w : nullptr;
+}
+}  // namespace
+
+Runtime* Runtime::current() noexcept {
+  detail::Worker* w = current_live_worker();
+  return w ? &w->runtime().owner : nullptr;
 }
 
 int Runtime::current_worker_index() noexcept {
-  detail::Worker* w = detail::Worker::current();
-  if (!w || w->runtime().abandoned.load(std::memory_order_relaxed)) return -1;  // as current()
-  return int(w->index());
+  detail::Worker* w = current_live_worker();
+  return w ? int(w->index()) : -1;
 }
 
 void detail::enqueue_on(Runtime& rt, detail::Task* t) { rt.enqueue(t); }

@@ -51,6 +51,9 @@ class RuntimeImpl {
   // abandoned (the Runtime object is about to be gone). The caller leaves
   // the RuntimeImpl allocated (leave_behind): its workers still use it.
   void abandon_from_own_worker();
+  // Both: refuse outside submissions, wait for those in flight, then
+  // [X1] stop and [X2] wake. Under shutdown_mu.
+  void stop_workers();
 
   // True in a child process forked after this runtime was made: its worker
   // threads exist only in the parent (fork copies the calling thread

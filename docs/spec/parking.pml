@@ -571,7 +571,7 @@ init {
   t = 0;
   assert(ran == ALL);
 shut:
-  /* RuntimeImpl::shutdown */
+  /* RuntimeImpl::shutdown ([X1], [X2] in stop_workers) */
   stop = 1;                                                /* [X1] */
   i = 0;
   credit++; wake_one();                                    /* [X2] wake one quiet worker; the exit chain [E3] does the rest */
