@@ -105,7 +105,7 @@ class Deque {
     // [D4] fenced, or a thief in session. acquire: [D6] may not be read
     // before it (the compiler, or a CPU weaker than x86; deque.pml
     // abl-top-before-gate). The barrier above keeps it after [D3].
-    if (gate_.load(std::memory_order_acquire) != 0)
+    if (gate_set())
       store_load_fence();                            // [D5] the paper's seq_cst fence
     std::int64_t t = top_.load(std::memory_order_relaxed);  // [D6]
     if (t < b) [[likely]] {  // more than one task: b is ours without a CAS
@@ -240,6 +240,20 @@ class Deque {
   // so at its next push once it sees this thief searching) before paying
   // for membarrier(2); about a microsecond.
   static constexpr int kFenceWaitSpins = 64;
+
+  // [D4]: the gate word is non-zero, an acquire load. On x86 (TSO, every
+  // load is acquire) one compare with memory that the branch fuses with,
+  // instead of a load, a test and the branch; the "memory" clobber keeps
+  // the compiler from moving [D6] above it, as acquire does.
+  bool gate_set() const noexcept {
+#if defined(__x86_64__) && !defined(PARKWAY_TSAN)
+    bool set;
+    asm volatile("cmpq $0, %1" : "=@ccne"(set) : "m"(*reinterpret_cast<const std::uint64_t*>(&gate_)) : "memory");
+    return set;
+#else
+    return gate_.load(std::memory_order_acquire) != 0;
+#endif
+  }
 
   // A stale look: false means empty when read (no session needed).
   bool looks_nonempty() const noexcept {

@@ -21,7 +21,9 @@ namespace {
 std::exception_ptr g_no_memory_marker;
 }  // namespace
 
-TaskGroup::TaskGroup(Runtime& rt) noexcept : rt_(&rt.impl()), owner_(detail::this_thread_token()) {}
+TaskGroup::TaskGroup(Runtime& rt) noexcept : rt_(&rt.impl()), owner_(detail::this_thread_token()) {
+  mark_slot_unused();
+}
 
 void TaskGroup::destroy_slow() noexcept {
   if (!finished()) join();
@@ -40,20 +42,22 @@ void TaskGroup::report_lost_exception() noexcept {
 }
 
 // The fast path (a worker spawning into a group of its runtime) makes no
-// call but a tail call, so it needs no stack frame, and a fresh group
-// (unbound) falls through to the push without a taken branch.
+// call but a tail call, so it needs no stack frame. The first spawn of a
+// group (unbound: the common spawn-once-then-wait shape) is tested first
+// and falls through to the push without a taken branch.
 void TaskGroup::schedule(detail::Task* t) {
   detail::Worker* w = detail::Worker::current();
   if (w) [[likely]] {
     detail::RuntimeImpl* r = &w->runtime();
     detail::RuntimeImpl* cur = rt_.load(std::memory_order_relaxed);
-    detail::RuntimeImpl* bound = cur ? cur : r;  // unbound: binds to r (a cmov, not a branch)
-    if (bound == r) [[likely]] {
-      rt_.store(r, std::memory_order_relaxed);  // binds at the first spawn (a no-op after)
-      w->spawn(t);
-      return;
-    }
+    if (__builtin_expect(cur == nullptr, 1))
+      rt_.store(r, std::memory_order_relaxed);  // binds at the first spawn
+    else if (cur != r)
+      goto outside;  // bound to another runtime
+    w->spawn(t);
+    return;
   }
+outside:
   schedule_outside(t);
 }
 

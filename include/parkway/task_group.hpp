@@ -27,7 +27,7 @@ class PARKWAY_API TaskGroup {
   // on a thread outside any pool, to Runtime::default_runtime(). The
   // binding lasts as long as the group: a group must not be used after the
   // runtime it is bound to was destroyed.
-  TaskGroup() noexcept : owner_(detail::this_thread_token()) {}
+  TaskGroup() noexcept : owner_(detail::this_thread_token()) { mark_slot_unused(); }
   explicit TaskGroup(Runtime& rt) noexcept;
   TaskGroup(const TaskGroup&) = delete;
   TaskGroup& operator=(const TaskGroup&) = delete;
@@ -64,8 +64,7 @@ class PARKWAY_API TaskGroup {
           (slot_known_unused() ||  // [G1f] the constructing flow, before any slot spawn
            (slot_.load(std::memory_order_acquire) == 0 &&
             pending_.is_zero())), 1)) {  // [G1] the whole group idle: not from inside one of its tasks
-        slot_unused_ = false;
-        Inline* t = ::new (static_cast<void*>(inline_)) Inline(static_cast<F&&>(f), this);
+        Inline* t = ::new (static_cast<void*>(inline_)) Inline(static_cast<F&&>(f));
         slot_.store(kSlotBusy, std::memory_order_relaxed);  // [G2] published by the push's release
         schedule_or_undo(t, [this](Inline* x) {
           x->~Inline();
@@ -104,9 +103,11 @@ class PARKWAY_API TaskGroup {
 
  private:
   // A spawned task. InGroup: it lives in the group's inline slot (only
-  // destroyed, never freed).
+  // destroyed, never freed) and finds its group from its own address.
   template <class Fn, bool InGroup>
-  struct Body final : detail::Task {
+  struct Body;
+  template <class Fn>
+  struct Body<Fn, false> final : detail::Task {
     Fn fn;
     TaskGroup* group;
     template <class G>
@@ -119,16 +120,34 @@ class PARKWAY_API TaskGroup {
       } catch (...) {
         g->record_exception(std::current_exception());
       }
-      if constexpr (InGroup) {
-        self->~Body();
-        g->slot_done();  // last touch of *g: the waiter may return now
-      } else {
-        detail::delete_task(self);
-        g->pending_.done();  // last touch of *g: the waiter may return now
-      }
+      detail::delete_task(self);
+      g->pending_.done();  // last touch of *g: the waiter may return now
       return true;
     }
   };
+  template <class Fn>
+  struct Body<Fn, true> final : detail::Task {
+    Fn fn;
+    template <class G>
+    explicit Body(G&& g) : detail::Task{&run}, fn(static_cast<G&&>(g)) {}
+    static bool run(detail::Task* t) noexcept {
+      auto* self = static_cast<Body*>(t);
+      try {
+        self->fn();
+      } catch (...) {
+        of_slot(self)->record_exception(std::current_exception());
+      }
+      TaskGroup* g = of_slot(self);
+      self->~Body();
+      g->slot_done();  // last touch of *g: the waiter may return now
+      return true;
+    }
+  };
+  // The group whose inline slot holds `slot_task`.
+  static TaskGroup* of_slot(void* slot_task) noexcept {
+    static_assert(std::is_standard_layout_v<TaskGroup>, "offsetof(TaskGroup, inline_) needs a standard-layout class");
+    return reinterpret_cast<TaskGroup*>(static_cast<unsigned char*>(slot_task) - offsetof(TaskGroup, inline_));
+  }
 
   static constexpr std::size_t kInlineBytes = 64;
   static constexpr std::size_t kInlineAlign = 16;
@@ -138,16 +157,25 @@ class PARKWAY_API TaskGroup {
   // registers as its waiter (docs/design/slot.md).
   static constexpr std::uint64_t kSlotBusy = 1;
 
-  // [G1f]: true only where the compiler proves that slot_unused_ still
-  // holds the constructor's value, i.e. this code runs in the flow that
-  // constructed the group, with no call the group escaped to and no
-  // coroutine suspension since: no slot spawn happened and no task of the
+  // [G1f]: true only where the compiler proves that the slot's first
+  // word (a slot task's `invoke`) still holds the zero the constructor
+  // wrote, i.e. this code runs in the flow that constructed the group,
+  // with no call the group escaped to and no coroutine suspension since:
+  // no slot spawn happened (each writes that word) and no task of the
   // group can be running this code. With the owner check beside it, that
-  // is what [G1] establishes (slot.md, "The first spawn"); it costs nothing
-  // at run time. Elsewhere it is false and [G1] runs.
+  // is what [G1] establishes (slot.md, "The first spawn"); it costs
+  // nothing at run time (the word is never read: a slot spawn writes it
+  // anyway, and the constructor's zero is one store). Elsewhere it is
+  // false and [G1] runs.
+  void mark_slot_unused() noexcept {
+    std::uintptr_t zero = 0;
+    __builtin_memcpy(inline_, &zero, sizeof zero);
+  }
   bool slot_known_unused() const noexcept {
 #if defined(__GNUC__)
-    return __builtin_constant_p(slot_unused_) && slot_unused_;
+    std::uintptr_t first;
+    __builtin_memcpy(&first, inline_, sizeof first);
+    return __builtin_constant_p(first) && first == 0;
 #else
     return false;
 #endif
@@ -222,9 +250,8 @@ class PARKWAY_API TaskGroup {
   std::atomic<std::exception_ptr*> error_{nullptr};
   // The four words above start zero (two 16-byte stores); then:
   const void* owner_;
-  // Cleared by each slot spawn (only the owner thread writes it); never
-  // read at run time, only inside slot_known_unused().
-  bool slot_unused_ = true;
+  // The inline slot. Its first word starts zero (mark_slot_unused); a
+  // slot spawn constructs its task here, only the owner thread.
   alignas(kInlineAlign) unsigned char inline_[kInlineBytes];
 };
 
