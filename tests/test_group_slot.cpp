@@ -171,10 +171,10 @@ TEST(GroupSlot, SpawnAfterShutdownUndoesTheSlot) {
 
 // A group published to another thread before its first spawn: that
 // thread spawns heap tasks into it and waits on it while the owner's
-// first spawn takes the slot, possibly with a heap task pending. Built
-// with clang that first spawn skips [G1] ([G1f]: clang folds past the
-// release store below; g++ does not, and runs [G1]). Every task runs and
-// both waits return (a hang trips the watchdog).
+// spawns take the slot whenever [G1] finds the group idle. (The group is
+// made by the out-of-line TaskGroup(Runtime&), so its first spawn runs
+// [G1], not [G1f], under g++ and clang alike: slot.md.) Every task runs
+// and both waits return (a hang trips the watchdog).
 TEST(GroupSlot, FirstSpawnOfAPublishedGroup) {
   pwtest::Watchdog w("GroupSlot.FirstSpawnOfAPublishedGroup", 120);
   parkway::Runtime rt(parkway::Options{.workers = 2});

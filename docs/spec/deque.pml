@@ -115,7 +115,8 @@
  *                                       unfenced (kModeOff)
  *   [D3]    Deque::pop_unless_last      bottom_.store(b) (relaxed), then
  *                                       asm("" ::: "memory")
- *   [D4]    Deque::pop_unless_last      g = gate_.load() (acquire)
+ *   [D4]    Deque::pop_unless_last      g = gate_.load() (acquire): gate_set(),
+ *                                       on x86 an asm cmpq $0 with memory
  *   [D5]    Deque::pop_unless_last      g != 0: store_load_fence()
  *   [D6]    Deque::pop_unless_last      t = top_.load(), then Lê's tail:
  *           (t >= b: Deque::pop_last)   t > b: empty, bottom = b + 1;
