@@ -330,24 +330,24 @@ void run_fib(int n, unsigned w, bool once) {
   // land in the fib(22) - fib(18) difference. The loop costs ~n steps.
   long expect = fib_iter(n);
   std::int64_t seq = 0, seq_plain = 0;
+  // The median of `runs` (at most 5) timings after a warm-up run: the
+  // per-process T(1)/T(seq) rests on it, and one ~5 ms run is noisier than
+  // the pool's.
+  auto median_ns = [&](long (*fib)(int), const char* what, int runs) {
+    fib(n);  // warm the code
+    std::int64_t t[5];
+    for (int i = 0; i < runs; ++i) {
+      std::int64_t t0 = now_ns();
+      long r = fib(n);
+      t[i] = now_ns() - t0;
+      if (r != expect) die(what);
+    }
+    std::sort(t, t + runs);
+    return t[runs / 2];
+  };
   if (!once) {
-    // The median of five timings after a warm-up run: the per-process
-    // T(1)/T(seq) rests on it, and one ~5 ms run is noisier than the pool's.
-    auto median_ns = [&](long (*fib)(int), const char* what) {
-      constexpr int kRuns = 5;
-      fib(n);  // warm the code
-      std::int64_t runs[kRuns];
-      for (auto& x : runs) {
-        std::int64_t t0 = now_ns();
-        long r = fib(n);
-        x = now_ns() - t0;
-        if (r != expect) die(what);
-      }
-      std::sort(runs, runs + kRuns);
-      return runs[kRuns / 2];
-    };
-    seq = median_ns(&fib_seq, "fib_seq mismatch");
-    seq_plain = median_ns(&fib_seq_plain, "fib_seq_plain mismatch");
+    seq = median_ns(&fib_seq, "fib_seq mismatch", 5);
+    seq_plain = median_ns(&fib_seq_plain, "fib_seq_plain mismatch", 5);
   }
   B b(w);
   if (!once) b.fib(n > 20 ? 20 : n);  // warm the pool (threads started, caches)
@@ -356,6 +356,10 @@ void run_fib(int n, unsigned w, bool once) {
   std::int64_t par = now_ns() - t0;
   if (r != expect) die("fib result mismatch");
   if (once) return;
+  // The same sequential work once more, after the pool's run: a sensor for
+  // a CPU slowed around it (run_bench.py, the slow-CPU rule), not part of
+  // T(seq).
+  std::int64_t seq_after = median_ns(&fib_seq, "fib_seq mismatch", 3);
   std::uint64_t sp = fib_spawns(n);
   Json(once ? "fibonce" : "fib", B::kName)
       .num("n", n).num("workers", w).u64("spawns", sp)
@@ -363,6 +367,7 @@ void run_fib(int n, unsigned w, bool once) {
       .num("ns_per_spawn", double(par) / double(sp))
       .num("t_over_seq", double(par) / double(seq))
       .num("seq_plain_s", seq_plain * 1e-9)
+      .num("seq_after_s", seq_after * 1e-9)
       .num("t_over_seq_plain", double(par) / double(seq_plain))
       .raw(b.extra())
       .print();
