@@ -164,9 +164,9 @@ class PARKWAY_API TaskGroup {
   // no slot spawn happened (each writes that word) and no task of the
   // group can be running this code. With the owner check beside it, that
   // is what [G1] establishes (slot.md, "The first spawn"); it costs
-  // nothing at run time (the word is never read: a slot spawn writes it
-  // anyway, and the constructor's zero is one store). Elsewhere it is
-  // false and [G1] runs.
+  // nothing at run time (optimized, the word is never read: a slot spawn
+  // writes it anyway, and the constructor's zero is one store). Elsewhere
+  // it is false and [G1] runs.
   void mark_slot_unused() noexcept {
     std::uintptr_t zero = 0;
     __builtin_memcpy(inline_, &zero, sizeof zero);
