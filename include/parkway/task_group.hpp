@@ -15,6 +15,13 @@
 
 #include "parkway/task.hpp"
 
+// For tests/slot_forced_g1f.cpp only: a test defines it, before including
+// any parkway header, to take the [G1f] branch where no compiler here
+// would (slot.md, "The first spawn"). Programs leave it undefined.
+#ifndef PARKWAY_TEST_FORCE_G1F
+#define PARKWAY_TEST_FORCE_G1F(group) false
+#endif
+
 namespace parkway {
 
 class Runtime;
@@ -62,6 +69,7 @@ class PARKWAY_API TaskGroup {
       // no read-modify-write for the spawn-one-then-wait shape.
       if (__builtin_expect(owner_ == detail::this_thread_token() &&
           (slot_known_unused() ||  // [G1f] the constructing flow, before any slot spawn
+           PARKWAY_TEST_FORCE_G1F(this) ||  // a test's stand-in for a compiler folding further
            (slot_.load(std::memory_order_acquire) == 0 &&
             pending_.is_zero())), 1)) {  // [G1] the whole group idle: not from inside one of its tasks
         Inline* t = ::new (static_cast<void*>(inline_)) Inline(static_cast<F&&>(f));
