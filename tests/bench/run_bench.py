@@ -85,7 +85,7 @@ import time
 
 RUNTIMES = ["parkway", "tbb", "omp"]
 QUIET_LIMIT = 0.5  # CPUs of other processes' work tolerated during a timed run
-SLOW_LIMIT = 1.10  # a pinned fib run's T(seq) over the section's fastest T(seq) tolerated (see above)
+SLOW_LIMIT = 1.10  # a pinned fib run's slowdown tolerated: its sensors over its runtime's fastest (see above)
 MIN_BUSY_WINDOW_S = 0.5  # busy is measured over at least this much wall time (see above)
 WAKE_MIN_KEPT = 0.9  # a wake run must keep this share of the requested samples
 BINARY = {"parkway": "bench_parkway", "tbb": "bench_tbb", "omp": "bench_omp", "futex": "bench_floor"}
@@ -232,12 +232,8 @@ class Bench:
                     if rec["foreign_cpus"] <= QUIET_LIMIT:
                         break
                 if tries:
-                    best = min(tries, key=lambda x: x["foreign_cpus"])
-                    for x in tries:
-                        if x is not best:
-                            x["superseded"] = True
                     retried += len(tries) - 1
-                    out[rt].append(best)
+                    out[rt].append(keep_least(tries, lambda x: x["foreign_cpus"]))
         slow_retried = 0
         if slow_keys:
             def floors(rt):
@@ -280,12 +276,8 @@ class Bench:
                         fl = floors(rt)
                         # undisturbed first, then the least slowed: judged on the
                         # fixed sequential work only, never on the run's own time
-                        best = min(tries, key=lambda x: (disturbed(x, fl), slowdown(x, fl) or 0.0))
-                        for x in tries:
-                            if x is not best:
-                                x["superseded"] = True
                         slow_retried += len(tries) - 1
-                        out[rt][i] = best
+                        out[rt][i] = keep_least(tries, lambda x: (disturbed(x, fl), slowdown(x, fl) or 0.0))
             for rt in runtimes:
                 fl = floors(rt)
                 for x in tried[rt]:
@@ -327,6 +319,16 @@ class Bench:
             return None
         self.fail(" ".join(cmd) + ": no 'summary:' or 'totals:' line in " + out)
         return None
+
+
+def keep_least(tries, key):
+    """The try with the least key; the others are marked superseded (they
+    stay in the JSON)."""
+    best = min(tries, key=key)
+    for x in tries:
+        if x is not best:
+            x["superseded"] = True
+    return best
 
 
 def wake_check(requested):
