@@ -55,13 +55,13 @@ $(LIB_A): $(LIB_OBJS)
 # Only parkway:: symbols leave the shared library (userspace/exports.map).
 $(LIB_SO): $(LIB_OBJS) userspace/exports.map
 	$(CXX) -shared -o $@ $(LIB_OBJS) -Wl,--version-script=userspace/exports.map \
-	  -Wl,-soname,libparkway.so.0 $(LDLIBS)
+	  -Wl,-soname,libparkway.so.0 $(LDLIBS) -luring
 
 # The .pc names the prefix it is installed under; `make install` writes it
 # again for its own PREFIX.
 define write_pc
 	@mkdir -p $(dir $(2))
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: parkway\nDescription: work-stealing task runtime whose idle workers sleep on futex words\nVersion: %s\nCflags: -I$${includedir} -std=c++20 -pthread\nLibs: -L$${libdir} -lparkway -pthread\n' \
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: parkway\nDescription: work-stealing task runtime whose idle workers sleep on futex words\nVersion: %s\nCflags: -I$${includedir} -std=c++20 -pthread\nLibs: -L$${libdir} -lparkway -pthread\nLibs.private: -luring\n' \
 	  "$(1)" "$(VERSION)" > $(2)
 endef
 

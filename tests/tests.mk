@@ -121,3 +121,12 @@ test-symmetric-fence: $(TEST_BIN)
 	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:AsymmetricFence.Mode*:Deque.*:Stack.*:Fork.*'
 
 TEST_SUITES += test-symmetric-fence
+
+# The I/O tests again with the in-ring park's fallback wake (an eventfd
+# read armed in the ring, rung by wakers: docs/design/io.md), the path of
+# kernels without IORING_OP_FUTEX_WAIT, forced on this one.
+.PHONY: test-io-eventfd
+test-io-eventfd: $(TEST_BIN)
+	@PARKWAY_IO_WAKE=eventfd bash tests/run-gtest.sh $(TEST_BIN) --gtest_filter='Io.*'
+
+TEST_SUITES += test-io-eventfd

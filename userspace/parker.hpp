@@ -12,6 +12,10 @@
 //              hint: it may be stale (from a hand-off an earlier wake-up
 //              already accounted for), so the idle list, not the token,
 //              decides at [P5] (parking.md)
+//   kParkedRing like kParked, for a worker asleep inside its io_uring ring
+//              on a read of the word's doorbell eventfd (the fallback of
+//              io.md where IORING_OP_FUTEX_WAIT is missing): a waker
+//              writes the doorbell instead of FUTEX_WAKE
 //
 // Tokens persist: a wake that lands before the owner sleeps leaves the word
 // != kParked, so the owner's FUTEX_WAIT(kParked) returns at once and the
@@ -23,8 +27,12 @@
 // therefore only cause a spurious wake of the id's next owner, never a
 // use-after-free; every sleeper re-checks its condition in a loop.
 //
-// The same word is what an io_uring IORING_OP_FUTEX_WAIT would wait on.
+// The same word is what a worker parked inside its io_uring ring waits on
+// with IORING_OP_FUTEX_WAIT (docs/design/io.md): to a waker it looks
+// kParked, and FUTEX_WAKE completes the ring's wait.
 #pragma once
+
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -33,18 +41,24 @@
 
 namespace parkway::detail {
 
-enum : std::uint32_t { kAwake = 0, kParked = 1, kNotified = 2, kHandedOff = 3 };
+enum : std::uint32_t { kAwake = 0, kParked = 1, kNotified = 2, kHandedOff = 3, kParkedRing = 4 };
 
 struct alignas(64) ParkWord {
   std::atomic<std::uint32_t> word{kAwake};
+  // An eventfd that wakes the owner when it sleeps as kParkedRing, or -1.
+  // Set once by the first owner that parks that way, before its first
+  // kParkedRing announcement, and never closed: like the word it is
+  // immortal, so a stale waker writes at worst a spurious wake into it.
+  std::atomic<int> doorbell{-1};
 
-  // Owner: announce the intent to sleep. Returns the token if one was
-  // already there (then the owner must not sleep; the token is consumed).
-  std::uint32_t announce() noexcept {
+  // Owner: announce the intent to sleep (as kParked, or kParkedRing).
+  // Returns the token if one was already there (then the owner must not
+  // sleep; the token is consumed).
+  std::uint32_t announce(std::uint32_t parked = kParked) noexcept {
     std::uint32_t v = kAwake;
     // seq_cst: a notify() that read kAwake before this is ordered before
     // it, so its token is visible to the owner's recheck that follows.
-    if (word.compare_exchange_strong(v, kParked, std::memory_order_seq_cst)) return kAwake;  // [P0]
+    if (word.compare_exchange_strong(v, parked, std::memory_order_seq_cst)) return kAwake;  // [P0]
     return word.exchange(kAwake, std::memory_order_acquire);
   }
 
@@ -65,25 +79,39 @@ struct alignas(64) ParkWord {
   // token that arrived meanwhile, or kAwake.
   std::uint32_t cancel() noexcept { return word.exchange(kAwake, std::memory_order_acquire); }  // [P3c]
 
-  // Anyone: leave a kNotified token; FUTEX_WAKE if the owner may be asleep.
-  // Returns true if a futex_wake was issued. [C4] (a completion).
+  // Anyone: leave a kNotified token; wake the owner if it may be asleep.
+  // Returns true if a wake was issued. [C4] (a completion), [M2] (a
+  // cancel posted to the owner's ring).
   bool notify() noexcept {
     std::uint32_t v = word.load(std::memory_order_relaxed);
     do {
       if (v == kNotified || v == kHandedOff) return false;
     } while (!word.compare_exchange_weak(v, kNotified, std::memory_order_seq_cst,
                                          std::memory_order_relaxed));
-    if (v == kParked) {
+    return wake_sleeper(v);
+  }
+
+  // Idle-list waker: [W4] exchange in kHandedOff, [W5] wake the owner if
+  // it was asleep.
+  void hand_off() noexcept { wake_sleeper(word.exchange(kHandedOff, std::memory_order_seq_cst)); }
+
+ private:
+  // After a token replaced `was`: FUTEX_WAKE a kParked owner (asleep on
+  // the word, or inside its ring on an IORING_OP_FUTEX_WAIT of it); ring
+  // the doorbell of a kParkedRing one. The doorbell was stored before the
+  // owner's kParkedRing announcement, which our RMW read: it is visible.
+  bool wake_sleeper(std::uint32_t was) noexcept {
+    if (was == kParked) {
       futex_wake(&word);
       return true;
     }
+    if (was == kParkedRing) {
+      const std::uint64_t one = 1;
+      const int fd = doorbell.load(std::memory_order_acquire);
+      if (fd >= 0) (void)!::write(fd, &one, sizeof one);
+      return true;
+    }
     return false;
-  }
-
-  // Idle-list waker: [W4] exchange in kHandedOff, [W5] FUTEX_WAKE if the
-  // owner was kParked.
-  void hand_off() noexcept {
-    if (word.exchange(kHandedOff, std::memory_order_seq_cst) == kParked) futex_wake(&word);
   }
 };
 

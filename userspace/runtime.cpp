@@ -42,6 +42,12 @@ void validate(const Options& o) {
     throw std::invalid_argument("parkway::Options::stack_size must be 0 (the system default) or in [" +
                                 std::to_string(kMinStackSize) + ", " + std::to_string(kMaxStackSize) +
                                 "] bytes, got " + std::to_string(o.stack_size));
+  if (o.io_sq_entries < 1 || o.io_sq_entries > 32768)
+    throw std::invalid_argument("parkway::Options::io_sq_entries must be in [1, 32768], got " +
+                                std::to_string(o.io_sq_entries));
+  if (o.io_cq_entries != 0 && (o.io_cq_entries < o.io_sq_entries || o.io_cq_entries > 65536))
+    throw std::invalid_argument("parkway::Options::io_cq_entries must be 0 or in [io_sq_entries, 65536], got " +
+                                std::to_string(o.io_cq_entries));
   if (o.name == nullptr) throw std::invalid_argument("parkway::Options::name must not be null");
   std::size_t len = std::strlen(o.name);
   if (len < 1 || len > 8 || std::strchr(o.name, '/'))

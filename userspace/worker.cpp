@@ -3,6 +3,7 @@
 
 #include <ctime>
 
+#include "io/ring.hpp"
 #include "parker.hpp"
 #include "probes.hpp"
 #include "runtime_impl.hpp"
@@ -29,11 +30,23 @@ WorkerStats WorkerCounters::snapshot() const noexcept {
   s.waiter_wakeups = waiter_wakeups.load(std::memory_order_relaxed);
   s.steal_fences = steal_fences.load(std::memory_order_relaxed);
   s.park_fences = park_fences.load(std::memory_order_relaxed);
+  s.io_ops = io_ops.load(std::memory_order_relaxed);
+  s.ring_parks = ring_parks.load(std::memory_order_relaxed);
   return s;
 }
 
 Worker::Worker(RuntimeImpl& rt, unsigned index)
     : rt_(rt), parking_(rt.parking), index_(index), victims_(rt.n, 0x9E3779B97F4A7C15ull * (index + 1)) {}
+
+Worker::~Worker() = default;
+
+io::detail::IoRing& Worker::io_ring() {
+  if (!io_) [[unlikely]]
+    io_ = std::make_unique<io::detail::IoRing>(*this);
+  return *io_;
+}
+
+bool Worker::poll_io() noexcept { return io_ && io_->poll() != 0; }
 
 
 void Worker::main_loop() {
@@ -43,6 +56,7 @@ void Worker::main_loop() {
   rt_.sched_ext.register_worker(index_);
   publish(WorkerState::Busy);
   loop(&never, nullptr, /*main=*/true, /*timed=*/false);
+  io_.reset();  // on this thread: the ring's owner (its operations are over: [E1])
   // Not in a forked child: the sched_ext slots are a BPF map shared with
   // the parent, where this worker's twin still runs.
   if (!rt_.forked()) rt_.sched_ext.unregister_worker(index_);
@@ -72,6 +86,8 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
       if (searching_) found_work();
       return;
     }
+    if (io_) [[unlikely]]
+      io_->between_tasks();  // completions wait at most one task on a busy worker (io.md)
     if (Task* t = next_local()) {
       // park() can return with this worker counted as a searcher (a waker
       // handed off to it); if the periodic injection check then gave it a
@@ -81,6 +97,7 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
       execute(t);
       continue;
     }
+    if (poll_io()) continue;  // completions became tasks on our deque
     if (Task* t = search(done, ctx)) {
       execute(t);
       continue;
@@ -104,7 +121,12 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
         cpu_relax();
         continue;
       }
-      if (rt_.parking.try_leave(seen)) {  // [E3]
+      // I/O in flight is work that has not finished: cancel it (its
+      // awaiters resume with ECANCELED) and park in the ring until the
+      // last completion is reaped; only then may this worker leave.
+      if (io_ && io_->ops() != 0) {
+        io_->cancel_everything();
+      } else if (rt_.parking.try_leave(seen)) {  // [E3]
         wake_one();  // hand the exit on to a quiet worker
         return;
       }
@@ -182,7 +204,8 @@ Task* Worker::search(DoneFn done, void* ctx) noexcept {
   publish(WorkerState::Searching);
   const unsigned rounds = rt_.opts.search_rounds;
   for (unsigned r = 0; r < rounds; ++r) {
-    Task* t = take_injected();
+    Task* t = poll_io() ? deque_.pop() : nullptr;  // a completion while searching
+    if (!t) t = take_injected();
     if (!t) t = steal_round();
     if (t) {
       found_work();
@@ -228,8 +251,13 @@ bool Worker::any_work_visible() const noexcept {
 
 void Worker::park(DoneFn done, void* ctx, bool main, bool timed) noexcept {
   ParkWord& pw = park_word(park_id_);
+  // With I/O in flight (or the ring's own wait armed) the worker sleeps
+  // inside its ring, where a completion wakes it too (io.md). Only this
+  // thread changes that state, so it holds until the sleep.
+  io::detail::IoRing* ring = io_ && io_->must_park_in_ring() ? io_.get() : nullptr;
+  if (ring) ring->prepare_park(pw);  // eventfd mode: the doorbell, before [P0]
   PW_CHAOS();
-  if (pw.announce() != kAwake) return;  // [P0] a token was waiting: look again
+  if (pw.announce(ring ? ring->parked_value() : kParked) != kAwake) return;  // [P0] a token was waiting: look again
   PW_CHAOS();
   bool all_quiet = false;
   const bool all_idle = rt_.parking.announce_idle(index_, searching_, main, &all_quiet);  // [P1]
@@ -247,7 +275,11 @@ void Worker::park(DoneFn done, void* ctx, bool main, bool timed) noexcept {
   // it. (Looking again on stop made such a waiter spin through search and
   // park, a membarrier each time, for as long as its task ran after
   // shutdown began.)
-  if (done(ctx) || (main && all_quiet && rt_.stop.load(std::memory_order_seq_cst)) || any_work_visible()) {
+  // [R1]: and, parking in the ring, its completions and cancel requests.
+  // Shutdown does not send a worker with I/O in flight back to leave: it
+  // sleeps in the ring until its cancelled operations complete.
+  if (done(ctx) || (main && all_quiet && !ring && rt_.stop.load(std::memory_order_seq_cst)) || any_work_visible() ||
+      (ring && ring->events_waiting())) {
     searching_ = rt_.parking.withdraw(index_);  // [P3a, P3b]
     pw.cancel();                                // [P3c]
     return;
@@ -257,7 +289,10 @@ void Worker::park(DoneFn done, void* ctx, bool main, bool timed) noexcept {
   publish(WorkerState::Parked);
   PW_CHAOS();
   std::uint32_t token;
-  if (timed) {
+  if (ring) {
+    ring->park(pw, timed);  // [R2] arm, [R3] sleep in the ring, [R4] reap
+    token = pw.cancel();    // [P5a]
+  } else if (timed) {
     timespec ts{0, 1000000};
     token = pw.sleep_for(ts);
   } else {

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 
 #include "deque.hpp"
 #include "parking.hpp"
@@ -14,6 +15,9 @@
 namespace parkway {
 class Runtime;
 }
+namespace parkway::io::detail {
+class IoRing;
+}
 
 namespace parkway::detail {
 
@@ -23,7 +27,7 @@ class RuntimeImpl;
 // Runtime::stats() from any thread.
 struct WorkerCounters {
   std::atomic<std::uint64_t> spawned{0}, executed{0}, steals{0}, failed_steals{0}, injected{0},
-      parks{0}, wakeups{0}, waiter_wakeups{0}, steal_fences{0}, park_fences{0};
+      parks{0}, wakeups{0}, waiter_wakeups{0}, steal_fences{0}, park_fences{0}, io_ops{0}, ring_parks{0};
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
 #if defined(__x86_64__) && !defined(PARKWAY_TSAN)
     // One unlocked add to memory instead of load, add, store: only the
@@ -42,6 +46,7 @@ struct WorkerCounters {
 class alignas(64) Worker {
  public:
   Worker(RuntimeImpl& rt, unsigned index);
+  ~Worker();
 
   // Thread body: runs tasks until the runtime stops and no work is left.
   void main_loop();
@@ -93,6 +98,19 @@ class alignas(64) Worker {
   const WorkerCounters& counters() const noexcept { return counters_; }
   // A task this worker ran woke its sleeping waiter (wake_waiter). Owner only.
   void count_waiter_wakeup() noexcept { WorkerCounters::bump(counters_.waiter_wakeups); }
+
+  // This worker's io_uring ring, made on first use (owner thread only;
+  // throws std::system_error if io_uring cannot be set up). io.md.
+  io::detail::IoRing& io_ring();
+  // The ring's reaper: a finished operation's continuation goes on our
+  // deque, where thieves may take it; after a batch, wake a sleeper as
+  // after a steal. Owner only.
+  void push_ready(Task* t) noexcept { deque_.push(t); }
+  void ready_pushed(unsigned n) noexcept {
+    if (n > 1) after_batch_push();
+  }
+  void count_io_op() noexcept { WorkerCounters::bump(counters_.io_ops); }
+  void count_ring_park() noexcept { WorkerCounters::bump(counters_.ring_parks); }
 
   static Worker* current() noexcept { return tls_current; }
   static inline thread_local constinit Worker* tls_current __attribute__((tls_model("initial-exec"))) = nullptr;
@@ -160,6 +178,8 @@ class alignas(64) Worker {
   bool paid_park_fence() noexcept;
   void wake_one() noexcept;
   bool any_work_visible() const noexcept;
+  // The ring's reap at a scheduling point: true if it made tasks runnable.
+  bool poll_io() noexcept;
   void park(DoneFn done, void* ctx, bool main, bool timed) noexcept;
   void loop(DoneFn done, void* ctx, bool main, bool timed);
   // Tell the sched_ext scheduler (if loaded) what this worker is doing;
@@ -173,6 +193,7 @@ class alignas(64) Worker {
   bool searching_ = false;
   std::uint32_t tick_ = 0;
   VictimOrder victims_;
+  std::unique_ptr<io::detail::IoRing> io_;  // null until the first I/O operation
   Deque deque_;
   alignas(64) WorkerCounters counters_;
 };

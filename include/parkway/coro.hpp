@@ -99,6 +99,7 @@ struct PromiseBase {
   std::atomic<void*> cont{nullptr};
   CompletionWord finished;
   bool spawned = false;
+  bool detached = false;         // detach(): the frame frees itself when it finishes
   unsigned fork_generation = 0;  // spawned: current_fork_generation() at spawn
 
   std::suspend_always initial_suspend() noexcept { return {}; }
@@ -108,6 +109,12 @@ struct PromiseBase {
     template <class P>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
       PromiseBase& p = h.promise();
+      if (p.detached) [[unlikely]] {
+        if (h.promise().result.error)
+          report_unobserved_exception(h.promise().result.error, "a detached coroutine threw");
+        h.destroy();  // nobody awaits it: it frees its own frame
+        return std::noop_coroutine();
+      }
       if (!p.spawned) return p.continuation ? p.continuation : std::noop_coroutine();
       // In a child process forked since the spawn, the awaiting coroutine
       // is the parent's (it resumes there): resuming it here would run
@@ -192,6 +199,8 @@ class [[nodiscard]] Task {
   friend struct detail::Promise<T>;
   template <class U>
   friend Spawned<U> spawn(Task<U> t, Runtime& rt);
+  template <class U>
+  friend void detach(Task<U> t, Runtime& rt);
   explicit Task(Handle h) noexcept : h_(h) {}
   Handle release() noexcept { return std::exchange(h_, nullptr); }
   Handle h_;
@@ -298,6 +307,34 @@ Spawned<T> spawn(Task<T> t, Runtime& rt) {
 template <class T>
 Spawned<T> spawn(Task<T> t) {
   return spawn(std::move(t), detail::runtime_for_spawn());
+}
+
+// Starts t as a runtime task on rt and lets it run on its own: nobody
+// joins it, its frame frees itself when it finishes, and an exception it
+// ends with is printed on stderr (as for a dropped Spawned). Shutting rt
+// down still waits for it (and cancels the I/O it waits for:
+// parkway/io.hpp). For servers: one detached coroutine per connection.
+template <class T>
+void detach(Task<T> t, Runtime& rt) {
+  typename Task<T>::Handle h = t.release();
+  if (!h) throw std::logic_error("parkway::detach: the Task was already started or moved from");
+  auto& p = h.promise();
+  p.detached = true;
+  p.starter.invoke = &detail::PromiseBase::start;
+  p.starter.h = h;
+  try {
+    detail::enqueue_on(rt, &p.starter);
+  } catch (...) {
+    h.destroy();
+    throw;
+  }
+}
+
+// detach() on the calling worker's runtime (outside any pool:
+// Runtime::default_runtime()).
+template <class T>
+void detach(Task<T> t) {
+  detach(std::move(t), detail::runtime_for_spawn());
 }
 
 // Runs t on rt and blocks the caller until it finishes; returns its result

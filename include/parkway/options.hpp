@@ -37,6 +37,15 @@ struct Options {
   // their own frames, may need more. Valid: 0, or 64 KiB..1 GiB (rounded
   // up to whole pages).
   std::size_t stack_size = 0;
+
+  // Each worker's io_uring ring (parkway/io.hpp), made on the worker's
+  // first I/O operation: submission queue entries (valid: 1..32768) and
+  // completion queue entries (0: four times io_sq_entries; else
+  // io_sq_entries..65536). A full SQ is flushed and retried; a CQ that
+  // overflows is drained by the kernel's backlog, so these bound batching,
+  // not how many operations may be in flight.
+  unsigned io_sq_entries = 256;
+  unsigned io_cq_entries = 0;
 };
 
 // Bounds of Options::stack_size (other than 0).

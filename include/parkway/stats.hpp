@@ -24,6 +24,8 @@ struct WorkerStats {
   std::uint64_t park_fences = 0;   // times this worker called membarrier(2) before a parking
                                    // recheck (going to sleep, or handing on the search)
                                    // because another worker was busy (docs/design/parking.md)
+  std::uint64_t io_ops = 0;        // I/O operations this worker submitted to its ring (parkway/io.hpp)
+  std::uint64_t ring_parks = 0;    // times it slept inside its ring (I/O in flight; docs/design/io.md)
 
   WorkerStats& operator+=(const WorkerStats& o) noexcept {
     spawned += o.spawned; executed += o.executed; steals += o.steals;
@@ -31,6 +33,8 @@ struct WorkerStats {
     parks += o.parks; wakeups += o.wakeups; waiter_wakeups += o.waiter_wakeups;
     steal_fences += o.steal_fences;
     park_fences += o.park_fences;
+    io_ops += o.io_ops;
+    ring_parks += o.ring_parks;
     return *this;
   }
 };

@@ -1,0 +1,435 @@
+// parkway/io.hpp -- asynchronous I/O for coroutine tasks, on one io_uring
+// ring per worker (docs/design/io.md).
+//
+//   parkway::Task<void> echo(parkway::io::Socket s) {
+//     std::byte buf[4096];
+//     for (;;) {
+//       auto n = co_await s.recv(buf);                      // Result<std::size_t>
+//       if (!n || *n == 0) co_return;                       // error or EOF
+//       if (!co_await s.send_all({buf, *n})) co_return;
+//     }
+//   }
+//   parkway::Task<void> serve(parkway::io::Listener& l) {
+//     for (;;) {
+//       auto c = co_await l.accept();
+//       if (c) parkway::detach(echo(std::move(*c)));
+//       else if (c.error() == std::errc::too_many_files_open) co_await parkway::io::sleep_for(10ms);
+//     }
+//   }
+//
+// Every operation is an awaitable to co_await from a coroutine running on
+// a parkway worker (Task<T> spawned, detached or sync_wait'ed). It goes to
+// the calling worker's ring; the worker that reaps its completion resumes
+// the coroutine through its deque, where any worker may steal it.
+//
+// Errors, one style throughout:
+//   - outcomes of the operation (EOF is a 0-byte read; a reset, a refused
+//     connect, a timeout, a cancel, EMFILE on accept, ...) are values:
+//     Result<T> holds the value or an Error (errno and the operation's
+//     name); Result::value() throws IoError when there is none.
+//   - misuse throws at once, from the co_await: an operation outside a
+//     parkway worker, or on a closed Socket/Listener/File, is a
+//     std::logic_error naming the operation; a ring that cannot be created
+//     is a std::system_error.
+// Timeouts and cancellation: every operation takes OpOptions. A timeout or
+// deadline makes it fail with ETIMEDOUT; a CancelSource that fires (from
+// any thread) makes it fail with ECANCELED. Closing a Socket, Listener or
+// File cancels the operations in flight on it first. A buffer handed to an
+// operation must stay valid until the co_await returns; if the coroutine
+// is destroyed while the operation is in flight, its destruction cancels
+// the operation and waits for the kernel to be done with the buffer.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <chrono>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "parkway/coro.hpp"
+#include "parkway/export.hpp"
+
+namespace parkway::io {
+
+// What went wrong in an operation: its errno and its name ("recv", ...).
+class PARKWAY_API Error {
+ public:
+  constexpr Error() noexcept = default;
+  constexpr Error(int errnum, const char* op) noexcept : errno_(errnum), op_(op) {}
+  int value() const noexcept { return errno_; }
+  std::error_code code() const noexcept { return {errno_, std::generic_category()}; }
+  const char* op() const noexcept { return op_; }
+  std::string message() const;  // "recv: Connection reset by peer"
+  friend bool operator==(const Error& e, std::errc c) noexcept { return e.errno_ == int(c); }
+
+ private:
+  int errno_ = 0;
+  const char* op_ = "";
+};
+
+// Thrown by Result::value() on a failed result.
+class PARKWAY_API IoError : public std::system_error {
+ public:
+  explicit IoError(const Error& e);
+  const Error& error() const noexcept { return error_; }
+
+ private:
+  Error error_;
+};
+
+template <class T>
+class [[nodiscard]] Result {
+ public:
+  Result(T v) : v_(std::move(v)) {}
+  Result(Error e) noexcept : e_(e) {}
+  bool ok() const noexcept { return v_.has_value(); }
+  explicit operator bool() const noexcept { return ok(); }
+  T& value() & { return check(), *v_; }
+  T&& value() && { return check(), std::move(*v_); }
+  T& operator*() & { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
+  T* operator->() { return &value(); }
+  Error error() const noexcept { return e_; }
+
+ private:
+  void check() const {
+    if (!v_) throw IoError(e_);
+  }
+  std::optional<T> v_;
+  Error e_;
+};
+
+template <>
+class [[nodiscard]] Result<void> {
+ public:
+  Result() noexcept = default;
+  Result(Error e) noexcept : e_(e) {}
+  bool ok() const noexcept { return e_.value() == 0; }
+  explicit operator bool() const noexcept { return ok(); }
+  void value() const {
+    if (!ok()) throw IoError(e_);
+  }
+  Error error() const noexcept { return e_; }
+
+ private:
+  Error e_;
+};
+
+namespace detail {
+struct OpState;
+struct OpScope;
+PARKWAY_API OpScope* new_scope();
+PARKWAY_API void release_scope(OpScope* s) noexcept;
+PARKWAY_API void cancel_scope(OpScope* s) noexcept;
+PARKWAY_API bool scope_cancelled(const OpScope* s) noexcept;
+}  // namespace detail
+
+// Fires cancellation of every operation started with it (OpOptions::cancel)
+// that is still in flight, and of every later one (they fail at once).
+// cancel() may be called from any thread, any number of times. Operations
+// may outlive the source.
+class PARKWAY_API CancelSource {
+ public:
+  CancelSource() : s_(detail::new_scope()) {}
+  ~CancelSource() { detail::release_scope(s_); }
+  CancelSource(const CancelSource&) = delete;
+  CancelSource& operator=(const CancelSource&) = delete;
+  void cancel() noexcept { detail::cancel_scope(s_); }
+  bool cancelled() const noexcept { return detail::scope_cancelled(s_); }
+  detail::OpScope* scope() const noexcept { return s_; }
+
+ private:
+  detail::OpScope* s_;
+};
+
+// Per-call options: at most one of timeout and deadline.
+struct OpOptions {
+  std::chrono::nanoseconds timeout{0};                 // 0: none
+  std::chrono::steady_clock::time_point deadline{};    // epoch: none
+  CancelSource* cancel = nullptr;
+};
+
+namespace detail {
+
+// One io_uring submission, filled in by the operation's maker; the ring
+// copies it into an SQE (docs/design/io.md, "Operations").
+struct OpArgs {
+  const char* name;
+  std::uint8_t opcode;
+  int fd = -1;
+  std::uint64_t addr = 0;
+  std::uint32_t len = 0;
+  std::uint64_t off = 0;
+  std::uint32_t op_flags = 0;  // msg_flags, accept_flags, open_flags, timeout_flags, ...
+  std::uint64_t addr2 = 0;
+};
+
+// The awaiter part every operation shares (userspace/io/op.cpp).
+class PARKWAY_API OpBase {
+ public:
+  OpBase(const OpArgs& a, const OpOptions& o, OpScope* owner_scope) noexcept
+      : args_(a), opts_(o), owner_scope_(owner_scope) {}
+  OpBase(const OpBase&) = delete;
+  OpBase& operator=(const OpBase&) = delete;
+  ~OpBase() {
+    if (st_) finish_or_abandon();
+  }
+  bool await_ready() const noexcept { return false; }
+  // Submits to the calling worker's ring; false (resume now) when the
+  // operation completed without the kernel (cancelled before it began).
+  bool await_suspend(std::coroutine_handle<> h);
+
+ protected:
+  // The completion: res is the CQE's result (-errno on failure).
+  int res() const noexcept { return res_; }
+  std::uint32_t cqe_flags() const noexcept { return cqe_flags_; }
+  Error error() const noexcept { return Error(-res_, args_.name); }
+  void collect() noexcept;  // after resumption: copy the result out of the shared state
+  OpArgs args_;
+
+ private:
+  void finish_or_abandon() noexcept;
+  OpOptions opts_;
+  OpScope* owner_scope_;
+  OpState* st_ = nullptr;
+  int res_ = 0;
+  std::uint32_t cqe_flags_ = 0;
+};
+
+// An operation whose result is a byte count (recv, send, read, write, ...).
+class SizeOp : public OpBase {
+ public:
+  using OpBase::OpBase;
+  Result<std::size_t> await_resume() noexcept {
+    collect();
+    if (res() < 0) return error();
+    return std::size_t(res());
+  }
+};
+
+// An operation with no result but success (connect, close, shutdown).
+class VoidOp : public OpBase {
+ public:
+  using OpBase::OpBase;
+  Result<void> await_resume() noexcept {
+    collect();
+    if (res() < 0) return error();
+    return {};
+  }
+};
+
+
+}  // namespace detail
+
+// ---- operations on raw descriptors ----------------------------------------
+// Each returns an awaitable; co_await it on a parkway worker.
+
+PARKWAY_API detail::SizeOp recv(int fd, std::span<std::byte> buf, OpOptions o = {}, int flags = 0);
+PARKWAY_API detail::SizeOp send(int fd, std::span<const std::byte> buf, OpOptions o = {},
+                                int flags = MSG_NOSIGNAL);
+// Reads/writes at a file offset (-1: the file's current position).
+PARKWAY_API detail::SizeOp read(int fd, std::span<std::byte> buf, std::int64_t offset, OpOptions o = {});
+PARKWAY_API detail::SizeOp write(int fd, std::span<const std::byte> buf, std::int64_t offset, OpOptions o = {});
+PARKWAY_API detail::SizeOp readv(int fd, std::span<const iovec> iov, std::int64_t offset, OpOptions o = {});
+PARKWAY_API detail::SizeOp writev(int fd, std::span<const iovec> iov, std::int64_t offset, OpOptions o = {});
+PARKWAY_API detail::SizeOp sendmsg(int fd, const msghdr& msg, OpOptions o = {}, int flags = MSG_NOSIGNAL);
+PARKWAY_API detail::SizeOp recvmsg(int fd, msghdr& msg, OpOptions o = {}, int flags = 0);
+PARKWAY_API detail::VoidOp shutdown(int fd, int how, OpOptions o = {});
+PARKWAY_API detail::VoidOp close(int fd);
+// Sends all of buf, looping over short writes. The error names "send".
+PARKWAY_API Task<Result<std::size_t>> send_all(int fd, std::span<const std::byte> buf, OpOptions o = {});
+
+// Suspends the coroutine (not the worker) for d, or until t. A cancel
+// ends it early with ECANCELED.
+class SleepOp : public detail::OpBase {
+ public:
+  using OpBase::OpBase;
+  Result<void> await_resume() noexcept {
+    collect();
+    if (res() < 0 && res() != -ETIME) return error();  // ETIME: the timer fired
+    return {};
+  }
+};
+PARKWAY_API SleepOp sleep_for(std::chrono::nanoseconds d, CancelSource* cancel = nullptr);
+PARKWAY_API SleepOp sleep_until(std::chrono::steady_clock::time_point t, CancelSource* cancel = nullptr);
+
+// ---- addresses -------------------------------------------------------------
+
+class PARKWAY_API Address {
+ public:
+  Address() noexcept = default;
+  // "127.0.0.1", "::1", ... and a port; nullopt if ip is not an address.
+  static std::optional<Address> parse(const char* ip, std::uint16_t port) noexcept;
+  static Address loopback(std::uint16_t port) noexcept;  // 127.0.0.1:port
+  const sockaddr* get() const noexcept { return reinterpret_cast<const sockaddr*>(&ss_); }
+  sockaddr* get() noexcept { return reinterpret_cast<sockaddr*>(&ss_); }
+  socklen_t size() const noexcept { return len_; }
+  socklen_t* size_ptr() noexcept { return &len_; }
+  int family() const noexcept { return ss_.ss_family; }
+  std::uint16_t port() const noexcept;
+  std::string to_string() const;  // "127.0.0.1:8080", "[::1]:8080"
+
+ private:
+  sockaddr_storage ss_{};
+  socklen_t len_ = 0;
+};
+
+PARKWAY_API detail::VoidOp connect(int fd, const Address& a, OpOptions o = {});
+
+// ---- RAII types ------------------------------------------------------------
+
+namespace detail {
+// A descriptor and the scope of the operations in flight on it.
+class PARKWAY_API Descriptor {
+ public:
+  Descriptor() noexcept = default;
+  explicit Descriptor(int fd);
+  Descriptor(Descriptor&& o) noexcept : fd_(std::exchange(o.fd_, -1)), scope_(std::exchange(o.scope_, nullptr)) {}
+  Descriptor& operator=(Descriptor&& o) noexcept;
+  ~Descriptor() { close(); }
+  int fd() const noexcept { return fd_; }
+  bool is_open() const noexcept { return fd_ >= 0; }
+  // Cancels the operations in flight on it, then closes it (close(2)).
+  void close() noexcept;
+  // Gives up ownership without closing.
+  int release() noexcept;
+
+ protected:
+  int checked(const char* op) const;  // fd_, or throws std::logic_error naming op
+  OpScope* scope() const noexcept { return scope_; }
+  int fd_ = -1;
+  OpScope* scope_ = nullptr;
+};
+}  // namespace detail
+
+class Socket;
+
+// A connected stream socket.
+class PARKWAY_API Socket : public detail::Descriptor {
+ public:
+  using Descriptor::Descriptor;
+  // Makes a socket of a's family (non-blocking, close-on-exec) and connects it.
+  static Task<Result<Socket>> connect(Address a, OpOptions o = {});
+  detail::SizeOp recv(std::span<std::byte> buf, OpOptions o = {}, int flags = 0);
+  detail::SizeOp send(std::span<const std::byte> buf, OpOptions o = {}, int flags = MSG_NOSIGNAL);
+  Task<Result<std::size_t>> send_all(std::span<const std::byte> buf, OpOptions o = {});
+  detail::SizeOp writev(std::span<const iovec> iov, OpOptions o = {});
+  detail::SizeOp sendmsg(const msghdr& msg, OpOptions o = {}, int flags = MSG_NOSIGNAL);
+  detail::VoidOp shutdown(int how = SHUT_WR, OpOptions o = {});
+  // Sets TCP_NODELAY; returns the setsockopt error, if any.
+  Result<void> set_nodelay(bool on = true) noexcept;
+  Address peer_address() const;
+};
+
+// accept's awaitable: Result<Socket>.
+class AcceptOp : public detail::OpBase {
+ public:
+  using OpBase::OpBase;
+  Result<Socket> await_resume() noexcept {
+    collect();
+    if (res() < 0) return error();
+    return Socket(res());
+  }
+};
+PARKWAY_API AcceptOp accept(int listen_fd, OpOptions o = {});
+
+struct ListenOptions {
+  int backlog = 1024;
+  bool reuse_address = true;  // SO_REUSEADDR
+  bool reuse_port = false;    // SO_REUSEPORT: several listeners on one port
+};
+
+class AcceptStream;
+
+// A listening socket.
+class PARKWAY_API Listener : public detail::Descriptor {
+ public:
+  using Descriptor::Descriptor;
+  // socket, bind, listen (synchronous: none of them waits on a peer).
+  static Result<Listener> bind(const Address& a, ListenOptions lo = {});
+  AcceptOp accept(OpOptions o = {});
+  // One multishot accept: connections arrive on it until it is destroyed;
+  // see AcceptStream.
+  AcceptStream stream();
+  Address local_address() const;
+};
+
+// Connections from a multishot accept (one armed operation delivers many).
+// co_await next() yields each; EMFILE/ENFILE and other errors are values,
+// and the next call re-arms the accept. One coroutine at a time awaits it.
+// Destroying it cancels the accept; connections delivered but not taken
+// are closed.
+namespace detail {
+struct AcceptQueue;
+}
+class PARKWAY_API AcceptStream {
+ public:
+  AcceptStream(AcceptStream&& o) noexcept : q_(std::exchange(o.q_, nullptr)) {}
+  AcceptStream& operator=(AcceptStream&&) = delete;
+  ~AcceptStream();
+  struct Next {
+    detail::AcceptQueue* q;
+    bool await_ready() noexcept;
+    bool await_suspend(std::coroutine_handle<> h);
+    Result<Socket> await_resume() noexcept;
+  };
+  Next next();
+
+ private:
+  friend class Listener;
+  explicit AcceptStream(detail::AcceptQueue* q) noexcept : q_(q) {}
+  detail::AcceptQueue* q_;
+};
+
+struct FileInfo {
+  std::uint64_t size = 0;
+  std::int64_t mtime_sec = 0;  // last modification, seconds since the epoch
+  std::uint32_t mode = 0;      // st_mode
+};
+
+class StatOp;
+class OpenOp;
+
+// A file (or any descriptor read and written at offsets).
+class PARKWAY_API File : public detail::Descriptor {
+ public:
+  using Descriptor::Descriptor;
+  // openat(dir_fd, path, flags, mode) on the ring (AT_FDCWD: relative to
+  // the working directory). O_CLOEXEC is added.
+  static OpenOp open(const char* path, int flags = O_RDONLY, mode_t mode = 0644, int dir_fd = -100 /* AT_FDCWD */);
+  detail::SizeOp read_at(std::span<std::byte> buf, std::uint64_t offset, OpOptions o = {});
+  detail::SizeOp write_at(std::span<const std::byte> buf, std::uint64_t offset, OpOptions o = {});
+  StatOp stat(OpOptions o = {});
+};
+
+class PARKWAY_API OpenOp : public detail::OpBase {
+ public:
+  using OpBase::OpBase;
+  Result<File> await_resume() noexcept {
+    collect();
+    if (res() < 0) return error();
+    return File(res());
+  }
+};
+
+// statx of an open file: its size, modification time and mode.
+class PARKWAY_API StatOp : public detail::OpBase {
+ public:
+  StatOp(int fd, OpOptions o, detail::OpScope* scope);
+  Result<FileInfo> await_resume() noexcept;
+
+ private:
+  alignas(8) unsigned char statx_[256];  // struct statx (kernel ABI, 256 bytes)
+};
+
+}  // namespace parkway::io

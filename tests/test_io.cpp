@@ -1,0 +1,712 @@
+// test_io.cpp -- the io_uring layer (parkway/io.hpp, docs/design/io.md):
+// echo over loopback with every byte checked, continuations stolen onto
+// other rings, timeouts, cancels from other threads, destroyed awaiters,
+// ring-parked workers woken by tasks and by completions, EMFILE on
+// accept, shutdown with I/O in flight, and idle connections costing no CPU.
+// The whole suite also runs with PARKWAY_IO_WAKE=eventfd (make
+// test-io-eventfd), the wake path of kernels without IORING_OP_FUTEX_WAIT.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "io/ring.hpp"
+#include "parkway/io.hpp"
+#include "parkway/parkway.hpp"
+#include "test_util.hpp"
+
+namespace io = parkway::io;
+using namespace std::chrono_literals;
+using parkway::Task;
+
+namespace {
+
+std::byte pattern(std::uint64_t seed, std::uint64_t i) {
+  return std::byte(((i + seed) * 0x9E3779B97F4A7C15ull) >> 56);
+}
+
+// A connected pair of non-blocking stream sockets.
+struct Pair {
+  int a = -1, b = -1;
+  Pair() {
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) != 0) std::abort();
+    a = fds[0];
+    b = fds[1];
+  }
+  ~Pair() {
+    if (a >= 0) ::close(a);
+    if (b >= 0) ::close(b);
+  }
+};
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Waits (outside the pool) until pred holds, up to `limit`.
+template <class P>
+bool eventually(P pred, std::chrono::milliseconds limit = 5000ms) {
+  auto t0 = std::chrono::steady_clock::now();
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() - t0 > limit) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+Task<void> echo_conn(io::Socket s) {
+  std::vector<std::byte> buf(16384);
+  for (;;) {
+    auto n = co_await s.recv(buf);
+    if (!n || *n == 0) co_return;
+    auto w = co_await s.send_all({buf.data(), *n});
+    if (!w) co_return;
+  }
+}
+
+Task<void> accept_n(io::Listener& l, int n, std::atomic<int>* errors) {
+  io::AcceptStream st = l.stream();
+  for (int i = 0; i < n;) {
+    auto c = co_await st.next();
+    if (!c) {
+      errors->fetch_add(1);
+      co_await io::sleep_for(1ms);
+      continue;
+    }
+    parkway::detach(echo_conn(std::move(*c)));
+    ++i;
+  }
+}
+
+struct ClientStats {
+  std::atomic<long> bad_bytes{0}, failed{0}, migrations{0};
+};
+
+Task<void> send_pattern(io::Socket* s, std::size_t bytes, std::uint64_t seed, ClientStats* cs) {
+  std::vector<std::byte> buf(8192);
+  std::size_t sent = 0;
+  while (sent < bytes) {
+    std::size_t n = std::min(buf.size(), bytes - sent);
+    for (std::size_t i = 0; i < n; ++i) buf[i] = pattern(seed, sent + i);
+    auto w = co_await s->send_all({buf.data(), n});
+    if (!w) {
+      cs->failed.fetch_add(1);
+      co_return;
+    }
+    sent += n;
+  }
+}
+
+Task<void> echo_client(io::Address a, std::size_t bytes, std::uint64_t seed, ClientStats* cs) {
+  auto c = co_await io::Socket::connect(a);
+  if (!c) {
+    cs->failed.fetch_add(1);
+    co_return;
+  }
+  io::Socket s = std::move(*c);
+  auto sender = parkway::spawn(send_pattern(&s, bytes, seed, cs));
+  std::vector<std::byte> buf(16384);
+  std::size_t got = 0;
+  int where = parkway::Runtime::current_worker_index();
+  while (got < bytes) {
+    auto n = co_await s.recv(buf);
+    int now = parkway::Runtime::current_worker_index();
+    if (now != where) cs->migrations.fetch_add(1);
+    where = now;
+    if (!n || *n == 0) {
+      cs->failed.fetch_add(1);
+      break;
+    }
+    for (std::size_t i = 0; i < *n; ++i)
+      if (buf[i] != pattern(seed, got + i)) cs->bad_bytes.fetch_add(1);
+    got += *n;
+  }
+  co_await std::move(sender);
+}
+
+Task<void> run_clients(io::Address a, int conns, std::size_t bytes, ClientStats* cs) {
+  std::vector<parkway::Spawned<void>> all;
+  all.reserve(std::size_t(conns));
+  for (int i = 0; i < conns; ++i) all.push_back(parkway::spawn(echo_client(a, bytes, std::uint64_t(i) * 7919, cs)));
+  for (auto& s : all) co_await std::move(s);
+}
+
+}  // namespace
+
+TEST(Io, EchoManyConnectionsEveryByteChecked) {
+  const int conns = pwtest::kSanitized ? 100 : 1000;
+  const std::size_t bytes = pwtest::kSanitized ? (256u << 10) : (1u << 20);
+  pwtest::Watchdog wd("Io.EchoManyConnectionsEveryByteChecked", 240);
+  parkway::Runtime rt(parkway::Options{.workers = 4});
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l) << l.error().message();
+  io::Address addr = l->local_address();
+  std::atomic<int> accept_errors{0};
+  auto server = parkway::spawn(accept_n(*l, conns, &accept_errors), rt);
+  ClientStats cs;
+  auto t0 = std::chrono::steady_clock::now();
+  parkway::sync_wait(rt, run_clients(addr, conns, bytes, &cs));
+  double ms = ms_since(t0);
+  server.get();
+  std::printf("%d connections x %zu bytes each way in %.0f ms; %ld continuations resumed on another worker\n", conns,
+              bytes, ms, cs.migrations.load());
+  EXPECT_EQ(cs.failed.load(), 0);
+  EXPECT_EQ(cs.bad_bytes.load(), 0);
+  EXPECT_EQ(accept_errors.load(), 0);
+  parkway::Stats st = rt.stats();
+  int rings = 0;
+  for (auto& w : st.workers) rings += w.io_ops > 0;
+  EXPECT_GE(rings, 2) << "I/O went to one worker's ring only";
+  EXPECT_GT(cs.migrations.load(), 0);
+}
+
+namespace {
+struct Hop {
+  std::atomic<int> submit1{-1}, resume1{-1}, submit2{-1};
+};
+Task<void> hop(int fd, Hop* h, std::atomic<int>* submissions_per_worker) {
+  std::byte b[16];
+  h->submit1 = parkway::Runtime::current_worker_index();
+  submissions_per_worker[h->submit1.load()].fetch_add(1);
+  auto r = co_await io::recv(fd, b);
+  h->resume1 = parkway::Runtime::current_worker_index();
+  auto t0 = std::chrono::steady_clock::now();
+  while (ms_since(t0) < 20) {
+  }  // keep this worker busy: the other continuations are stolen
+  h->submit2 = parkway::Runtime::current_worker_index();
+  submissions_per_worker[h->submit2.load()].fetch_add(1);
+  co_await io::sleep_for(1ms);
+  (void)r;
+}
+Task<void> start_hops(std::vector<Pair>* pairs, std::vector<Hop>* hops, std::atomic<int>* per_worker,
+                      std::vector<parkway::Spawned<void>>* out) {
+  for (std::size_t i = 0; i < pairs->size(); ++i) out->push_back(parkway::spawn(hop((*pairs)[i].a, &(*hops)[i], per_worker)));
+  co_return;
+}
+}  // namespace
+
+// A continuation stolen by another worker issues its next operation on
+// the thief's ring: per worker, the operations submitted equal those the
+// coroutines recorded there.
+TEST(Io, StolenContinuationSubmitsOnTheThiefsRing) {
+  pwtest::Watchdog wd("Io.StolenContinuationSubmitsOnTheThiefsRing", 60);
+  bool migrated = false;
+  for (int round = 0; round < 5 && !migrated; ++round) {
+    parkway::Runtime rt(parkway::Options{.workers = 2});
+    std::vector<Pair> pairs(8);
+    std::vector<Hop> hops(8);
+    std::atomic<int> per_worker[2] = {0, 0};
+    std::vector<parkway::Spawned<void>> spawned;
+    parkway::sync_wait(rt, start_hops(&pairs, &hops, per_worker, &spawned));
+    ASSERT_TRUE(eventually([&] {
+      for (auto& h : hops)
+        if (h.submit1 < 0) return false;
+      return true;
+    }));
+    std::this_thread::sleep_for(5ms);
+    for (auto& p : pairs) ASSERT_EQ(::write(p.b, "x", 1), 1);
+    for (auto& s : spawned) s.get();
+    parkway::Stats st = rt.stats();
+    for (int w = 0; w < 2; ++w) EXPECT_EQ(st.workers[std::size_t(w)].io_ops, std::uint64_t(per_worker[w].load()));
+    for (auto& h : hops) {
+      EXPECT_EQ(h.resume1.load(), h.submit2.load());
+      if (h.resume1.load() != h.submit1.load()) migrated = true;
+    }
+  }
+  EXPECT_TRUE(migrated) << "no continuation ran on another worker in 5 rounds";
+}
+
+namespace {
+template <class T>
+T run_on(parkway::Runtime& rt, Task<T> t) {
+  return parkway::sync_wait(rt, std::move(t));
+}
+Task<io::Result<std::size_t>> recv_once(int fd, io::OpOptions o) {
+  std::byte b[16];
+  co_return co_await io::recv(fd, b, o);
+}
+}  // namespace
+
+TEST(Io, TimeoutFiresWithinItsDeadline) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  Pair p;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = run_on(rt, recv_once(p.a, {.timeout = 50ms}));
+  double ms = ms_since(t0);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::timed_out) << r.error().message();
+  EXPECT_STREQ(r.error().op(), "recv");
+  EXPECT_GE(ms, 49.0);
+  EXPECT_LT(ms, 1000.0);
+  // An absolute deadline.
+  t0 = std::chrono::steady_clock::now();
+  r = run_on(rt, recv_once(p.a, {.deadline = std::chrono::steady_clock::now() + 30ms}));
+  ms = ms_since(t0);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::timed_out);
+  EXPECT_GE(ms, 29.0);
+  EXPECT_LT(ms, 1000.0);
+  // Data before the deadline: the operation's own result, no timeout.
+  ASSERT_EQ(::write(p.b, "hello", 5), 5);
+  r = run_on(rt, recv_once(p.a, {.timeout = 5s}));
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(*r, 5u);
+}
+
+TEST(Io, SleepForSleepsAtLeastItsDuration) {
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = parkway::sync_wait(rt, []() -> Task<io::Result<void>> { co_return co_await io::sleep_for(40ms); }());
+  EXPECT_TRUE(r) << r.error().message();
+  EXPECT_GE(ms_since(t0), 39.0);
+}
+
+namespace {
+Task<io::Result<std::size_t>> recv_cancellable(int fd, io::CancelSource* cs, std::atomic<int>* where) {
+  std::byte b[16];
+  where->store(parkway::Runtime::current_worker_index());
+  co_return co_await io::recv(fd, b, {.cancel = cs});
+}
+Task<void> cancel_later(io::CancelSource* cs, std::atomic<int>* where) {
+  co_await io::sleep_for(20ms);
+  where->store(parkway::Runtime::current_worker_index());
+  cs->cancel();
+}
+}  // namespace
+
+TEST(Io, CancelFromAnOutsideThread) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  Pair p;
+  io::CancelSource cs;
+  std::atomic<int> where{-1};
+  auto f = parkway::spawn(recv_cancellable(p.a, &cs, &where), rt);
+  ASSERT_TRUE(eventually([&] { return where.load() >= 0; }));
+  std::this_thread::sleep_for(10ms);  // the worker is asleep in its ring by now
+  cs.cancel();
+  auto r = f.get();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::operation_canceled);
+  // A cancelled source fails later operations at once.
+  auto r2 = parkway::sync_wait(rt, recv_cancellable(p.a, &cs, &where));
+  EXPECT_EQ(r2.error(), std::errc::operation_canceled);
+}
+
+namespace {
+// A bare coroutine type, so a test can destroy a frame suspended in an
+// operation (Task<T> never lets a suspended frame be destroyed).
+struct Bare {
+  struct promise_type {
+    Bare get_return_object() { return Bare{std::coroutine_handle<promise_type>::from_promise(*this)}; }
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    std::suspend_always final_suspend() noexcept { return {}; }
+    void return_void() {}
+    void unhandled_exception() { error = std::current_exception(); }
+    std::exception_ptr error;
+  };
+  std::coroutine_handle<promise_type> h;
+};
+struct Outcome {
+  std::atomic<int> done{0};
+  io::Result<std::size_t> r = io::Error();
+};
+Bare recv_into(int fd, io::CancelSource* cs, Outcome* out) {
+  std::byte b[16];
+  out->r = co_await io::recv(fd, b, {.cancel = cs});
+  out->done.store(1);
+}
+}  // namespace
+
+// Two tasks that meet at a barrier run on the two workers at once: the
+// first starts a receive on its ring, the second cancels it through the
+// first one's mailbox.
+TEST(Io, CancelFromAnotherWorker) {
+  pwtest::Watchdog wd("Io.CancelFromAnotherWorker", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  for (int round = 0; round < 10; ++round) {
+    Pair p;
+    io::CancelSource cs;
+    Outcome out;
+    Bare b = recv_into(p.a, &cs, &out);
+    std::atomic<int> arrived{0}, started{0};
+    std::atomic<int> op_worker{-1}, cancel_worker{-1};
+    auto meet = [&] {
+      arrived.fetch_add(1);
+      while (arrived.load() < 2) {
+      }
+    };
+    auto f1 = rt.submit([&] {
+      meet();
+      op_worker.store(parkway::Runtime::current_worker_index());
+      b.h.resume();  // suspends in recv, on this worker's ring
+      started.store(1);
+    });
+    auto f2 = rt.submit([&] {
+      meet();
+      cancel_worker.store(parkway::Runtime::current_worker_index());
+      while (started.load() == 0) {
+      }
+      cs.cancel();
+    });
+    f1.get();
+    f2.get();
+    ASSERT_TRUE(eventually([&] { return out.done.load() == 1; }));
+    EXPECT_NE(op_worker.load(), cancel_worker.load());
+    ASSERT_FALSE(out.r);
+    EXPECT_EQ(out.r.error(), std::errc::operation_canceled);
+    b.h.destroy();
+  }
+}
+
+TEST(Io, ClosingASocketCancelsItsOperations) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  Pair p;
+  auto s = std::make_shared<io::Socket>(::dup(p.a));
+  std::atomic<int> started{0};
+  auto f = parkway::spawn(
+      [](std::shared_ptr<io::Socket> s, std::atomic<int>* started) -> Task<io::Result<std::size_t>> {
+        std::byte b[16];
+        auto op = s->recv(b);
+        started->store(1);
+        co_return co_await op;
+      }(s, &started),
+      rt);
+  ASSERT_TRUE(eventually([&] { return started.load() == 1; }));
+  std::this_thread::sleep_for(10ms);
+  s->close();
+  auto r = f.get();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::operation_canceled);
+  EXPECT_THROW((void)s->recv({}), std::logic_error);  // closed: misuse, named
+}
+
+namespace {
+Bare read_into_frame(int fd, std::atomic<int>* stage) {
+  std::byte frame_buffer[64];  // the kernel would write here
+  stage->store(1);
+  auto r = co_await io::recv(fd, frame_buffer);
+  stage->store(2);
+  (void)r;
+}
+}  // namespace
+
+// Destroying a coroutine suspended in an operation cancels it and waits
+// until the kernel is done with the frame's buffer (ASAN sees any
+// use-after-free); the data sent afterwards is still in the socket.
+TEST(Io, CoroutineDestroyedWithAnOperationInFlight) {
+  pwtest::Watchdog wd("Io.CoroutineDestroyedWithAnOperationInFlight", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  for (int from_outside = 0; from_outside < 2; ++from_outside) {
+    Pair p;
+    std::atomic<int> stage{0};
+    Bare b = read_into_frame(p.a, &stage);
+    rt.run([&] { b.h.resume(); });
+    ASSERT_EQ(stage.load(), 1);
+    std::this_thread::sleep_for(5ms);
+    if (from_outside)
+      b.h.destroy();
+    else
+      rt.run([&] { b.h.destroy(); });
+    EXPECT_EQ(stage.load(), 1);
+    ASSERT_EQ(::write(p.b, "abc", 3), 3);
+    char got[8] = {};
+    ASSERT_TRUE(eventually([&] { return ::read(p.a, got, sizeof got) == 3; }));
+    EXPECT_EQ(std::memcmp(got, "abc", 3), 0);
+  }
+}
+
+TEST(Io, OperationOutsideAWorkerIsRefusedByName) {
+  Pair p;
+  std::atomic<int> stage{0};
+  Bare b = read_into_frame(p.a, &stage);
+  b.h.resume();  // on this thread, outside any pool
+  ASSERT_TRUE(b.h.done());
+  ASSERT_TRUE(b.h.promise().error);
+  try {
+    std::rethrow_exception(b.h.promise().error);
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::strstr(e.what(), "recv"), nullptr) << e.what();
+    EXPECT_NE(std::strstr(e.what(), "not on a parkway worker"), nullptr) << e.what();
+  }
+  b.h.destroy();
+}
+
+// A worker parked inside its ring (a recv in flight) is woken by a new
+// task, and by the completion; in both wake modes (this suite runs again
+// with PARKWAY_IO_WAKE=eventfd).
+TEST(Io, RingParkedWorkerWokenByATaskAndByACompletion) {
+  pwtest::Watchdog wd("Io.RingParkedWorkerWokenByATaskAndByACompletion", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  Pair p;
+  auto f = parkway::spawn(recv_once(p.a, {}), rt);
+  ASSERT_TRUE(eventually([&] { return rt.stats().total.ring_parks >= 1; })) << "the worker never parked in its ring";
+  const char* env = std::getenv("PARKWAY_IO_WAKE");
+  const bool want_eventfd = env && std::strcmp(env, "eventfd") == 0;
+  EXPECT_EQ(io::detail::process_wake_mode(nullptr) == io::detail::WakeMode::kEventfd, want_eventfd);
+  for (int i = 0; i < 20; ++i) {  // woken by a task, then back to sleep in the ring
+    EXPECT_EQ(rt.submit([i] { return i * 2; }).get(), i * 2);
+    std::this_thread::sleep_for(1ms);
+  }
+  const auto parks = rt.stats().total.ring_parks;
+  EXPECT_GE(parks, 2u);
+  ASSERT_EQ(::write(p.b, "wake", 4), 4);  // woken by the completion
+  auto r = f.get();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(*r, 4u);
+}
+
+namespace {
+Task<void> wait_forever(int fd, std::atomic<int>* cancelled) {
+  std::byte b[16];
+  auto r = co_await io::recv(fd, b);
+  if (!r && r.error() == std::errc::operation_canceled) cancelled->fetch_add(1);
+}
+Task<void> sleep_long(std::atomic<int>* cancelled) {
+  auto r = co_await io::sleep_for(1h);
+  if (!r && r.error() == std::errc::operation_canceled) cancelled->fetch_add(1);
+}
+}  // namespace
+
+// Shutdown with I/O in flight: every operation is cancelled, its awaiter
+// resumes with ECANCELED, and the runtime's destructor returns.
+TEST(Io, ShutdownCancelsOperationsInFlight) {
+  pwtest::Watchdog wd("Io.ShutdownCancelsOperationsInFlight", 60);
+  std::vector<Pair> pairs(50);
+  std::atomic<int> cancelled{0};
+  {
+    parkway::Runtime rt(parkway::Options{.workers = 2});
+    for (auto& p : pairs) parkway::detach(wait_forever(p.a, &cancelled), rt);
+    parkway::detach(sleep_long(&cancelled), rt);
+    ASSERT_TRUE(eventually([&] { return rt.stats().total.io_ops >= 51; }));
+  }
+  EXPECT_EQ(cancelled.load(), 51);
+}
+
+namespace {
+Task<void> accept_through_emfile(io::Listener* l, int want, bool use_stream, std::atomic<int>* emfile,
+                                 std::atomic<int>* accepted) {
+  std::vector<io::Socket> held;
+  std::optional<io::AcceptStream> st;
+  if (use_stream) st.emplace(l->stream());
+  while (accepted->load() < want) {
+    io::Result<io::Socket> c = io::Error();
+    if (use_stream)
+      c = co_await st->next();
+    else
+      c = co_await l->accept();
+    if (c) {
+      accepted->fetch_add(1);
+      held.push_back(std::move(*c));
+      continue;
+    }
+    if (c.error() == std::errc::too_many_files_open) {
+      emfile->fetch_add(1);
+      held.clear();  // descriptors free up: accepting must resume
+      continue;
+    }
+    ADD_FAILURE() << "accept: " << c.error().message();
+    co_return;
+  }
+}
+}  // namespace
+
+TEST(Io, AcceptSurvivesEmfile) {
+  pwtest::Watchdog wd("Io.AcceptSurvivesEmfile", 60);
+  for (bool use_stream : {false, true}) {
+    parkway::Runtime rt(parkway::Options{.workers = 1});
+    auto l = io::Listener::bind(io::Address::loopback(0));
+    ASSERT_TRUE(l);
+    // The worker's ring exists before the limit is lowered.
+    ASSERT_TRUE(parkway::sync_wait(rt, []() -> Task<io::Result<void>> { co_return co_await io::sleep_for(1ms); }()));
+    const int want = 24;
+    std::vector<int> clients;
+    for (int i = 0; i < want; ++i) {
+      int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      ASSERT_GE(c, 0);
+      ASSERT_EQ(::connect(c, l->local_address().get(), l->local_address().size()), 0);
+      clients.push_back(c);
+    }
+    int top = 0;
+    for (int fd = 0; fd < 4096; ++fd)
+      if (fcntl(fd, F_GETFD) >= 0) top = fd;
+    std::vector<int> fillers;  // no free descriptor below the limit but the six
+    for (int fd = 0; fd < top; ++fd)
+      if (fcntl(fd, F_GETFD) < 0) fillers.push_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    rlimit old{};
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+    rlimit low = old;
+    low.rlim_cur = rlim_t(top + 1 + 6);  // room for six accepted sockets
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+    std::atomic<int> emfile{0}, accepted{0};
+    parkway::sync_wait(rt, accept_through_emfile(&*l, want, use_stream, &emfile, &accepted));
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+    for (int c : clients) ::close(c);
+    for (int f : fillers) ::close(f);
+    EXPECT_EQ(accepted.load(), want) << (use_stream ? "stream" : "one-shot");
+    EXPECT_GT(emfile.load(), 0) << "the low limit never produced EMFILE";
+  }
+}
+
+TEST(Io, IdleConnectionsCostNoCpu) {
+  if (pwtest::kSanitized) GTEST_SKIP() << "the sanitizer runtime's own threads use CPU";
+  const int conns = 10000;
+  rlimit r{};
+  getrlimit(RLIMIT_NOFILE, &r);
+  if (r.rlim_max < rlim_t(conns + 200))
+    GTEST_SKIP() << "RLIMIT_NOFILE's hard limit " << r.rlim_max << " is too low for " << conns << " connections";
+  if (r.rlim_cur < rlim_t(conns + 200)) {
+    rlimit want{r.rlim_max, r.rlim_max};
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &want), 0);
+  }
+  pwtest::Watchdog wd("Io.IdleConnectionsCostNoCpu", 120);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  auto l = io::Listener::bind(io::Address::loopback(0), {.backlog = 4096});
+  ASSERT_TRUE(l);
+  std::atomic<int> accept_errors{0};
+  auto server = parkway::spawn(accept_n(*l, conns, &accept_errors), rt);
+  // The clients live in a child process (its own descriptor table): it
+  // connects them all, reports on a pipe, and holds them until the pipe
+  // back to it closes. It calls only async-signal-safe functions.
+  int up[2], down[2];
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  const io::Address addr = l->local_address();
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(up[0]);
+    ::close(down[1]);
+    char ok = 1;
+    for (int i = 0; i < conns && ok; ++i) {
+      int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (c < 0 || ::connect(c, addr.get(), addr.size()) != 0) ok = 0;
+    }
+    (void)!::write(up[1], &ok, 1);
+    char x;
+    (void)!::read(down[0], &x, 1);  // returns when the parent closes its end
+    _exit(0);
+  }
+  ::close(up[1]);
+  ::close(down[0]);
+  char ok = 0;
+  ASSERT_EQ(::read(up[0], &ok, 1), 1);
+  ASSERT_EQ(ok, 1) << "the client process could not connect every client";
+  server.get();
+  ASSERT_TRUE(eventually([&] { return rt.stats().total.io_ops >= std::uint64_t(conns) + 1; }));
+  std::this_thread::sleep_for(100ms);
+  timespec a{}, b{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+  std::this_thread::sleep_for(2s);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+  double cpu_ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+  std::printf("%d idle connections: %.3f ms CPU in 2 s\n", conns, cpu_ms);
+  EXPECT_LE(cpu_ms, 2.0);
+  ::close(down[1]);  // the child exits; the echo coroutines see EOF and end
+  ::close(up[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+}
+
+TEST(Io, ErrorsAreValuesNamingTheOperation) {
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  // A refused connection: nobody listens on this port.
+  auto probe = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(probe);
+  io::Address a = probe->local_address();
+  probe->close();
+  auto c = parkway::sync_wait(rt, io::Socket::connect(a));
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error(), std::errc::connection_refused);
+  EXPECT_STREQ(c.error().op(), "connect");
+  EXPECT_THROW(c.value(), io::IoError);
+  // EOF is a zero-byte recv; EBADF is a value too.
+  Pair p;
+  ::close(p.b);
+  p.b = -1;
+  auto r = parkway::sync_wait(rt, recv_once(p.a, {}));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, 0u);
+  auto bad = parkway::sync_wait(rt, recv_once(1 << 20, {}));
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error(), std::errc::bad_file_descriptor);
+}
+
+TEST(Io, FilesReadWriteAndStat) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  char path[] = "/tmp/parkway-io-XXXXXX";
+  int tmp = mkstemp(path);
+  ASSERT_GE(tmp, 0);
+  ::close(tmp);
+  auto body = [](const char* path) -> Task<std::string> {
+    auto f = co_await io::File::open(path, O_RDWR | O_TRUNC);
+    if (!f) co_return "open: " + f.error().message();
+    const char text[] = "parkway reads and writes files through its rings";
+    auto w = co_await f->write_at({reinterpret_cast<const std::byte*>(text), sizeof text - 1}, 100);
+    if (!w || *w != sizeof text - 1) co_return "write failed";
+    auto st = co_await f->stat();
+    if (!st || st->size != 100 + sizeof text - 1) co_return "stat: wrong size";
+    std::vector<std::byte> buf(sizeof text - 1);
+    auto r = co_await f->read_at(buf, 100);
+    if (!r || std::memcmp(buf.data(), text, *r) != 0) co_return "read mismatch";
+    auto missing = co_await io::File::open("/nonexistent/parkway");
+    if (missing || missing.error() != std::errc::no_such_file_or_directory) co_return "open of a missing file";
+    co_return "ok";
+  };
+  EXPECT_EQ(parkway::sync_wait(rt, body(path)), "ok");
+  ::unlink(path);
+}
+
+TEST(Io, OptionsOfTheRingAreValidated) {
+  EXPECT_THROW(parkway::Runtime(parkway::Options{.workers = 1, .io_sq_entries = 0}), std::invalid_argument);
+  EXPECT_THROW(parkway::Runtime(parkway::Options{.workers = 1, .io_sq_entries = 64, .io_cq_entries = 32}),
+               std::invalid_argument);
+  // A small SQ: many operations at once are flushed and retried.
+  parkway::Runtime rt(parkway::Options{.workers = 1, .io_sq_entries = 4});
+  std::vector<Pair> pairs(64);
+  std::atomic<int> cancelled{0};
+  auto t = [](std::vector<Pair>* pairs) -> Task<long> {
+    std::vector<parkway::Spawned<io::Result<std::size_t>>> rs;
+    for (auto& p : *pairs) rs.push_back(parkway::spawn(recv_once(p.a, {.timeout = 20ms})));
+    long timed_out = 0;
+    for (auto& r : rs) {
+      auto x = co_await std::move(r);
+      timed_out += !x && x.error() == std::errc::timed_out;
+    }
+    co_return timed_out;
+  };
+  EXPECT_EQ(parkway::sync_wait(rt, t(&pairs)), 64);
+  (void)cancelled;
+}
+
+namespace {
+Task<io::Result<io::Socket>> take_one(io::AcceptStream* st) { co_return co_await st->next(); }
+}  // namespace
+
+// Closing a Listener cancels its armed multishot accept: the waiting
+// taker resumes with ECANCELED, and no connection is accepted after.
+TEST(Io, ClosingAListenerCancelsItsAcceptStream) {
+  pwtest::Watchdog wd("Io.ClosingAListenerCancelsItsAcceptStream", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l);
+  io::AcceptStream st = l->stream();
+  auto f = parkway::spawn(take_one(&st), rt);
+  ASSERT_TRUE(eventually([&] { return rt.stats().total.io_ops >= 1; }));
+  std::this_thread::sleep_for(5ms);
+  l->close();
+  auto r = f.get();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::operation_canceled);
+}

@@ -1,0 +1,199 @@
+// accept_stream.cpp -- a multishot accept: one armed operation, many
+// connections (docs/design/io.md, "The accept stream").
+//
+// The queue is shared by the ring that reaps the accept's CQEs and the
+// coroutine that takes connections (which may run on any worker), so its
+// state is under a small lock. The accept is armed on the ring of the
+// worker that first waits with nothing queued, and re-armed the same way
+// whenever it ended: a CQE without IORING_CQE_F_MORE (an error such as
+// EMFILE, a CQ overflow, a cancel). References: the stream's, and the
+// armed accept's (dropped by its last CQE).
+#include <unistd.h>
+
+#include <cerrno>
+#include <deque>
+#include <stdexcept>
+#include <utility>
+
+#include "io/op_state.hpp"
+#include "io/ring.hpp"
+#include "runtime_impl.hpp"
+#include "worker.hpp"
+
+namespace parkway::io::detail {
+
+using ::parkway::detail::Worker;
+
+struct AcceptQueue {
+  int listen_fd = -1;
+  std::atomic<std::uint32_t> refs{1};
+  OpScope* scope = nullptr;  // the Listener's: closing it cancels the accept
+  std::atomic<bool> lock_{false};
+  // under the lock:
+  std::deque<int> ready;  // accepted descriptors, or -errno
+  std::coroutine_handle<> waiter;  // a taker waiting for a connection
+  std::coroutine_handle<> resuming;  // the taker its queued continuation resumes
+  bool armed = false;
+  bool closed = false;
+  IoRing* ring = nullptr;  // where the accept is armed
+  struct Continuation : ::parkway::detail::Task {
+    AcceptQueue* q;
+  } cont;
+  CancelRequest cancel;
+
+  void lock() noexcept {
+    while (lock_.exchange(true, std::memory_order_acquire))
+      while (lock_.load(std::memory_order_relaxed)) ::parkway::detail::cpu_relax();
+  }
+  void unlock() noexcept { lock_.store(false, std::memory_order_release); }
+  void unref() noexcept {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    for (int fd : ready)
+      if (fd >= 0) ::close(fd);
+    release_scope(scope);
+    delete this;
+  }
+  std::uint64_t user_data() const noexcept { return reinterpret_cast<std::uint64_t>(this) | kTagAccept; }
+};
+
+namespace {
+bool resume_taker(::parkway::detail::Task* t) noexcept {
+  AcceptQueue* q = static_cast<AcceptQueue::Continuation*>(t)->q;
+  q->resuming.resume();  // set under the lock before the push; the taker's next wait comes after this
+  return true;
+}
+// The request is done (its ASYNC_CANCEL completed): it may be posted again,
+// for a later arm of the accept.
+void release_cancel(CancelRequest* r) noexcept {
+  r->posted.store(false, std::memory_order_release);
+  static_cast<AcceptQueue*>(r->obj)->unref();
+}
+void retain_for_cancel(CancelRequest* r) noexcept {
+  static_cast<AcceptQueue*>(r->obj)->refs.fetch_add(1, std::memory_order_relaxed);
+}
+// The Listener's scope names the armed accept, so that closing the
+// listener cancels it (cancel_scope). Lock order: the queue's, then the scope's.
+void publish_in_scope(AcceptQueue* q, bool armed) noexcept {
+  q->scope->lock();
+  q->scope->stream = armed ? &q->cancel : nullptr;
+  q->scope->unlock();
+}
+}  // namespace
+
+void accept_cqe(void* queue, int res, std::uint32_t flags, IoRing& ring) noexcept {
+  auto* q = static_cast<AcceptQueue*>(queue);
+  const bool ended = (flags & IORING_CQE_F_MORE) == 0;
+  q->lock();
+  if (q->closed) {
+    if (res >= 0) ::close(res);
+  } else if (!(ended && res == -ECANCELED && !q->waiter)) {
+    q->ready.push_back(res);  // a connection, or an error the taker sees
+  }
+  if (ended) {
+    q->armed = false;
+    publish_in_scope(q, false);
+    ring.multishot_ended();
+  }
+  const bool resume = q->waiter && !q->ready.empty();
+  if (resume) q->resuming = std::exchange(q->waiter, {});
+  q->unlock();
+  if (resume) ring.push(&q->cont);
+  if (ended) q->unref();  // the armed accept's reference
+}
+
+}  // namespace parkway::io::detail
+
+namespace parkway::io {
+
+using detail::AcceptQueue;
+
+AcceptStream Listener::stream() {
+  checked("stream");
+  auto* q = new AcceptQueue();
+  q->listen_fd = fd_;
+  q->scope = scope_;
+  q->scope->refs.fetch_add(1, std::memory_order_relaxed);
+  q->cont.invoke = &detail::resume_taker;
+  q->cont.q = q;
+  q->cancel.release = &detail::release_cancel;
+  q->cancel.retain = &detail::retain_for_cancel;
+  q->cancel.obj = q;
+  q->cancel.target = q->user_data();
+  return AcceptStream(q);
+}
+
+AcceptStream::~AcceptStream() {
+  if (!q_) return;
+  q_->lock();
+  q_->closed = true;
+  for (int fd : q_->ready)
+    if (fd >= 0) ::close(fd);
+  q_->ready.clear();
+  if (q_->armed) {
+    detail::publish_in_scope(q_, false);
+    detail::post_once(&q_->cancel);
+  }
+  q_->unlock();
+  q_->unref();
+}
+
+AcceptStream::Next AcceptStream::next() {
+  if (!q_) throw std::logic_error("parkway::io::AcceptStream::next: the stream was moved from");
+  return Next{q_};
+}
+
+bool AcceptStream::Next::await_ready() noexcept {
+  q->lock();
+  const bool ready = !q->ready.empty();
+  q->unlock();
+  return ready;
+}
+
+bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
+  ::parkway::detail::Worker* w = ::parkway::detail::Worker::current();
+  if (!w || w->runtime().forked())
+    throw std::logic_error("parkway::io::AcceptStream::next: not on a parkway worker");
+  detail::IoRing& ring = w->io_ring();
+  q->lock();
+  if (!q->ready.empty()) {
+    q->unlock();
+    return false;
+  }
+  if (q->waiter) {
+    q->unlock();
+    throw std::logic_error("parkway::io::AcceptStream::next: another coroutine is already waiting on this stream");
+  }
+  if (detail::scope_cancelled(q->scope)) {  // the listener was closed
+    q->ready.push_back(-ECANCELED);
+    q->unlock();
+    return false;
+  }
+  q->waiter = h;
+  if (!q->armed) {
+    int rc = ring.submit_multishot_accept(q->listen_fd, q->user_data());
+    if (rc < 0) {
+      q->waiter = {};
+      q->ready.push_back(rc);
+      q->unlock();
+      return false;
+    }
+    q->armed = true;
+    q->ring = &ring;
+    q->cancel.ring = &ring;
+    q->refs.fetch_add(1, std::memory_order_relaxed);  // the armed accept's
+    detail::publish_in_scope(q, true);
+  }
+  q->unlock();
+  return true;
+}
+
+Result<Socket> AcceptStream::Next::await_resume() noexcept {
+  q->lock();
+  int fd = q->ready.front();
+  q->ready.pop_front();
+  q->unlock();
+  if (fd < 0) return Error(-fd, "accept");
+  return Socket(fd);
+}
+
+}  // namespace parkway::io

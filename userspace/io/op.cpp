@@ -1,0 +1,185 @@
+// op.cpp -- an operation's life: start on the caller's ring, resume from
+// the reaper, cancel from anywhere, abandon when the coroutine dies
+// (op_state.hpp has the ownership rules; docs/design/io.md the why).
+#include <cerrno>
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "io/op_state.hpp"
+#include "io/ring.hpp"
+#include "runtime_impl.hpp"
+#include "worker.hpp"
+
+namespace parkway::io::detail {
+
+using ::parkway::detail::Worker;
+
+namespace {
+
+// The continuation the reaper queues: resume the awaiting coroutine,
+// unless it was destroyed meanwhile (then drop the awaiter's reference).
+bool resume_continuation(::parkway::detail::Task* t) noexcept {
+  OpState* st = static_cast<OpState::Continuation*>(t)->st;
+  if (st->phase.exchange(kResumed, std::memory_order_acq_rel) == kOrphaned) {
+    unref(st);
+    return true;
+  }
+  st->waiter.resume();  // may free st (the co_await ends): touch nothing after
+  return true;
+}
+
+void release_cancel(CancelRequest* r) noexcept { unref(static_cast<OpState*>(r->obj)); }
+void retain_for_cancel(CancelRequest* r) noexcept {
+  static_cast<OpState*>(r->obj)->refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+OpState* new_op_state() {
+  void* mem = ::parkway::detail::allocate_task(sizeof(OpState));
+  auto* st = ::new (mem) OpState();
+  st->cont.invoke = &resume_continuation;
+  st->cont.st = st;
+  st->cancel.release = &release_cancel;
+  st->cancel.retain = &retain_for_cancel;
+  st->cancel.obj = st;
+  st->cancel.target = reinterpret_cast<std::uint64_t>(st) | kTagOp;
+  st->kernel_done.add(1);
+  return st;
+}
+
+void unref(OpState* st) noexcept {
+  if (st->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  st->~OpState();
+  ::parkway::detail::free_task(st, sizeof(OpState));
+}
+
+void post_once(CancelRequest* req) noexcept {
+  if (req->posted.exchange(true, std::memory_order_acq_rel)) return;  // once
+  req->retain(req);  // the request's reference, dropped by its release
+  req->ring->post_cancel(req);
+}
+
+void cancel_op(OpState* st) noexcept { post_once(&st->cancel); }
+
+// ---- scopes -----------------------------------------------------------------
+
+void OpScope::lock() noexcept {
+  while (lock_.exchange(true, std::memory_order_acquire))
+    while (lock_.load(std::memory_order_relaxed)) ::parkway::detail::cpu_relax();
+}
+
+OpScope* new_scope() { return new OpScope(); }
+
+void release_scope(OpScope* s) noexcept {
+  if (s && s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete s;
+}
+
+void cancel_scope(OpScope* s) noexcept {
+  s->lock();
+  s->cancelled.store(true, std::memory_order_relaxed);
+  for (OpState* st = s->head; st;) {
+    const int slot = st->links[0].scope == s ? 0 : 1;
+    OpState* next = st->links[slot].next;
+    cancel_op(st);
+    st = next;
+  }
+  if (s->stream) post_once(s->stream);
+  s->unlock();
+}
+
+bool scope_cancelled(const OpScope* s) noexcept { return s->cancelled.load(std::memory_order_relaxed); }
+
+bool scope_add(OpScope* s, OpState* st, int slot) noexcept {
+  s->lock();
+  if (s->cancelled.load(std::memory_order_relaxed)) {
+    s->unlock();
+    return false;
+  }
+  s->refs.fetch_add(1, std::memory_order_relaxed);
+  ScopeLink& l = st->links[slot];
+  l.scope = s;
+  l.prev = nullptr;
+  l.next = s->head;
+  if (s->head) s->head->links[s->head->links[0].scope == s ? 0 : 1].prev = st;
+  s->head = st;
+  s->unlock();
+  return true;
+}
+
+void scope_remove(OpState* st, int slot) noexcept {
+  ScopeLink& l = st->links[slot];
+  OpScope* s = l.scope;
+  if (!s) return;
+  s->lock();
+  auto link_of = [s](OpState* x) -> ScopeLink& { return x->links[x->links[0].scope == s ? 0 : 1]; };
+  if (l.prev)
+    link_of(l.prev).next = l.next;
+  else
+    s->head = l.next;
+  if (l.next) link_of(l.next).prev = l.prev;
+  l = ScopeLink{};
+  s->unlock();
+  release_scope(s);
+}
+
+// ---- the awaiter ------------------------------------------------------------
+
+bool OpBase::await_suspend(std::coroutine_handle<> h) {
+  Worker* w = Worker::current();
+  if (!w || w->runtime().forked())
+    throw std::logic_error(std::string("parkway::io::") + args_.name +
+                           ": not on a parkway worker (co_await it in a coroutine that runs on a Runtime: "
+                           "spawn, detach or sync_wait it)");
+  IoRing& ring = w->io_ring();  // the first operation on this worker makes its ring
+  OpState* st = new_op_state();
+  st->waiter = h;
+  st->refs.store(2, std::memory_order_relaxed);  // the kernel's and ours
+  st->ring = &ring;
+  st->cancel.ring = &ring;
+  OpScope* scopes[2] = {owner_scope_, opts_.cancel ? opts_.cancel->scope() : nullptr};
+  int err = 0;
+  for (int i = 0; i < 2 && !err; ++i)
+    if (scopes[i] && !scope_add(scopes[i], st, i)) err = -ECANCELED;  // cancelled (or closed) before it began
+  if (!err) err = ring.submit(st, args_, opts_);
+  if (err) {
+    scope_remove(st, 0);
+    scope_remove(st, 1);
+    res_ = err;
+    // A cancel posted meanwhile holds its own reference; ours and the
+    // kernel's (which never got the operation) go now.
+    unref(st);
+    unref(st);
+    return false;
+  }
+  st_ = st;
+  return true;
+}
+
+void OpBase::collect() noexcept {
+  if (!st_) return;  // completed in await_suspend (res_ set there)
+  res_ = st_->res;
+  cqe_flags_ = st_->cqe_flags;
+  unref(std::exchange(st_, nullptr));
+}
+
+// The coroutine is being destroyed while suspended here (or was resumed
+// but never reached await_resume, which cannot happen).
+void OpBase::finish_or_abandon() noexcept {
+  OpState* st = std::exchange(st_, nullptr);
+  const std::uintptr_t was = st->phase.exchange(kOrphaned, std::memory_order_acq_rel);
+  if (was == kFired) return;  // its continuation is queued: it drops our reference
+  if (was == kWaiting) {
+    // In flight: cancel it, and wait until the kernel is done with it
+    // (it may be writing into a buffer in the dying frame). On a worker
+    // the wait runs other tasks, the ring's reaper among them.
+    cancel_op(st);
+    st->kernel_done.wait();
+  }
+  unref(st);
+}
+
+}  // namespace parkway::io::detail

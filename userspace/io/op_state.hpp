@@ -1,0 +1,132 @@
+// op_state.hpp -- what an I/O operation shares between the coroutine that
+// awaits it, the ring that carries it and whoever cancels it
+// (docs/design/io.md, "An operation's life").
+//
+// An OpState lives on the heap, not in the coroutine frame, so that the
+// kernel's CQEs and a cancel request in flight never point at freed
+// memory. It is freed when its last reference goes:
+//   - the kernel's: one per CQE still to come (the operation, and its
+//     linked timeout if it has one); dropped as a whole when the last
+//     of them is reaped;
+//   - the awaiter's: dropped when the co_await ends (or, if the coroutine
+//     was destroyed after its continuation was queued, by that
+//     continuation);
+//   - a cancel request's, while it is posted or its ASYNC_CANCEL is in
+//     the kernel (so the user_data it names is never reused meanwhile).
+//
+// The awaiter and the reaper agree on who resumes the coroutine through
+// `phase`: kWaiting -> kFired (the reaper queued the continuation) ->
+// kResumed (the continuation ran); kOrphaned when the awaiter was
+// destroyed first (then nobody resumes it).
+#pragma once
+
+#include <linux/time_types.h>
+
+#include <atomic>
+#include <coroutine>
+#include <cstdint>
+
+#include "parkway/io.hpp"
+#include "parkway/task.hpp"
+
+namespace parkway::io::detail {
+
+class IoRing;
+
+// user_data tags (the low 3 bits; every tagged object is 8-aligned).
+enum : std::uint64_t {
+  kTagOp = 0,          // an OpState's operation
+  kTagTimeout = 1,     // its linked timeout
+  kTagCancel = 2,      // a CancelRequest's ASYNC_CANCEL
+  kTagAccept = 3,      // an AcceptQueue's multishot accept
+  kTagRingWait = 4,    // the ring's own wait on the park word (no object)
+  kTagInternal = 5,    // shutdown's cancel-everything (no object)
+  kTagMask = 7,
+};
+
+// A request to cancel an operation on its ring's owner, posted from any
+// thread (IoRing::post_cancel). Embedded in the object it cancels; posted
+// at most once (posted flag). release() runs on the ring's owner when the
+// request is done with.
+struct CancelRequest {
+  CancelRequest* next = nullptr;
+  std::uint64_t target = 0;      // user_data of the operation to cancel
+  void (*release)(CancelRequest*) noexcept = nullptr;
+  void* obj = nullptr;            // the object it is embedded in
+  void (*retain)(CancelRequest*) noexcept = nullptr;  // a reference on obj for the post
+  IoRing* ring = nullptr;         // where the target runs (set by whoever arms it)
+  std::atomic<bool> posted{false};
+};
+
+// Posts req to its ring unless it was posted already (retain first).
+void post_once(CancelRequest* req) noexcept;
+
+// Membership of an operation in a scope (a Descriptor's, a CancelSource's).
+struct ScopeLink {
+  OpScope* scope = nullptr;
+  OpState* prev = nullptr;
+  OpState* next = nullptr;
+};
+
+enum : std::uintptr_t { kWaiting = 0, kFired = 1, kResumed = 2, kOrphaned = 3 };
+
+struct OpState {
+  struct Continuation : ::parkway::detail::Task {
+    OpState* st;
+  } cont;                             // queued on the reaper's deque: resumes `waiter`
+  std::coroutine_handle<> waiter;
+  std::atomic<std::uintptr_t> phase{kWaiting};
+  std::atomic<std::uint32_t> refs{0};
+  IoRing* ring = nullptr;             // the ring the operation was submitted to
+  int res = 0;                        // the operation's CQE result
+  int timeout_res = 0;                // its linked timeout's
+  std::uint32_t cqe_flags = 0;
+  std::uint8_t cqes_left = 0;         // owner of ring only
+  ScopeLink links[2];                 // [0]: the descriptor's scope, [1]: the CancelSource's
+  CancelRequest cancel;
+  __kernel_timespec ts{};             // a linked timeout's or a sleep's
+  ::parkway::detail::CompletionWord kernel_done;  // 1 until every CQE is reaped
+};
+
+OpState* new_op_state();
+void unref(OpState* st) noexcept;
+// Cancels st wherever it runs (posts a CancelRequest to its ring's owner).
+void cancel_op(OpState* st) noexcept;
+
+// The set of operations in flight that one cancel must reach: a
+// Descriptor's (closing it cancels them) or a CancelSource's.
+// Reference-counted: its owner and each operation in it hold one.
+struct OpScope {
+  std::atomic<std::uint32_t> refs{1};
+  std::atomic<bool> cancelled{false};
+  // guards head and every link into this scope
+  std::atomic<bool> lock_{false};
+  OpState* head = nullptr;
+  CancelRequest* stream = nullptr;  // a Listener's armed multishot accept (accept_stream.cpp)
+  void lock() noexcept;
+  void unlock() noexcept { lock_.store(false, std::memory_order_release); }
+};
+
+// Adds st to s through link `slot`; false if s was cancelled (then st is
+// not added: the operation fails with ECANCELED before it starts).
+bool scope_add(OpScope* s, OpState* st, int slot) noexcept;
+void scope_remove(OpState* st, int slot) noexcept;
+
+// What each operation puts in its SQE (ops.cpp); the free functions and
+// the RAII types' methods share them.
+OpArgs recv_args(int fd, std::span<std::byte> buf, int flags);
+OpArgs send_args(int fd, std::span<const std::byte> buf, int flags);
+OpArgs read_args(int fd, std::span<std::byte> buf, std::int64_t offset);
+OpArgs write_args(int fd, std::span<const std::byte> buf, std::int64_t offset);
+OpArgs readv_args(int fd, std::span<const iovec> iov, std::int64_t offset);
+OpArgs writev_args(int fd, std::span<const iovec> iov, std::int64_t offset);
+OpArgs sendmsg_args(int fd, const msghdr& msg, int flags);
+OpArgs recvmsg_args(int fd, msghdr& msg, int flags);
+OpArgs shutdown_args(int fd, int how);
+OpArgs accept_args(int listen_fd);
+OpArgs connect_args(int fd, const Address& a);
+
+// A CQE of an AcceptQueue's multishot accept (accept_stream.cpp).
+void accept_cqe(void* queue, int res, std::uint32_t flags, IoRing& ring) noexcept;
+
+}  // namespace parkway::io::detail

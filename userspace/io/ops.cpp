@@ -1,0 +1,134 @@
+// ops.cpp -- the operations on raw descriptors: what each puts in its SQE.
+#include <liburing.h>
+
+#include <cstring>
+#include <string>
+
+#include "io/op_state.hpp"
+#include "parkway/io.hpp"
+
+namespace parkway::io {
+
+using detail::OpArgs;
+using detail::SizeOp;
+using detail::VoidOp;
+
+namespace {
+std::uint64_t ptr(const void* p) noexcept { return reinterpret_cast<std::uint64_t>(p); }
+// A file offset for read/write: -1 (the current position) as the kernel wants it.
+std::uint64_t offset_of(std::int64_t off) noexcept { return off < 0 ? ~std::uint64_t(0) : std::uint64_t(off); }
+std::uint32_t clamp_len(std::size_t n) noexcept { return n > 0x7ffff000u ? 0x7ffff000u : std::uint32_t(n); }
+}  // namespace
+
+namespace detail {
+
+OpArgs recv_args(int fd, std::span<std::byte> buf, int flags) {
+  return OpArgs{.name = "recv", .opcode = IORING_OP_RECV, .fd = fd, .addr = ptr(buf.data()),
+                       .len = clamp_len(buf.size()), .op_flags = std::uint32_t(flags)};
+}
+
+OpArgs send_args(int fd, std::span<const std::byte> buf, int flags) {
+  return OpArgs{.name = "send", .opcode = IORING_OP_SEND, .fd = fd, .addr = ptr(buf.data()),
+                       .len = clamp_len(buf.size()), .op_flags = std::uint32_t(flags)};
+}
+
+OpArgs read_args(int fd, std::span<std::byte> buf, std::int64_t offset) {
+  return OpArgs{.name = "read", .opcode = IORING_OP_READ, .fd = fd, .addr = ptr(buf.data()),
+                       .len = clamp_len(buf.size()), .off = offset_of(offset)};
+}
+
+OpArgs write_args(int fd, std::span<const std::byte> buf, std::int64_t offset) {
+  return OpArgs{.name = "write", .opcode = IORING_OP_WRITE, .fd = fd, .addr = ptr(buf.data()),
+                       .len = clamp_len(buf.size()), .off = offset_of(offset)};
+}
+
+OpArgs readv_args(int fd, std::span<const iovec> iov, std::int64_t offset) {
+  return OpArgs{.name = "readv", .opcode = IORING_OP_READV, .fd = fd, .addr = ptr(iov.data()),
+                       .len = std::uint32_t(iov.size()), .off = offset_of(offset)};
+}
+
+OpArgs writev_args(int fd, std::span<const iovec> iov, std::int64_t offset) {
+  return OpArgs{.name = "writev", .opcode = IORING_OP_WRITEV, .fd = fd, .addr = ptr(iov.data()),
+                       .len = std::uint32_t(iov.size()), .off = offset_of(offset)};
+}
+
+OpArgs sendmsg_args(int fd, const msghdr& msg, int flags) {
+  return OpArgs{.name = "sendmsg", .opcode = IORING_OP_SENDMSG, .fd = fd, .addr = ptr(&msg), .len = 1,
+                       .op_flags = std::uint32_t(flags)};
+}
+
+OpArgs recvmsg_args(int fd, msghdr& msg, int flags) {
+  return OpArgs{.name = "recvmsg", .opcode = IORING_OP_RECVMSG, .fd = fd, .addr = ptr(&msg), .len = 1,
+                       .op_flags = std::uint32_t(flags)};
+}
+
+OpArgs shutdown_args(int fd, int how) {
+  return OpArgs{.name = "shutdown", .opcode = IORING_OP_SHUTDOWN, .fd = fd, .len = std::uint32_t(how)};
+}
+
+OpArgs accept_args(int listen_fd) {
+  return OpArgs{.name = "accept", .opcode = IORING_OP_ACCEPT, .fd = listen_fd,
+                         .op_flags = SOCK_NONBLOCK | SOCK_CLOEXEC};
+}
+
+// The SQE points at `a` and may wait in the SQ until the next flush: `a`
+// must live until the co_await ends.
+OpArgs connect_args(int fd, const Address& a) {
+  return OpArgs{.name = "connect", .opcode = IORING_OP_CONNECT, .fd = fd, .addr = ptr(a.get()), .off = a.size()};
+}
+
+}  // namespace detail
+
+std::string Error::message() const { return std::string(op_) + ": " + std::strerror(errno_); }
+
+IoError::IoError(const Error& e) : std::system_error(e.code(), e.op()), error_(e) {}
+
+SizeOp recv(int fd, std::span<std::byte> buf, OpOptions o, int flags) { return SizeOp(detail::recv_args(fd, buf, flags), o, nullptr); }
+
+SizeOp send(int fd, std::span<const std::byte> buf, OpOptions o, int flags) { return SizeOp(detail::send_args(fd, buf, flags), o, nullptr); }
+
+SizeOp read(int fd, std::span<std::byte> buf, std::int64_t offset, OpOptions o) { return SizeOp(detail::read_args(fd, buf, offset), o, nullptr); }
+
+SizeOp write(int fd, std::span<const std::byte> buf, std::int64_t offset, OpOptions o) { return SizeOp(detail::write_args(fd, buf, offset), o, nullptr); }
+
+SizeOp readv(int fd, std::span<const iovec> iov, std::int64_t offset, OpOptions o) { return SizeOp(detail::readv_args(fd, iov, offset), o, nullptr); }
+
+SizeOp writev(int fd, std::span<const iovec> iov, std::int64_t offset, OpOptions o) { return SizeOp(detail::writev_args(fd, iov, offset), o, nullptr); }
+
+SizeOp sendmsg(int fd, const msghdr& msg, OpOptions o, int flags) { return SizeOp(detail::sendmsg_args(fd, msg, flags), o, nullptr); }
+
+SizeOp recvmsg(int fd, msghdr& msg, OpOptions o, int flags) { return SizeOp(detail::recvmsg_args(fd, msg, flags), o, nullptr); }
+
+VoidOp shutdown(int fd, int how, OpOptions o) { return VoidOp(detail::shutdown_args(fd, how), o, nullptr); }
+
+VoidOp close(int fd) { return VoidOp(OpArgs{.name = "close", .opcode = IORING_OP_CLOSE, .fd = fd}, {}, nullptr); }
+
+VoidOp connect(int fd, const Address& a, OpOptions o) { return VoidOp(detail::connect_args(fd, a), o, nullptr); }
+
+AcceptOp accept(int listen_fd, OpOptions o) { return AcceptOp(detail::accept_args(listen_fd), o, nullptr); }
+
+Task<Result<std::size_t>> send_all(int fd, std::span<const std::byte> buf, OpOptions o) {
+  std::size_t done = 0;
+  while (done < buf.size()) {
+    Result<std::size_t> n = co_await send(fd, buf.subspan(done), o);
+    if (!n) co_return n.error();
+    done += *n;
+  }
+  co_return done;
+}
+
+SleepOp sleep_for(std::chrono::nanoseconds d, CancelSource* cancel) {
+  std::int64_t ns = d.count() > 0 ? d.count() : 0;
+  return SleepOp(OpArgs{.name = "sleep", .opcode = IORING_OP_TIMEOUT, .off = std::uint64_t(ns)},
+                 OpOptions{.cancel = cancel}, nullptr);
+}
+
+SleepOp sleep_until(std::chrono::steady_clock::time_point t, CancelSource* cancel) {
+  std::int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  if (ns <= 0) ns = 1;
+  return SleepOp(OpArgs{.name = "sleep", .opcode = IORING_OP_TIMEOUT, .off = std::uint64_t(ns),
+                        .op_flags = IORING_TIMEOUT_ABS},
+                 OpOptions{.cancel = cancel}, nullptr);
+}
+
+}  // namespace parkway::io

@@ -1,0 +1,331 @@
+// ring.cpp -- one worker's io_uring ring (see ring.hpp, docs/design/io.md).
+#include "io/ring.hpp"
+
+#include <sys/eventfd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <system_error>
+
+#include "parker.hpp"
+#include "probes.hpp"
+#include "runtime_impl.hpp"
+#include "worker.hpp"
+
+namespace parkway::io::detail {
+
+using ::parkway::detail::ParkWord;
+using ::parkway::detail::Worker;
+
+namespace {
+
+// IORING_OP_FUTEX_WAIT (Linux 6.7). Neither liburing 2.3 nor the 6.1
+// kernel headers know it, so the SQE is filled in by hand.
+constexpr std::uint8_t kOpFutexWait = 51;
+constexpr std::uint32_t kFutex2SizeU32 = 0x02;
+constexpr std::uint32_t kFutex2Private = 128;
+constexpr std::uint64_t kFutexMatchAny = 0xffffffffu;
+
+CancelRequest* const kMailboxClosed = reinterpret_cast<CancelRequest*>(std::uintptr_t(1));
+
+// setup flags, best first: the ring is only ever entered by its worker.
+constexpr unsigned kSetupTries[] = {
+    IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_SUBMIT_ALL,
+    IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_SUBMIT_ALL,
+    0,
+};
+
+void prep_futex_wait(io_uring_sqe* sqe, std::atomic<std::uint32_t>* word, std::uint32_t expected) noexcept {
+  io_uring_prep_rw(kOpFutexWait, sqe, int(kFutex2SizeU32 | kFutex2Private), word, 0, expected);
+  sqe->addr3 = kFutexMatchAny;
+}
+
+}  // namespace
+
+WakeMode process_wake_mode(io_uring* probe_ring) noexcept {
+  static WakeMode mode = [probe_ring] {
+    const char* env = std::getenv("PARKWAY_IO_WAKE");
+    if (env && std::strcmp(env, "eventfd") == 0) return WakeMode::kEventfd;
+    io_uring_probe* p = io_uring_get_probe_ring(probe_ring);
+    bool futex = p && io_uring_opcode_supported(p, kOpFutexWait);
+    if (p) io_uring_free_probe(p);
+    if (env && std::strcmp(env, "futex") == 0 && !futex)
+      std::fprintf(stderr, "parkway: PARKWAY_IO_WAKE=futex, but this kernel has no IORING_OP_FUTEX_WAIT; using eventfd\n");
+    return futex ? WakeMode::kFutexOp : WakeMode::kEventfd;
+  }();
+  return mode;
+}
+
+IoRing::IoRing(Worker& w) : w_(w) {
+  const Options& o = w.runtime().opts;
+  int rc = -EINVAL;
+  for (unsigned flags : kSetupTries) {
+    io_uring_params p{};
+    p.flags = flags | IORING_SETUP_CQSIZE;
+    p.cq_entries = o.io_cq_entries ? o.io_cq_entries : std::min(4 * o.io_sq_entries, 65536u);
+    rc = io_uring_queue_init_params(o.io_sq_entries, &ring_, &p);
+    if (rc == 0) {
+      defer_taskrun_ = (flags & IORING_SETUP_DEFER_TASKRUN) != 0;
+      break;
+    }
+    if (rc != -EINVAL) break;  // not a missing feature: ENOMEM, EPERM, ENOSYS ...
+  }
+  if (rc < 0)
+    throw std::system_error(-rc, std::generic_category(),
+                            "parkway::io: io_uring_queue_init on worker " + std::to_string(w.index()));
+  mode_ = process_wake_mode(&ring_);
+}
+
+IoRing::~IoRing() {
+  // No new cancel requests from here on; release those still posted.
+  CancelRequest* r = mailbox_.exchange(kMailboxClosed, std::memory_order_acq_rel);
+  while (r && r != kMailboxClosed) {
+    CancelRequest* next = r->next;
+    r->release(r);
+    r = next;
+  }
+  // The ring's own wait must be over before the ring goes: cancel it and
+  // reap until its CQE came (PLATFORM: an armed FUTEX_WAIT still counts
+  // toward FUTEX_WAKE's count).
+  if (armed_) {
+    if (io_uring_sqe* sqe = get_sqe()) {
+      io_uring_prep_cancel64(sqe, kTagRingWait, 0);
+      io_uring_sqe_set_data64(sqe, kTagInternal);
+    }
+    for (int i = 0; armed_ && i < 1000; ++i) {
+      enter(true, true);
+      reap();
+    }
+  }
+  if (ops_ != 0)
+    std::fprintf(stderr, "parkway: worker %u closes its io_uring ring with %u operations in flight\n", w_.index(), ops_);
+  io_uring_queue_exit(&ring_);
+}
+
+std::uint32_t IoRing::parked_value() const noexcept {
+  return mode_ == WakeMode::kEventfd ? ::parkway::detail::kParkedRing : ::parkway::detail::kParked;
+}
+
+void IoRing::prepare_park(ParkWord& pw) noexcept {
+  if (mode_ != WakeMode::kEventfd || pw.doorbell.load(std::memory_order_relaxed) >= 0) return;
+  int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (fd < 0) {
+    std::fprintf(stderr, "parkway: eventfd for worker %u's ring wake: %s\n", w_.index(), std::strerror(errno));
+    std::abort();
+  }
+  // Before the kParkedRing announcement [P0] (seq_cst): a waker whose RMW
+  // reads kParkedRing sees it.
+  pw.doorbell.store(fd, std::memory_order_release);
+}
+
+io_uring_sqe* IoRing::get_sqe(unsigned need) noexcept {
+  // A full SQ is flushed to the kernel and the SQE taken again; with a
+  // CQ overflow backlog the kernel refuses new submissions (EBUSY) until
+  // we reap, which poll() does.
+  for (int tries = 0; tries < 64; ++tries) {
+    if (io_uring_sq_space_left(&ring_) >= need) return io_uring_get_sqe(&ring_);
+    int rc = io_uring_submit(&ring_);
+    if (rc == -EBUSY || rc == -EAGAIN || rc == -EINTR) reap();
+  }
+  return nullptr;
+}
+
+int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
+  const bool linked = o.timeout.count() > 0 || o.deadline.time_since_epoch().count() != 0;
+  io_uring_sqe* sqe = get_sqe(linked ? 2 : 1);
+  if (!sqe) return -EBUSY;
+  io_uring_prep_rw(a.opcode, sqe, a.fd, reinterpret_cast<const void*>(a.addr), a.len, a.off);
+  sqe->rw_flags = int(a.op_flags);
+  if (a.addr2) sqe->addr2 = a.addr2;
+  if (a.opcode == IORING_OP_TIMEOUT) {  // a sleep: off holds nanoseconds (absolute with IORING_TIMEOUT_ABS)
+    st->ts.tv_sec = std::int64_t(a.off / 1000000000u);
+    st->ts.tv_nsec = std::int64_t(a.off % 1000000000u);
+    sqe->addr = reinterpret_cast<std::uint64_t>(&st->ts);
+    sqe->len = 1;
+    sqe->off = 0;
+  }
+  io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
+  st->ring = this;
+  st->cqes_left = 1;
+  if (linked) {
+    sqe->flags |= IOSQE_IO_LINK;
+    io_uring_sqe* t = io_uring_get_sqe(&ring_);  // room for two was checked
+    unsigned tflags = 0;
+    std::int64_t ns;
+    if (o.timeout.count() > 0) {
+      ns = o.timeout.count();
+    } else {
+      ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o.deadline.time_since_epoch()).count();
+      tflags = IORING_TIMEOUT_ABS;  // CLOCK_MONOTONIC, which steady_clock reads
+      if (ns <= 0) ns = 1;
+    }
+    st->ts.tv_sec = ns / 1000000000;
+    st->ts.tv_nsec = ns % 1000000000;
+    io_uring_prep_link_timeout(t, &st->ts, tflags);
+    io_uring_sqe_set_data64(t, reinterpret_cast<std::uint64_t>(st) | kTagTimeout);
+    st->cqes_left = 2;
+  }
+  ++ops_;
+  ++submitted_;
+  w_.count_io_op();
+  return 0;
+}
+
+int IoRing::submit_multishot_accept(int fd, std::uint64_t tagged) noexcept {
+  io_uring_sqe* sqe = get_sqe();
+  if (!sqe) return -EBUSY;
+  io_uring_prep_multishot_accept(sqe, fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  io_uring_sqe_set_data64(sqe, tagged);
+  ++ops_;
+  ++submitted_;
+  w_.count_io_op();
+  return 0;
+}
+
+void IoRing::post_cancel(CancelRequest* req) noexcept {
+  CancelRequest* head = mailbox_.load(std::memory_order_relaxed);
+  do {
+    if (head == kMailboxClosed) {  // the worker left: its operations are over
+      req->release(req);
+      return;
+    }
+    req->next = head;
+    // [M1] seq_cst: pairs with the owner's [P0]/[R1] (Dekker, io.md)
+  } while (!mailbox_.compare_exchange_weak(head, req, std::memory_order_seq_cst, std::memory_order_relaxed));
+  if (Worker::current() != &w_) ::parkway::detail::park_word(w_.park_id()).notify();  // [M2]
+}
+
+void IoRing::drain_mailbox() noexcept {
+  if (mailbox_.load(std::memory_order_relaxed) == nullptr) return;
+  CancelRequest* r = mailbox_.exchange(nullptr, std::memory_order_acq_rel);
+  while (r) {
+    CancelRequest* next = r->next;
+    io_uring_sqe* sqe = get_sqe();
+    if (sqe) {
+      io_uring_prep_cancel64(sqe, r->target, 0);
+      io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(r) | kTagCancel);
+    } else {
+      r->release(r);  // cannot happen short of a broken ring; the op completes on its own
+    }
+    r = next;
+  }
+}
+
+void IoRing::cancel_everything() noexcept {
+  if (ops_ == 0 || ops_at_cancel_ == submitted_) return;
+  ops_at_cancel_ = submitted_;
+  if (io_uring_sqe* sqe = get_sqe()) {
+    io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+    io_uring_sqe_set_data64(sqe, kTagInternal);
+  }
+}
+
+void IoRing::enter(bool wait, bool timed) noexcept {
+  int rc;
+  if (!wait) {
+    rc = defer_taskrun_ ? io_uring_submit_and_get_events(&ring_) : io_uring_submit(&ring_);
+  } else if (timed) {
+    __kernel_timespec ts{0, 1000000};
+    io_uring_cqe* cqe;
+    rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+  } else {
+    rc = io_uring_submit_and_wait(&ring_, 1);
+  }
+  (void)rc;  // EINTR, ETIME, EBUSY (overflow backlog): the caller reaps and loops
+  sq_ticks_ = 0;
+}
+
+unsigned IoRing::poll() noexcept {
+  drain_mailbox();
+  if (io_uring_sq_ready(&ring_) != 0 ||
+      (IO_URING_READ_ONCE(*ring_.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0)
+    enter(false, false);
+  return reap();
+}
+
+void IoRing::push(::parkway::detail::Task* t) noexcept {
+  w_.push_ready(t);
+  ++pushed_;
+}
+
+unsigned IoRing::reap() noexcept {
+  unsigned head, seen = 0;
+  io_uring_cqe* cqe;
+  io_uring_for_each_cqe(&ring_, head, cqe) {
+    ++seen;
+    on_cqe(cqe);
+  }
+  if (seen) io_uring_cq_advance(&ring_, seen);
+  const unsigned pushed = pushed_;
+  pushed_ = 0;
+  if (pushed) w_.ready_pushed(pushed);
+  return pushed;
+}
+
+void IoRing::on_cqe(const io_uring_cqe* cqe) noexcept {
+  const std::uint64_t ud = cqe->user_data;
+  const std::uint64_t tag = ud & kTagMask;
+  switch (tag) {
+    case kTagOp:
+    case kTagTimeout: {
+      auto* st = reinterpret_cast<OpState*>(ud & ~kTagMask);
+      if (tag == kTagOp) {
+        st->res = cqe->res;
+        st->cqe_flags = cqe->flags;
+      } else {
+        st->timeout_res = cqe->res;
+      }
+      if (--st->cqes_left == 0) complete(st);
+      return;
+    }
+    case kTagCancel: {
+      auto* r = reinterpret_cast<CancelRequest*>(ud & ~kTagMask);
+      r->release(r);
+      return;
+    }
+    case kTagAccept:
+      accept_cqe(reinterpret_cast<void*>(ud & ~kTagMask), cqe->res, cqe->flags, *this);
+      return;
+    case kTagRingWait:
+      armed_ = false;  // [R4] woken (or EAGAIN: the word had changed); re-armed at the next ring park
+      return;
+    default:
+      return;  // kTagInternal
+  }
+}
+
+void IoRing::complete(OpState* st) noexcept {
+  --ops_;
+  // A linked timeout that fired cancelled the operation: say so.
+  if (st->res == -ECANCELED && st->timeout_res == -ETIME) st->res = -ETIMEDOUT;
+  scope_remove(st, 0);
+  scope_remove(st, 1);
+  const std::uintptr_t was = st->phase.exchange(kFired, std::memory_order_acq_rel);
+  if (was == kWaiting) push(&st->cont);
+  st->kernel_done.done();  // an orphaning awaiter waits for this
+  unref(st);               // the kernel's reference
+}
+
+void IoRing::park(ParkWord& pw, bool timed) noexcept {
+  if (!armed_) {  // [R2]
+    if (io_uring_sqe* sqe = get_sqe()) {
+      if (mode_ == WakeMode::kFutexOp)
+        prep_futex_wait(sqe, &pw.word, ::parkway::detail::kParked);
+      else
+        io_uring_prep_read(sqe, pw.doorbell.load(std::memory_order_relaxed), &doorbell_buf_, sizeof doorbell_buf_, 0);
+      io_uring_sqe_set_data64(sqe, kTagRingWait);
+      armed_ = true;
+    } else {
+      timed = true;  // no SQE for the wait: do not sleep past 1 ms
+    }
+  }
+  w_.count_ring_park();
+  enter(true, timed);  // [R3]; the worker reaps [R4] once it is off the idle list
+}
+
+}  // namespace parkway::io::detail

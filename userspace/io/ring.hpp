@@ -1,0 +1,127 @@
+// ring.hpp -- one worker's io_uring ring: submitting, reaping, cancels
+// from other threads, and parking inside the ring (docs/design/io.md; the
+// in-ring park's model is docs/spec/io_park.pml, step names in brackets).
+//
+// Only the owning worker's thread touches the ring (it is created there,
+// SINGLE_ISSUER | DEFER_TASKRUN where the kernel has them). Other threads
+// reach it through the mailbox: a lock-free list of CancelRequests [M1]
+// followed by a notify() of the owner's ParkWord [M2]; the owner drains
+// it at every scheduling point and rechecks it before it sleeps [R1].
+#pragma once
+
+#include <liburing.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "io/op_state.hpp"
+
+namespace parkway::detail {
+class Worker;
+struct ParkWord;
+}
+
+namespace parkway::io::detail {
+
+// How a wake reaches a worker parked inside its ring.
+enum class WakeMode : std::uint8_t {
+  kFutexOp,  // an IORING_OP_FUTEX_WAIT on the park word (Linux 6.7+)
+  kEventfd,  // a read of the park word's doorbell eventfd, rung by wakers
+};
+
+class IoRing {
+ public:
+  // Creates the ring on the calling thread, which must be w's. Throws
+  // std::system_error naming the worker if io_uring cannot be set up.
+  explicit IoRing(::parkway::detail::Worker& w);
+  // Cancels the ring's own wait, drains the mailbox and closes the ring.
+  // Operations of users must be over (the worker leaves only then).
+  ~IoRing();
+  IoRing(const IoRing&) = delete;
+  IoRing& operator=(const IoRing&) = delete;
+
+  // Queues st's operation (and its linked timeout) as SQEs; they go to the
+  // kernel at the next flush. Returns 0, or -errno if no SQE could be had.
+  int submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept;
+  // Queues a multishot accept whose CQEs carry user_data `tagged`.
+  int submit_multishot_accept(int fd, std::uint64_t tagged) noexcept;
+
+  // Any thread: have the owner submit an ASYNC_CANCEL of req->target.
+  // req->release runs on the owner once that is done (or at once if the
+  // ring is closed). At most one post per request (req->posted).
+  void post_cancel(CancelRequest* req) noexcept;
+
+  // Scheduling points (owner only):
+  // between two tasks: reap if the kernel has completions for us, and
+  // flush queued SQEs once a few tasks have queued them;
+  void between_tasks() noexcept {
+    if (events_waiting()) [[unlikely]]
+      poll();
+    else if (io_uring_sq_ready(&ring_) != 0 && ++sq_ticks_ >= kFlushTicks)
+      poll();
+  }
+  // flush SQEs, run the kernel's deferred completions, reap every CQE
+  // (each finished operation's continuation is pushed on the worker's
+  // deque) and drain the mailbox. Returns how many continuations it pushed.
+  unsigned poll() noexcept;
+  // [R1] Would poll() find something: CQEs, deferred completions or
+  // cancel requests? (SQEs not yet submitted go in with the ring park.)
+  bool events_waiting() const noexcept {
+    return io_uring_cq_ready(&ring_) != 0 ||
+           (IO_URING_READ_ONCE(*ring_.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0 ||
+           mailbox_.load(std::memory_order_seq_cst) != nullptr;
+  }
+  // Operations of users in flight (queued SQEs included).
+  unsigned ops() const noexcept { return ops_; }
+  // Must the worker park inside the ring? Yes while an operation or the
+  // ring's own wait is in flight: a plain futex wait beside an armed ring
+  // wait on the same word could have its wake taken by the ring's.
+  bool must_park_in_ring() const noexcept { return ops_ != 0 || armed_; }
+  WakeMode wake_mode() const noexcept { return mode_; }
+  // The ParkWord value a ring park announces: kParked (futex op) or
+  // kParkedRing (eventfd: wakers ring the doorbell).
+  std::uint32_t parked_value() const noexcept;
+  // Before [P0] of a ring park in eventfd mode: publish the doorbell.
+  void prepare_park(::parkway::detail::ParkWord& pw) noexcept;
+  // [R2] arm the ring's wait if it is not armed, [R3] sleep in
+  // io_uring_enter until a CQE arrives (1 ms at most if timed). Called
+  // after [P0]..[P2] and [R1] found nothing; the worker reaps [R4] (poll)
+  // after it has left the idle list.
+  void park(::parkway::detail::ParkWord& pw, bool timed) noexcept;
+  // Shutdown: cancel every operation in flight (once per batch of new ones).
+  void cancel_everything() noexcept;
+
+  // For the multishot accept's reaper (accept_stream.cpp): queue a
+  // continuation on the worker's deque; the accept ended (no F_MORE).
+  void push(::parkway::detail::Task* t) noexcept;
+  void multishot_ended() noexcept { --ops_; }
+
+ private:
+  static constexpr unsigned kFlushTicks = 4;  // tasks that may queue SQEs before a flush
+  io_uring_sqe* get_sqe(unsigned need = 1) noexcept;
+  unsigned reap() noexcept;
+  void drain_mailbox() noexcept;
+  void complete(OpState* st) noexcept;
+  void on_cqe(const io_uring_cqe* cqe) noexcept;
+  void enter(bool wait, bool timed) noexcept;
+
+  io_uring ring_;
+  ::parkway::detail::Worker& w_;
+  WakeMode mode_;
+  unsigned ops_ = 0;          // user operations in flight (multishot accepts included)
+  bool armed_ = false;        // the ring's wait on the park word is in the kernel
+  bool defer_taskrun_ = false;
+  unsigned sq_ticks_ = 0;     // between_tasks() calls since SQEs were queued
+  unsigned pushed_ = 0;       // continuations pushed by the reap in progress
+  std::uint64_t ops_at_cancel_ = ~std::uint64_t(0);  // submitted_ at the last cancel_everything
+  std::uint64_t submitted_ = 0;
+  std::uint64_t doorbell_buf_ = 0;  // the eventfd read's target
+  std::atomic<CancelRequest*> mailbox_{nullptr};
+};
+
+// The ParkWord state `kParkedRing` (parker.hpp) is rung through the
+// doorbell eventfd; probing and the environment decide the mode once per
+// process: PARKWAY_IO_WAKE=eventfd forces the fallback.
+WakeMode process_wake_mode(io_uring* probe_ring) noexcept;
+
+}  // namespace parkway::io::detail

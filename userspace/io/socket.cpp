@@ -1,0 +1,222 @@
+// socket.cpp -- addresses and the RAII descriptors: Socket, Listener, File.
+// Their operations are the raw ones (ops.cpp) in the descriptor's scope,
+// so that closing it cancels them first.
+#include <arpa/inet.h>
+#include <liburing.h>
+#include <linux/stat.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "io/op_state.hpp"
+#include "parkway/io.hpp"
+
+namespace parkway::io {
+
+using detail::OpArgs;
+using detail::SizeOp;
+using detail::VoidOp;
+
+// ---- Address ----------------------------------------------------------------
+
+std::optional<Address> Address::parse(const char* ip, std::uint16_t port) noexcept {
+  Address a;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(a.get());
+  if (inet_pton(AF_INET, ip, &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    a.len_ = sizeof(sockaddr_in);
+    return a;
+  }
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(a.get());
+  if (inet_pton(AF_INET6, ip, &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    a.len_ = sizeof(sockaddr_in6);
+    return a;
+  }
+  return std::nullopt;
+}
+
+Address Address::loopback(std::uint16_t port) noexcept { return *parse("127.0.0.1", port); }
+
+std::uint16_t Address::port() const noexcept {
+  if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(get())->sin_port);
+  if (family() == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(get())->sin6_port);
+  return 0;
+}
+
+std::string Address::to_string() const {
+  char buf[INET6_ADDRSTRLEN] = "?";
+  if (family() == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(get())->sin_addr, buf, sizeof buf);
+    return std::string(buf) + ":" + std::to_string(port());
+  }
+  if (family() == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(get())->sin6_addr, buf, sizeof buf);
+    return "[" + std::string(buf) + "]:" + std::to_string(port());
+  }
+  return "(no address)";
+}
+
+// ---- Descriptor --------------------------------------------------------------
+
+namespace detail {
+
+Descriptor::Descriptor(int fd) : fd_(fd), scope_(fd >= 0 ? new_scope() : nullptr) {}
+
+Descriptor& Descriptor::operator=(Descriptor&& o) noexcept {
+  if (this != &o) {
+    close();
+    fd_ = std::exchange(o.fd_, -1);
+    scope_ = std::exchange(o.scope_, nullptr);
+  }
+  return *this;
+}
+
+void Descriptor::close() noexcept {
+  if (scope_) {
+    // io_uring operations hold their own reference to the file: close(2)
+    // alone would leave them waiting. Cancel them first; they complete
+    // with ECANCELED on their rings.
+    cancel_scope(scope_);
+    release_scope(std::exchange(scope_, nullptr));
+  }
+  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+}
+
+int Descriptor::release() noexcept {
+  release_scope(std::exchange(scope_, nullptr));
+  return std::exchange(fd_, -1);
+}
+
+int Descriptor::checked(const char* op) const {
+  if (fd_ < 0) throw std::logic_error(std::string("parkway::io::") + op + ": the descriptor is closed");
+  return fd_;
+}
+
+}  // namespace detail
+
+// ---- Socket -------------------------------------------------------------------
+
+Task<Result<Socket>> Socket::connect(Address a, OpOptions o) {
+  int fd = ::socket(a.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) co_return Error(errno, "socket");
+  Socket s(fd);
+  Result<void> r = co_await VoidOp(detail::connect_args(fd, a), o, s.scope());
+  if (!r) co_return r.error();
+  co_return std::move(s);
+}
+
+SizeOp Socket::recv(std::span<std::byte> buf, OpOptions o, int flags) {
+  return SizeOp(detail::recv_args(checked("recv"), buf, flags), o, scope());
+}
+
+SizeOp Socket::send(std::span<const std::byte> buf, OpOptions o, int flags) {
+  return SizeOp(detail::send_args(checked("send"), buf, flags), o, scope());
+}
+
+Task<Result<std::size_t>> Socket::send_all(std::span<const std::byte> buf, OpOptions o) {
+  std::size_t done = 0;
+  while (done < buf.size()) {
+    Result<std::size_t> n = co_await send(buf.subspan(done), o);
+    if (!n) co_return n.error();
+    done += *n;
+  }
+  co_return done;
+}
+
+SizeOp Socket::writev(std::span<const iovec> iov, OpOptions o) {
+  return SizeOp(detail::writev_args(checked("writev"), iov, 0), o, scope());
+}
+
+SizeOp Socket::sendmsg(const msghdr& msg, OpOptions o, int flags) {
+  return SizeOp(detail::sendmsg_args(checked("sendmsg"), msg, flags), o, scope());
+}
+
+VoidOp Socket::shutdown(int how, OpOptions o) {
+  return VoidOp(detail::shutdown_args(checked("shutdown"), how), o, scope());
+}
+
+Result<void> Socket::set_nodelay(bool on) noexcept {
+  int v = on ? 1 : 0;
+  if (fd_ < 0) return Error(EBADF, "setsockopt");
+  if (::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &v, sizeof v) != 0) return Error(errno, "setsockopt");
+  return {};
+}
+
+Address Socket::peer_address() const {
+  Address a;
+  *a.size_ptr() = sizeof(sockaddr_storage);
+  if (::getpeername(checked("peer_address"), a.get(), a.size_ptr()) != 0) *a.size_ptr() = 0;
+  return a;
+}
+
+// ---- Listener -----------------------------------------------------------------
+
+Result<Listener> Listener::bind(const Address& a, ListenOptions lo) {
+  int fd = ::socket(a.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Error(errno, "socket");
+  Listener l(fd);
+  int one = 1;
+  if (lo.reuse_address && ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0)
+    return Error(errno, "setsockopt(SO_REUSEADDR)");
+  if (lo.reuse_port && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+    return Error(errno, "setsockopt(SO_REUSEPORT)");
+  if (::bind(fd, a.get(), a.size()) != 0) return Error(errno, "bind");
+  if (::listen(fd, lo.backlog) != 0) return Error(errno, "listen");
+  return l;
+}
+
+AcceptOp Listener::accept(OpOptions o) { return AcceptOp(detail::accept_args(checked("accept")), o, scope()); }
+
+Address Listener::local_address() const {
+  Address a;
+  *a.size_ptr() = sizeof(sockaddr_storage);
+  if (::getsockname(checked("local_address"), a.get(), a.size_ptr()) != 0) *a.size_ptr() = 0;
+  return a;
+}
+
+// ---- File ---------------------------------------------------------------------
+
+OpenOp File::open(const char* path, int flags, mode_t mode, int dir_fd) {
+  return OpenOp(OpArgs{.name = "open", .opcode = IORING_OP_OPENAT, .fd = dir_fd,
+                       .addr = reinterpret_cast<std::uint64_t>(path), .len = mode,
+                       .op_flags = std::uint32_t(flags | O_CLOEXEC)},
+                {}, nullptr);
+}
+
+SizeOp File::read_at(std::span<std::byte> buf, std::uint64_t offset, OpOptions o) {
+  return SizeOp(detail::read_args(checked("read_at"), buf, std::int64_t(offset)), o, scope());
+}
+
+SizeOp File::write_at(std::span<const std::byte> buf, std::uint64_t offset, OpOptions o) {
+  return SizeOp(detail::write_args(checked("write_at"), buf, std::int64_t(offset)), o, scope());
+}
+
+StatOp File::stat(OpOptions o) { return StatOp(checked("stat"), o, scope()); }
+
+static_assert(sizeof(struct statx) == 256, "StatOp's buffer is a struct statx");
+
+StatOp::StatOp(int fd, OpOptions o, detail::OpScope* scope)
+    : OpBase(OpArgs{.name = "stat", .opcode = IORING_OP_STATX, .fd = fd, .addr = reinterpret_cast<std::uint64_t>(""),
+                    .len = STATX_SIZE | STATX_MTIME | STATX_MODE,
+                    .off = reinterpret_cast<std::uint64_t>(statx_),
+                    .op_flags = AT_EMPTY_PATH},
+             o, scope) {}
+
+Result<FileInfo> StatOp::await_resume() noexcept {
+  collect();
+  if (res() < 0) return error();
+  struct statx sx;
+  std::memcpy(&sx, statx_, sizeof sx);
+  return FileInfo{.size = sx.stx_size, .mtime_sec = sx.stx_mtime.tv_sec, .mode = sx.stx_mode};
+}
+
+}  // namespace parkway::io
