@@ -11,7 +11,7 @@
 #
 # Each area keeps its rules in its own fragment (tests/tests.mk,
 # docs/spec/spec.mk, bpf/bpf.mk, tools/tools.mk, tools/vm/vm.mk,
-# tests/bench/bench.mk); this file holds the library and the shared flags.
+# tests/bench/bench.mk, tools/httpd/httpd_parts.mk); this file holds the library and the shared flags.
 
 PREFIX   ?= /usr/local
 CXX      ?= g++
@@ -115,6 +115,7 @@ TEST_SUITES :=
 -include tools/tools.mk
 -include tools/vm/vm.mk
 -include tests/bench/bench.mk
+-include tools/httpd/httpd_parts.mk
 
 # make test: every suite, each in its own make, then one total line.
 test: deps

@@ -1,0 +1,656 @@
+// http_parser.cpp -- the request-head state machine, the header semantics
+// checked once the head is complete (Host, Content-Length,
+// Transfer-Encoding, Connection, Expect) and the two body decoders.
+//
+// One byte at a time through a small state machine, with tight loops for the
+// long runs (target, field name, field value). Every loop stops at the end of
+// the input or at the limit of the part being read, whichever is first.
+#include "http_parser.hpp"
+
+#include <algorithm>
+#include <array>
+
+namespace httpd {
+namespace {
+
+constexpr std::array<bool, 256> make_token_table() {
+  std::array<bool, 256> t{};
+  for (int c = '0'; c <= '9'; ++c) t[c] = true;
+  for (int c = 'a'; c <= 'z'; ++c) t[c] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) t[c] = true;
+  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}
+constexpr std::array<bool, 256> kToken = make_token_table();
+
+bool is_token(unsigned char c) noexcept { return kToken[c]; }
+bool is_digit(unsigned char c) noexcept { return c >= '0' && c <= '9'; }
+bool is_alpha(unsigned char c) noexcept { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
+bool is_ows(unsigned char c) noexcept { return c == ' ' || c == '\t'; }
+// A byte a field value may hold: VCHAR, obs-text, SP, HTAB.
+bool is_field_byte(unsigned char c) noexcept { return c >= 0x20 ? c != 0x7f : c == '\t'; }
+
+int hex_value(unsigned char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  c |= 0x20;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+std::string_view trim_ows(std::string_view s) noexcept {
+  while (!s.empty() && is_ows(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && is_ows(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// Calls f(element) for each non-empty element of a comma-separated list
+// (RFC 9110 5.6.1), OWS trimmed; stops early when f returns false.
+template <class F>
+void for_each_element(std::string_view list, F&& f) {
+  while (true) {
+    std::size_t comma = list.find(',');
+    std::string_view e = trim_ows(list.substr(0, comma));
+    if (!e.empty() && !f(e)) return;
+    if (comma == std::string_view::npos) return;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+// Host: reg-name, IP-literal or IPv4 with an optional port; no userinfo.
+bool valid_host(std::string_view h) noexcept {
+  for (unsigned char c : h) {
+    if (is_alpha(c) || is_digit(c)) continue;
+    if (std::string_view("-._~!$&'()*+,;=:[]%").find(static_cast<char>(c)) == std::string_view::npos)
+      return false;
+  }
+  return true;
+}
+
+Method classify_method(std::string_view m) noexcept {
+  if (m == "GET") return Method::Get;
+  if (m == "HEAD") return Method::Head;
+  if (m == "POST") return Method::Post;
+  if (m == "PUT") return Method::Put;
+  if (m == "DELETE") return Method::Delete;
+  if (m == "OPTIONS") return Method::Options;
+  return Method::Other;
+}
+
+}  // namespace
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    unsigned char x = static_cast<unsigned char>(a[i]), y = static_cast<unsigned char>(b[i]);
+    if (x == y) continue;
+    if ((x | 0x20) != (y | 0x20) || !is_alpha(x)) return false;
+  }
+  return true;
+}
+
+// ---- RequestParser -------------------------------------------------------
+
+RequestParser::RequestParser(const Limits& limits) : limits_(limits), slots_(limits.max_header_count) {}
+
+void RequestParser::reset() noexcept {
+  data_ = {};
+  state_ = State::Start;
+  pos_ = line_start_ = fields_start_ = 0;
+  name_off_ = name_end_ = value_off_ = value_end_ = 0;
+  vpos_ = major_ = minor_ = 0;
+  header_count_ = 0;
+  result_ = {};
+  method_off_ = method_len_ = target_off_ = target_len_ = 0;
+  path_off_ = path_len_ = authority_off_ = authority_len_ = host_off_ = host_len_ = 0;
+  method_id_ = Method::Other;
+  form_ = TargetForm::Origin;
+  path_is_root_ = false;
+  version_ = 11;
+  keep_alive_ = false;
+  body_ = BodyKind::None;
+  content_length_ = 0;
+  expect_continue_ = false;
+}
+
+ParseResult RequestParser::fail(int status, std::string_view reason) noexcept {
+  state_ = State::Error;
+  result_ = {ParseStatus::Error, 0, status, reason};
+  return result_;
+}
+
+bool RequestParser::reject(int status, std::string_view reason) noexcept {
+  fail(status, reason);
+  return false;
+}
+
+ParseResult RequestParser::limit_error() noexcept {
+  switch (state_) {
+    case State::Start:
+    case State::StartLF:
+      return fail(400, "too many empty lines before the request");
+    case State::Method:
+    case State::Target:
+    case State::Version:
+    case State::RequestLF:
+      return fail(414, "request line too long");
+    default:
+      return fail(431, "header section too large");
+  }
+}
+
+ParseResult RequestParser::parse(std::string_view buffered) {
+  if (buffered.size() < pos_) return fail(500, "buffer shorter than the bytes already parsed");
+  data_ = buffered;
+  if (state_ == State::Done || state_ == State::Error) return result_;
+
+  const auto* p = reinterpret_cast<const unsigned char*>(buffered.data());
+  const std::size_t n = buffered.size();
+  std::size_t i = pos_;
+  for (;;) {
+    // Every state reads within the limit of its part of the head.
+    const bool in_fields = state_ >= State::FieldStart;
+    const std::size_t base = in_fields ? fields_start_ : line_start_;
+    const std::size_t limit = in_fields ? limits_.max_header_bytes : limits_.max_request_line;
+    const std::size_t stop = n - base > limit ? base + limit : n;
+    if (i >= stop) {
+      pos_ = i;
+      if (stop < n) return limit_error();
+      return {};
+    }
+    const unsigned char c = p[i];
+    switch (state_) {
+      case State::Start:  // RFC 9112 2.2: empty lines before the request line
+        if (c == '\r') {
+          state_ = State::StartLF;
+          ++i;
+        } else if (c == '\n') {
+          ++i;
+        } else {
+          line_start_ = method_off_ = i;
+          state_ = State::Method;
+        }
+        break;
+      case State::StartLF:
+        if (c != '\n') return fail(400, "bare CR");
+        state_ = State::Start;
+        ++i;
+        break;
+      case State::Method:
+        while (i < stop && is_token(p[i])) ++i;
+        if (i == stop) break;
+        if (p[i] != ' ' || i == method_off_) return fail(400, "invalid method");
+        method_len_ = i - method_off_;
+        target_off_ = ++i;
+        state_ = State::Target;
+        break;
+      case State::Target:
+        while (i < stop && p[i] > 0x20 && p[i] < 0x7f) ++i;
+        if (i == stop) break;
+        if (p[i] != ' ' || i == target_off_) return fail(400, "invalid request-target");
+        target_len_ = i - target_off_;
+        ++i;
+        vpos_ = 0;
+        state_ = State::Version;
+        break;
+      case State::Version:  // "HTTP/" DIGIT "." DIGIT, then the line end
+        if (vpos_ < 5) {
+          if (c != "HTTP/"[vpos_]) return fail(400, "invalid HTTP version");
+        } else if (vpos_ == 5 || vpos_ == 7) {
+          if (!is_digit(c)) return fail(400, "invalid HTTP version");
+          (vpos_ == 5 ? major_ : minor_) = c - '0';
+        } else if (vpos_ == 6) {
+          if (c != '.') return fail(400, "invalid HTTP version");
+        } else if (c == '\r') {
+          state_ = State::RequestLF;
+          ++i;
+          break;
+        } else if (c == '\n') {
+          ++i;
+          if (!finish_request_line(i)) return result_;
+          break;
+        } else {
+          return fail(400, "invalid HTTP version");
+        }
+        ++vpos_;
+        ++i;
+        break;
+      case State::RequestLF:
+        if (c != '\n') return fail(400, "bare CR");
+        ++i;
+        if (!finish_request_line(i)) return result_;
+        break;
+      case State::FieldStart:
+        if (c == '\r') {
+          state_ = State::EndLF;
+          ++i;
+        } else if (c == '\n') {
+          pos_ = ++i;
+          finish_head();
+          return result_;
+        } else if (is_ows(c)) {
+          return fail(400, "obs-fold or whitespace before a field name");
+        } else if (!is_token(c)) {
+          return fail(400, "invalid field name");
+        } else {
+          name_off_ = i++;
+          state_ = State::Name;
+        }
+        break;
+      case State::EndLF:
+        if (c != '\n') return fail(400, "bare CR");
+        pos_ = ++i;
+        finish_head();
+        return result_;
+      case State::Name:
+        while (i < stop && is_token(p[i])) ++i;
+        if (i == stop) break;
+        if (p[i] != ':') return fail(400, "invalid field name");
+        name_end_ = i++;
+        state_ = State::ValueOWS;
+        break;
+      case State::ValueOWS:
+        if (is_ows(c)) {
+          ++i;
+        } else {
+          value_off_ = value_end_ = i;
+          state_ = State::Value;
+        }
+        break;
+      case State::Value:
+        while (i < stop) {
+          const unsigned char v = p[i];
+          if (v > 0x20 && v != 0x7f) {
+            value_end_ = ++i;
+          } else if (is_ows(v)) {
+            ++i;
+          } else {
+            break;
+          }
+        }
+        if (i == stop) break;
+        if (p[i] == '\r') {
+          state_ = State::ValueLF;
+          ++i;
+        } else if (p[i] == '\n') {
+          ++i;
+          if (!store_field()) return result_;
+        } else {
+          return fail(400, "control character in a field value");
+        }
+        break;
+      case State::ValueLF:
+        if (c != '\n') return fail(400, "bare CR");
+        ++i;
+        if (!store_field()) return result_;
+        break;
+      case State::Done:
+      case State::Error:
+        return result_;
+    }
+  }
+}
+
+bool RequestParser::finish_request_line(std::size_t end) noexcept {
+  if (major_ != 1) {
+    return reject(505, "HTTP version not supported");
+  }
+  // RFC 9110 2.5: a higher minor version of a major version we implement is
+  // handled as the highest minor version we know.
+  version_ = minor_ == 0 ? 10 : 11;
+  method_id_ = classify_method(method());
+
+  const std::string_view t = target();
+  if (t == "*") {
+    if (method_id_ != Method::Options) {
+      return reject(400, "asterisk-form target outside OPTIONS");
+    }
+    form_ = TargetForm::Asterisk;
+    path_off_ = target_off_;
+    path_len_ = 1;
+  } else if (t.front() == '/') {
+    form_ = TargetForm::Origin;
+    path_off_ = target_off_;
+    path_len_ = target_len_;
+  } else {
+    // absolute-form: scheme "://" authority [ path-abempty [ "?" query ] ]
+    std::size_t k = 0;
+    if (!is_alpha(static_cast<unsigned char>(t[0]))) {
+      return reject(400, "invalid request-target");
+    }
+    while (k < t.size() && (is_alpha(static_cast<unsigned char>(t[k])) ||
+                            is_digit(static_cast<unsigned char>(t[k])) || t[k] == '+' ||
+                            t[k] == '-' || t[k] == '.'))
+      ++k;
+    if (t.substr(k, 3) != "://") {
+      return reject(400, "invalid request-target");
+    }
+    k += 3;
+    const std::size_t auth = k;
+    while (k < t.size() && t[k] != '/' && t[k] != '?' && t[k] != '#') ++k;
+    if (k == auth || !valid_host(t.substr(auth, k - auth))) {
+      return reject(400, "invalid authority in request-target");
+    }
+    form_ = TargetForm::Absolute;
+    authority_off_ = target_off_ + auth;
+    authority_len_ = k - auth;
+    if (k < t.size() && t[k] == '/') {
+      path_off_ = target_off_ + k;
+      path_len_ = t.size() - k;
+    } else {
+      path_is_root_ = true;
+    }
+  }
+  fields_start_ = end;
+  state_ = State::FieldStart;
+  return true;
+}
+
+bool RequestParser::store_field() noexcept {
+  if (header_count_ >= slots_.size()) {
+    return reject(431, "too many header fields");
+  }
+  slots_[header_count_++] = {name_off_, name_end_ - name_off_, value_off_, value_end_ - value_off_};
+  state_ = State::FieldStart;
+  return true;
+}
+
+Header RequestParser::header_at(std::size_t i) const noexcept {
+  if (i >= header_count_) return {};
+  const Slot& s = slots_[i];
+  return {view(s.name_off, s.name_len), view(s.value_off, s.value_len)};
+}
+
+std::optional<std::string_view> RequestParser::header(std::string_view name) const noexcept {
+  for (std::size_t i = 0; i < header_count_; ++i) {
+    const Slot& s = slots_[i];
+    if (s.name_len == name.size() && iequals(view(s.name_off, s.name_len), name))
+      return view(s.value_off, s.value_len);
+  }
+  return std::nullopt;
+}
+
+std::string_view RequestParser::path() const noexcept {
+  if (path_is_root_) return "/";
+  return view(path_off_, path_len_);
+}
+
+std::string_view RequestParser::host() const noexcept {
+  if (form_ == TargetForm::Absolute) return view(authority_off_, authority_len_);
+  return view(host_off_, host_len_);
+}
+
+// The header semantics, once every field is in.
+bool RequestParser::finish_head() noexcept {
+  std::size_t hosts = 0;
+  bool have_length = false, length_bad = false;
+  std::uint64_t length = 0;
+  bool have_te = false, te_chunked = false, te_chunked_last = false, te_twice = false,
+       te_unknown = false;
+  bool conn_close = false, conn_keep_alive = false;
+
+  for (std::size_t h = 0; h < header_count_; ++h) {
+    const Header f = header_at(h);
+    switch (f.name.size()) {
+      case 4:
+        if (iequals(f.name, "host")) {
+          if (hosts++ == 0) {
+            host_off_ = slots_[h].value_off;
+            host_len_ = slots_[h].value_len;
+          }
+        }
+        break;
+      case 6:
+        if (iequals(f.name, "expect")) {
+          for_each_element(f.value, [&](std::string_view e) {
+            if (iequals(e, "100-continue")) expect_continue_ = true;
+            return true;
+          });
+        }
+        break;
+      case 10:
+        if (iequals(f.name, "connection")) {
+          for_each_element(f.value, [&](std::string_view e) {
+            if (iequals(e, "close")) conn_close = true;
+            else if (iequals(e, "keep-alive")) conn_keep_alive = true;
+            return true;
+          });
+        }
+        break;
+      case 14:
+        if (iequals(f.name, "content-length")) {
+          // Digits only; a list or repeated field of one same value is that
+          // value (RFC 9110 8.6), differing values are an error.
+          bool any = false;
+          for_each_element(f.value, [&](std::string_view e) {
+            any = true;
+            std::uint64_t v = 0;
+            for (unsigned char c : e) {
+              if (!is_digit(c) || v > (UINT64_MAX - (c - '0')) / 10) {
+                length_bad = true;
+                return false;
+              }
+              v = v * 10 + (c - '0');
+            }
+            if (have_length && v != length) length_bad = true;
+            have_length = true;
+            length = v;
+            return !length_bad;
+          });
+          if (!any) length_bad = true;
+          have_length = true;
+        }
+        break;
+      case 17:
+        if (iequals(f.name, "transfer-encoding")) {
+          have_te = true;
+          for_each_element(f.value, [&](std::string_view e) {
+            if (iequals(e, "chunked")) {
+              if (te_chunked) te_twice = true;
+              te_chunked = te_chunked_last = true;
+            } else {
+              te_unknown = true;
+              te_chunked_last = false;
+            }
+            return true;
+          });
+        }
+        break;
+      default:
+        break;
+    }
+  }
+
+  if (hosts > 1) return reject(400, "more than one Host field");
+  if (hosts == 0 && version_ == 11) return reject(400, "HTTP/1.1 request without Host");
+  if (hosts == 1 && !valid_host(view(host_off_, host_len_)))
+    return reject(400, "invalid Host field");
+
+  if (have_te) {
+    // RFC 9112 6.1 and 6.3: both framings, or chunked not last, cannot be
+    // trusted; an HTTP/1.0 message with Transfer-Encoding is faulty.
+    if (have_length) return reject(400, "both Content-Length and Transfer-Encoding");
+    if (version_ == 10) return reject(400, "Transfer-Encoding in an HTTP/1.0 request");
+    if (!te_chunked && !te_unknown) return reject(400, "empty Transfer-Encoding");
+    if (te_twice || (te_chunked && !te_chunked_last))
+      return reject(400, "chunked is not the final transfer coding");
+    if (te_unknown) return reject(501, "transfer coding not implemented");
+    body_ = BodyKind::Chunked;
+  } else if (have_length) {
+    if (length_bad) return reject(400, "invalid Content-Length");
+    if (length > limits_.max_body) return reject(413, "request body too large");
+    content_length_ = length;
+    body_ = length ? BodyKind::Length : BodyKind::None;
+  }
+
+  if (version_ == 10) expect_continue_ = false;  // RFC 9110 10.1.1
+  keep_alive_ = version_ == 11 ? !conn_close : (conn_keep_alive && !conn_close);
+  state_ = State::Done;
+  result_ = {ParseStatus::Done, pos_, 0, {}};
+  return true;
+}
+
+// ---- bodies --------------------------------------------------------------
+
+BodyStep ContentLengthBody::step(std::string_view in) noexcept {
+  if (remaining_ == 0) return {BodyStatus::Done, 0, {}, 0, {}};
+  if (in.empty()) return {};
+  const std::size_t k = static_cast<std::size_t>(std::min<std::uint64_t>(remaining_, in.size()));
+  remaining_ -= k;
+  return {BodyStatus::Data, k, in.substr(0, k), 0, {}};
+}
+
+void ChunkedBody::reset() noexcept {
+  state_ = State::Size;
+  size_ = total_ = 0;
+  line_bytes_ = trailer_bytes_ = 0;
+  error_ = {};
+}
+
+BodyStep ChunkedBody::fail(int status, std::string_view reason, std::size_t at) noexcept {
+  state_ = State::Error;
+  error_ = {BodyStatus::Error, 0, {}, status, reason};
+  BodyStep s = error_;
+  s.consumed = at;
+  return s;
+}
+
+// The chunk-size line is over: data follows, or the trailer section.
+void ChunkedBody::end_size_line() noexcept {
+  line_bytes_ = 0;
+  state_ = size_ == 0 ? State::TrailerStart : State::Data;
+}
+
+BodyStep ChunkedBody::step(std::string_view in) noexcept {
+  const auto* p = reinterpret_cast<const unsigned char*>(in.data());
+  const std::size_t n = in.size();
+  std::size_t i = 0;
+  while (i < n) {
+    const unsigned char c = p[i];
+    // Chunk-size lines (with their extensions) and trailer lines are bounded.
+    if (state_ <= State::SizeLF && ++line_bytes_ > limits_.max_request_line)
+      return fail(400, "chunk-size line too long", i);
+    if (state_ >= State::TrailerStart && state_ <= State::TrailerLF &&
+        ++trailer_bytes_ > limits_.max_header_bytes)
+      return fail(431, "trailer section too large", i);
+    switch (state_) {
+      case State::Size:
+      case State::SizeMore: {
+        const int d = hex_value(c);
+        if (d >= 0) {
+          if (size_ > (UINT64_MAX >> 4)) return fail(400, "chunk size overflows", i);
+          size_ = size_ << 4 | static_cast<unsigned>(d);
+          if (size_ > limits_.max_body - total_) return fail(413, "request body too large", i);
+          state_ = State::SizeMore;
+          ++i;
+          break;
+        }
+        if (state_ == State::Size) return fail(400, "invalid chunk size", i);
+        if (is_ows(c)) {
+          state_ = State::SizeBWS;
+        } else if (c == ';') {
+          state_ = State::Ext;
+        } else if (c == '\r') {
+          state_ = State::SizeLF;
+        } else if (c == '\n') {
+          end_size_line();
+        } else {
+          return fail(400, "invalid chunk size", i);
+        }
+        ++i;
+        break;
+      }
+      case State::SizeBWS:
+        if (c == ';') {
+          state_ = State::Ext;
+        } else if (c == '\r') {
+          state_ = State::SizeLF;
+        } else if (c == '\n') {
+          end_size_line();
+        } else if (!is_ows(c)) {
+          return fail(400, "invalid chunk size", i);
+        }
+        ++i;
+        break;
+      case State::Ext:  // chunk extensions: read and ignored
+        if (c == '\r') {
+          state_ = State::SizeLF;
+        } else if (c == '\n') {
+          end_size_line();
+        } else if (!is_field_byte(c)) {
+          return fail(400, "control character in a chunk extension", i);
+        }
+        ++i;
+        break;
+      case State::SizeLF:
+        if (c != '\n') return fail(400, "bare CR", i);
+        end_size_line();
+        ++i;
+        break;
+      case State::Data: {
+        const std::size_t k = static_cast<std::size_t>(std::min<std::uint64_t>(size_, n - i));
+        size_ -= k;
+        total_ += k;
+        if (size_ == 0) state_ = State::DataEnd;
+        return {BodyStatus::Data, i + k, in.substr(i, k), 0, {}};
+      }
+      case State::DataEnd:
+        if (c == '\r') {
+          state_ = State::DataLF;
+        } else if (c == '\n') {
+          state_ = State::Size;
+        } else {
+          return fail(400, "chunk data longer than its size", i);
+        }
+        ++i;
+        break;
+      case State::DataLF:
+        if (c != '\n') return fail(400, "bare CR", i);
+        state_ = State::Size;
+        ++i;
+        break;
+      case State::TrailerStart:
+        if (c == '\r') {
+          state_ = State::TrailerEndLF;
+        } else if (c == '\n') {
+          state_ = State::Done;
+          return {BodyStatus::Done, i + 1, {}, 0, {}};
+        } else if (is_ows(c)) {
+          return fail(400, "obs-fold in the trailer section", i);
+        } else if (!is_token(c)) {
+          return fail(400, "invalid trailer field", i);
+        } else {
+          state_ = State::Trailer;
+        }
+        ++i;
+        break;
+      case State::TrailerEndLF:
+        if (c != '\n') return fail(400, "bare CR", i);
+        state_ = State::Done;
+        return {BodyStatus::Done, i + 1, {}, 0, {}};
+      case State::Trailer:  // skipped, but no bare CR or control bytes
+        if (c == '\r') {
+          state_ = State::TrailerLF;
+        } else if (c == '\n') {
+          state_ = State::TrailerStart;
+        } else if (!is_field_byte(c)) {
+          return fail(400, "control character in a trailer field", i);
+        }
+        ++i;
+        break;
+      case State::TrailerLF:
+        if (c != '\n') return fail(400, "bare CR", i);
+        state_ = State::TrailerStart;
+        ++i;
+        break;
+      case State::Done:
+        return {BodyStatus::Done, 0, {}, 0, {}};
+      case State::Error:
+        return error_;
+    }
+  }
+  if (state_ == State::Done) return {BodyStatus::Done, 0, {}, 0, {}};
+  if (state_ == State::Error) return error_;
+  return {BodyStatus::NeedMore, i, {}, 0, {}};
+}
+
+}  // namespace httpd
