@@ -311,21 +311,29 @@ struct Bare {
   struct promise_type {
     Bare get_return_object() { return Bare{std::coroutine_handle<promise_type>::from_promise(*this)}; }
     std::suspend_always initial_suspend() noexcept { return {}; }
-    std::suspend_always final_suspend() noexcept { return {}; }
+    // Marks the frame finished once it is suspended for good: a thread
+    // that saw `finished` may destroy it.
+    struct Final {
+      bool await_ready() noexcept { return false; }
+      void await_suspend(std::coroutine_handle<promise_type> h) noexcept {
+        h.promise().finished.store(true, std::memory_order_release);
+      }
+      void await_resume() noexcept {}
+    };
+    Final final_suspend() noexcept { return {}; }
     void return_void() {}
     void unhandled_exception() { error = std::current_exception(); }
     std::exception_ptr error;
+    std::atomic<bool> finished{false};
   };
   std::coroutine_handle<promise_type> h;
 };
 struct Outcome {
-  std::atomic<int> done{0};
   io::Result<std::size_t> r = io::Error();
 };
 Bare recv_into(int fd, io::CancelSource* cs, Outcome* out) {
   std::byte b[16];
   out->r = co_await io::recv(fd, b, {.cancel = cs});
-  out->done.store(1);
 }
 }  // namespace
 
@@ -362,7 +370,7 @@ TEST(Io, CancelFromAnotherWorker) {
     });
     f1.get();
     f2.get();
-    ASSERT_TRUE(eventually([&] { return out.done.load() == 1; }));
+    ASSERT_TRUE(eventually([&] { return b.h.promise().finished.load(std::memory_order_acquire); }));
     EXPECT_NE(op_worker.load(), cancel_worker.load());
     ASSERT_FALSE(out.r);
     EXPECT_EQ(out.r.error(), std::errc::operation_canceled);

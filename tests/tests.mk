@@ -108,7 +108,7 @@ TEST_SUITES += test-install
 test-chaos:
 	@$(MAKE) --no-print-directory BUILD=build/chaos OPT="-O2 -g -DPARKWAY_CHAOS" test-unit-build
 	@bash tests/run-gtest.sh build/chaos/tests/parkway_tests \
-	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:Deque.*:Stack.*:Fork.*'
+	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:Deque.*:Stack.*:Fork.*:Io.*'
 
 TEST_SUITES += test-chaos
 
