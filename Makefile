@@ -23,7 +23,7 @@ CXXSTD    := -std=c++20
 OPT       ?= -O2 -g
 CPPFLAGS  += -Iinclude -Iuserspace -D_GNU_SOURCE
 CXXFLAGS  += $(CXXSTD) $(OPT) $(WARN) -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -pthread
-LDLIBS    += -pthread
+LDLIBS    += -pthread -luring
 
 # clang warns about unknown warning options; keep one flag set for both.
 ifneq (,$(findstring clang,$(CXX)))

@@ -63,7 +63,8 @@ else
   bad "consumer does not build:"; sed 's/^/  /' "$work/cc.log"
 fi
 if g++ -O1 -o "$work/consumer-static" tests/install/consumer.cpp $(pkg-config --cflags parkway) \
-     "$prefix/lib/libparkway.a" $(pkg-config --libs-only-other parkway) 2>"$work/cc-static.log"; then
+     "$prefix/lib/libparkway.a" $(pkg-config --libs-only-other parkway) \
+     $(pkg-config --static --libs-only-l parkway | sed "s/-lparkway//") 2>"$work/cc-static.log"; then
   out=$("$work/consumer-static" 2>&1)
   rc=$?
   if [ "$rc" -eq 0 ] && ! ldd "$work/consumer-static" | grep -q libparkway; then ok "consumer linked to libparkway.a runs: $out"; else bad "consumer (static) failed: $out"; fi
