@@ -718,3 +718,22 @@ TEST(Io, ClosingAListenerCancelsItsAcceptStream) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), std::errc::operation_canceled);
 }
+
+// Shutdown also reaches I/O that a worker waits for inside a task (a
+// helping wait, not its main loop): the wait's ring park cancels it.
+TEST(Io, ShutdownCancelsIoAWaitingTaskNeeds) {
+  pwtest::Watchdog wd("Io.ShutdownCancelsIoAWaitingTaskNeeds", 60);
+  Pair p;
+  std::atomic<int> started{0};
+  parkway::Future<bool> f;
+  {
+    parkway::Runtime rt(parkway::Options{.workers = 1});
+    f = rt.submit([&] {
+      started.store(1);
+      auto r = parkway::spawn(recv_once(p.a, {})).get();  // waits on this worker, helping
+      return !r && r.error() == std::errc::operation_canceled;
+    });
+    ASSERT_TRUE(eventually([&] { return started.load() == 1 && rt.stats().total.ring_parks >= 1; }));
+  }
+  EXPECT_TRUE(f.get());
+}

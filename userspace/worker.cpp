@@ -290,6 +290,10 @@ void Worker::park(DoneFn done, void* ctx, bool main, bool timed) noexcept {
   PW_CHAOS();
   std::uint32_t token;
   if (ring) {
+    // Shutting down: I/O nobody will complete must not keep this worker
+    // (or, in a helping wait, the task it serves) asleep for ever.
+    if (rt_.stop.load(std::memory_order_relaxed)) [[unlikely]]
+      ring->cancel_everything();
     ring->park(pw, timed);  // [R2] arm, [R3] sleep in the ring, [R4] reap
     token = pw.cancel();    // [P5a]
   } else if (timed) {

@@ -13,6 +13,7 @@
 //     for (;;) {
 //       auto c = co_await l.accept();
 //       if (c) parkway::detach(echo(std::move(*c)));
+//       else if (c.error() == std::errc::operation_canceled) co_return;  // shutdown
 //       else if (c.error() == std::errc::too_many_files_open) co_await parkway::io::sleep_for(10ms);
 //     }
 //   }
@@ -34,7 +35,10 @@
 // Timeouts and cancellation: every operation takes OpOptions. A timeout or
 // deadline makes it fail with ETIMEDOUT; a CancelSource that fires (from
 // any thread) makes it fail with ECANCELED. Closing a Socket, Listener or
-// File cancels the operations in flight on it first. A buffer handed to an
+// File cancels the operations in flight on it first. Shutting the Runtime
+// down cancels every operation in flight and every one begun after it
+// (ECANCELED); the workers leave once the last has completed, so a loop
+// must end on ECANCELED rather than retry. A buffer handed to an
 // operation must stay valid until the co_await returns; if the coroutine
 // is destroyed while the operation is in flight, its destruction cancels
 // the operation and waits for the kernel to be done with the buffer.
