@@ -68,9 +68,10 @@ endef
 $(PC_FILE): Makefile
 	$(call write_pc,$(PREFIX),$@)
 
-install: lib
+install: lib httpd
 	rm -rf $(DESTDIR)$(PREFIX)/include/parkway  # no header of an older version stays
-	install -d $(DESTDIR)$(PREFIX)/include/parkway $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -d $(DESTDIR)$(PREFIX)/include/parkway $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BUILD)/parkway-httpd $(DESTDIR)$(PREFIX)/bin/parkway-httpd
 	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/parkway/
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libparkway.so.$(VERSION)
@@ -80,6 +81,7 @@ install: lib
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/parkway
+	rm -f $(DESTDIR)$(PREFIX)/bin/parkway-httpd
 	rm -f $(DESTDIR)$(PREFIX)/lib/libparkway.a $(DESTDIR)$(PREFIX)/lib/libparkway.so \
 	  $(DESTDIR)$(PREFIX)/lib/libparkway.so.0 $(DESTDIR)$(PREFIX)/lib/libparkway.so.$(VERSION) \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/parkway.pc

@@ -17,7 +17,7 @@ MAIN_PKGS=(
   valgrind
   qemu-system-x86 busybox-static cpio zstd
   bpftrace linux-perf
-  python3
+  python3 curl
 )
 BACKPORT_PKGS=(libbpf-dev bpftool)
 

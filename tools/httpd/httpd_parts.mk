@@ -29,3 +29,25 @@ test-http-parser: $(HTTPD_TEST_BIN)
 	@bash tests/run-gtest.sh $(HTTPD_TEST_BIN)
 
 TEST_SUITES += test-http-parser
+
+# ---- the server ------------------------------------------------------------
+#   make httpd        $(BUILD)/parkway-httpd
+#   make test-httpd   start it and check it with curl and raw sockets
+HTTPD_SRV_SRCS := $(HTTPD_DIR)/connection.cpp $(HTTPD_DIR)/handlers.cpp $(HTTPD_DIR)/httpd.cpp
+HTTPD_SRV_OBJS := $(patsubst $(HTTPD_DIR)/%.cpp,$(BUILD)/tools/httpd/obj/srv/%.o,$(HTTPD_SRV_SRCS))
+HTTPD_BIN      := $(BUILD)/parkway-httpd
+
+$(BUILD)/tools/httpd/obj/srv/%.o: $(HTTPD_DIR)/%.cpp $(HTTPD_PART_HDRS) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(HTTPD_CXXFLAGS) -pthread -D_GNU_SOURCE -Iinclude -c $< -o $@
+
+$(HTTPD_BIN): $(HTTPD_SRV_OBJS) $(HTTPD_PART_OBJS) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CXX) $(HTTPD_CXXFLAGS) -o $@ $(HTTPD_SRV_OBJS) $(HTTPD_PART_OBJS) $(LIB_A) -luring -pthread
+
+.PHONY: httpd test-httpd
+httpd: $(HTTPD_BIN)
+test-httpd: $(HTTPD_BIN)
+	@bash tests/check-httpd.sh $(HTTPD_BIN)
+
+TEST_SUITES += test-httpd

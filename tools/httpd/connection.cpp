@@ -1,0 +1,211 @@
+// connection.cpp -- the per-connection coroutine of parkway-httpd: the model
+// of a parkway server.
+//
+// One coroutine per connection reads into a fixed buffer and parses every
+// complete request in it (pipelining), appending each response to one
+// output string, which goes out in a single send before the next read. A
+// request's body is read and thrown away. Timeouts are OpOptions on the
+// reads: the head of a request must arrive within header_timeout of its
+// first byte (of the accept, for the first one), and a keep-alive
+// connection may wait idle_timeout for the next request. Every read that
+// waits for a new request carries the server's `idle` CancelSource, every
+// other operation its `abort` source, which is how shutdown closes idle
+// connections at once and busy ones after a grace period.
+#include "connection.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "http_response.hpp"
+
+namespace httpd {
+namespace io = parkway::io;
+using parkway::Task;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t kBufferSize = 32 * 1024;  // holds the largest head the limits allow
+constexpr std::size_t kInlineFileBody = 64 * 1024;  // smaller file bodies join the batch
+
+class Connection {
+ public:
+  Connection(io::Socket s, ServerState& st) : sock_(std::move(s)), st_(st), parser_(st.config.limits) {}
+  Task<void> run();
+
+ private:
+  std::string_view buffered() const { return {buf_.get() + begin_, end_ - begin_}; }
+  Task<bool> read_more(io::OpOptions o);
+  Task<bool> flush();
+  Task<bool> discard_body();
+  Task<bool> write_response(Response& r);
+  void log(const Response& r) const;
+
+  io::Socket sock_;
+  ServerState& st_;
+  RequestParser parser_;
+  std::unique_ptr<char[]> buf_ = std::make_unique<char[]>(kBufferSize);
+  std::size_t begin_ = 0, end_ = 0;  // unconsumed bytes: buf_[begin_, end_)
+  std::string out_;                  // responses waiting for the next flush
+  int error_status_ = 0;             // a body error: the status to answer
+};
+
+// Appends what recv gives to the buffer (compacting it first). False on
+// EOF, error, timeout or cancel.
+Task<bool> Connection::read_more(io::OpOptions o) {
+  if (begin_ > 0) {
+    std::memmove(buf_.get(), buf_.get() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  if (end_ == kBufferSize) co_return false;  // cannot happen within the limits
+  auto n = co_await sock_.recv({reinterpret_cast<std::byte*>(buf_.get() + end_), kBufferSize - end_}, o);
+  if (!n || *n == 0) co_return false;
+  end_ += *n;
+  co_return true;
+}
+
+// Sends every response batched so far, in one send_all.
+Task<bool> Connection::flush() {
+  if (out_.empty()) co_return true;
+  io::OpOptions o{.timeout = st_.config.idle_timeout, .cancel = &st_.abort};
+  auto r = co_await sock_.send_all({reinterpret_cast<const std::byte*>(out_.data()), out_.size()}, o);
+  out_.clear();
+  co_return bool(r);
+}
+
+// Reads and drops the body of the request just parsed. False when the
+// connection must close (error_status_ set when the client should hear why).
+Task<bool> Connection::discard_body() {
+  const BodyKind kind = parser_.body_kind();
+  if (kind == BodyKind::None) co_return true;
+  if (parser_.expect_continue() && begin_ == end_) {
+    out_.append(kContinueResponse);
+    if (!co_await flush()) co_return false;
+  }
+  ContentLengthBody length(parser_.content_length());
+  ChunkedBody chunked(st_.config.limits);
+  io::OpOptions o{.timeout = st_.config.idle_timeout, .cancel = &st_.abort};
+  for (;;) {
+    auto drop = [](std::string_view) {};
+    BodyResult r = kind == BodyKind::Length ? decode_body(length, buffered(), drop)
+                                            : decode_body(chunked, buffered(), drop);
+    begin_ += r.consumed;
+    if (r.status == BodyStatus::Done) co_return true;
+    if (r.status == BodyStatus::Error) {
+      error_status_ = r.http_status;
+      co_return false;
+    }
+    if (!co_await read_more(o)) co_return false;
+  }
+}
+
+// Batches the response; a large file body is sent after a flush, in pieces.
+Task<bool> Connection::write_response(Response& r) {
+  out_.append(r.bytes);
+  if (!r.file.is_open()) co_return true;
+  io::OpOptions o{.timeout = st_.config.idle_timeout, .cancel = &st_.abort};
+  std::uint64_t off = r.file_offset, left = r.file_length;
+  while (left > 0) {
+    if (out_.size() >= kInlineFileBody && !co_await flush()) co_return false;
+    const std::size_t old = out_.size();
+    const std::size_t want = std::size_t(std::min<std::uint64_t>(left, kInlineFileBody));
+    out_.resize(old + want);
+    auto n = co_await r.file.read_at({reinterpret_cast<std::byte*>(out_.data() + old), want}, off, o);
+    if (!n || *n == 0) co_return false;  // the file shrank or failed: the length is a lie now
+    out_.resize(old + *n);
+    off += *n;
+    left -= *n;
+  }
+  co_return true;
+}
+
+void Connection::log(const Response& r) const {
+  if (!st_.config.access_log) return;
+  std::string peer = "-";
+  try {
+    peer = sock_.peer_address().to_string();
+  } catch (const std::exception&) {  // the peer is gone already
+  }
+  std::fprintf(stderr, "%s \"%.*s %.*s\" %d\n", peer.c_str(),
+               int(parser_.method().size()), parser_.method().data(), int(parser_.target().size()),
+               parser_.target().data(), r.status);
+}
+
+Task<void> Connection::run() {
+  const ServerConfig& cfg = st_.config;
+  // The head of the first request must arrive within header_timeout of now.
+  Clock::time_point head_deadline = Clock::now() + cfg.header_timeout;
+  bool first = true;
+  for (;;) {
+    // Answer every complete request already buffered.
+    for (;;) {
+      ParseResult p = parser_.parse(buffered());
+      if (p.status == ParseStatus::NeedMore) break;
+      if (p.status == ParseStatus::Error) {
+        Response r = simple_response(p.http_status, false);
+        log(r);
+        out_.append(r.bytes);
+        co_await flush();
+        co_return;
+      }
+      begin_ += p.consumed;
+      if (!co_await discard_body()) {
+        if (error_status_ != 0) {
+          out_.append(simple_response(error_status_, false).bytes);
+          co_await flush();
+        }
+        co_return;
+      }
+      const bool keep_alive = parser_.keep_alive();
+      Response r = co_await handle_request(parser_, keep_alive, cfg.handler);
+      log(r);
+      if (!co_await write_response(r)) co_return;
+      parser_.reset();
+      first = false;
+      head_deadline = Clock::now() + cfg.header_timeout;  // for a pipelined head already begun
+      if (!keep_alive) {
+        co_await flush();
+        co_await sock_.shutdown(SHUT_WR);
+        co_return;
+      }
+    }
+    if (!co_await flush()) co_return;
+
+    // Wait for more bytes: a new request (idle), or the rest of a head.
+    io::OpOptions o;
+    if (begin_ == end_) {
+      if (first) o.deadline = head_deadline;
+      else o.timeout = cfg.idle_timeout;
+      o.cancel = &st_.idle;
+      if (!co_await read_more(o)) co_return;
+      head_deadline = Clock::now() + cfg.header_timeout;  // the clock of this head starts
+    } else {
+      o.deadline = head_deadline;
+      o.cancel = &st_.abort;
+      if (!co_await read_more(o)) {
+        // Slow or stalled head: say so, then close.
+        out_.append(simple_response(408, false).bytes);
+        co_await flush();
+        co_return;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Task<void> serve_connection(io::Socket s, ServerState& state) {
+  (void)s.set_nodelay();
+  try {
+    Connection c(std::move(s), state);
+    co_await c.run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "parkway-httpd: connection: %s\n", e.what());
+  }
+  state.connections.fetch_sub(1, std::memory_order_release);
+}
+
+}  // namespace httpd

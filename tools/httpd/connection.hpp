@@ -1,0 +1,38 @@
+// connection.hpp -- one HTTP/1.1 connection of parkway-httpd, as a coroutine,
+// and the state the server's connections share (limits, timeouts, and the
+// two cancel sources a graceful shutdown fires).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+
+#include "handlers.hpp"
+#include "http_parser.hpp"
+#include "parkway/coro.hpp"
+#include "parkway/io.hpp"
+
+namespace httpd {
+
+struct ServerConfig {
+  HandlerConfig handler;
+  Limits limits;
+  std::chrono::seconds header_timeout{10};  // the whole head must arrive within it
+  std::chrono::seconds idle_timeout{30};    // keep-alive wait for the next request
+  bool access_log = false;                  // one line per response on stderr
+};
+
+struct ServerState {
+  ServerConfig config;
+  // Fired first at shutdown: connections waiting for a request close.
+  parkway::io::CancelSource idle;
+  // Fired when the shutdown grace period is over: everything else ends.
+  parkway::io::CancelSource abort;
+  std::atomic<int> connections{0};  // serve_connection coroutines running
+};
+
+// Serves requests on `s` until the client closes, an error, a timeout or
+// the shutdown. Counts itself in state.connections (the caller increments
+// it before starting this coroutine; the coroutine decrements it at the end).
+parkway::Task<void> serve_connection(parkway::io::Socket s, ServerState& state);
+
+}  // namespace httpd

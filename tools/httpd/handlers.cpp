@@ -1,0 +1,150 @@
+// handlers.cpp -- routing and the three kinds of resource parkway-httpd serves.
+#include "handlers.hpp"
+
+#include <sys/stat.h>
+
+#include <charconv>
+#include <string_view>
+
+#include "http_path.hpp"
+#include "http_response.hpp"
+#include "parkway/task_group.hpp"
+
+namespace httpd {
+namespace io = parkway::io;
+using parkway::Task;
+
+namespace {
+
+std::string_view strip_query(std::string_view path) {
+  return path.substr(0, path.find_first_of("?#"));
+}
+
+// The head of a response whose body is `body_length` bytes (sent or not).
+Response head_only(ResponseHead h, std::uint64_t body_length) {
+  Response r;
+  r.status = h.status;
+  h.content_length = body_length;
+  append_response_head(h, r.bytes);
+  return r;
+}
+
+Response text_response(int status, std::string_view body, bool keep_alive, bool head, std::string_view extra = {}) {
+  ResponseHead h;
+  h.status = status;
+  h.content_type = "text/plain; charset=utf-8";
+  h.keep_alive = keep_alive;
+  h.extra = extra;
+  Response r = head_only(h, body.size());
+  if (!head) r.bytes.append(body);
+  return r;
+}
+
+std::uint64_t serial_fib(int n) { return n < 2 ? std::uint64_t(n) : serial_fib(n - 1) + serial_fib(n - 2); }
+
+Response fib_response(std::string_view arg, bool keep_alive, bool head) {
+  int n = -1;
+  auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), n);
+  if (arg.empty() || arg.size() > 2 || ec != std::errc() || end != arg.data() + arg.size() || n < 0 || n > 40)
+    return text_response(400, "fib: N must be an integer from 0 to 40\n", keep_alive, head);
+  return text_response(200, std::to_string(parallel_fib(n)), keep_alive, head);
+}
+
+// A file (or a directory's index.html) under the root.
+Task<Response> file_response(const RequestParser& req, bool keep_alive, bool head, const HandlerConfig& cfg) {
+  PathResult p = resolve_target_path(req.target());
+  if (!p.ok()) co_return text_response(p.status, std::string(p.reason) + "\n", keep_alive, head);
+  // openat2 is synchronous (the ring has no RESOLVE_BENEATH open): a path
+  // lookup under the root, no wait on a peer.
+  int fd = open_beneath(cfg.root_fd, p.relative, O_RDONLY);
+  if (fd < 0) {
+    int st = open_error_status(fd);
+    co_return text_response(st, std::string(reason_phrase(st)) + "\n", keep_alive, head);
+  }
+  io::File f(fd);
+  auto info = co_await f.stat();
+  if (info && S_ISDIR(info->mode)) {
+    p.relative += p.relative.empty() ? "index.html" : "/index.html";
+    fd = open_beneath(cfg.root_fd, p.relative, O_RDONLY);
+    if (fd < 0) {
+      int st = open_error_status(fd);
+      co_return text_response(st, std::string(reason_phrase(st)) + "\n", keep_alive, head);
+    }
+    f = io::File(fd);
+    info = co_await f.stat();
+  }
+  if (!info) co_return text_response(500, "stat failed\n", keep_alive, head);
+  if (!S_ISREG(info->mode)) co_return text_response(404, "Not Found\n", keep_alive, head);
+
+  const std::uint64_t size = info->size;
+  ResponseHead h;
+  h.content_type = mime_type(p.relative);
+  h.last_modified = std::time_t(info->mtime_sec);
+  h.accept_ranges = true;
+  h.keep_alive = keep_alive;
+  if (auto ims = req.header("If-Modified-Since"); ims && !req.header("Range") &&
+                                                   not_modified_since(*ims, info->mtime_sec)) {
+    h.status = 304;
+    Response r;
+    r.status = 304;
+    append_response_head(h, r.bytes);  // no Content-Length: 304 has no body
+    co_return r;
+  }
+  std::uint64_t first = 0, length = size;
+  if (auto range = req.header("Range")) {
+    ByteRange br = parse_range(*range, size);
+    if (br.kind == RangeKind::Unsatisfiable) {
+      h.status = 416;
+      h.content_type = "text/plain; charset=utf-8";
+      h.content_range = br;
+      h.complete_length = size;
+      co_return head_only(h, 0);
+    }
+    if (br.kind == RangeKind::Satisfiable) {
+      h.status = 206;
+      h.content_range = br;
+      h.complete_length = size;
+      first = br.first;
+      length = br.length();
+    }
+  }
+  Response r = head_only(h, length);
+  if (!head && length > 0) {
+    r.file = std::move(f);
+    r.file_offset = first;
+    r.file_length = length;
+  }
+  co_return r;
+}
+
+}  // namespace
+
+std::uint64_t parallel_fib(int n) {
+  if (n < 24) return serial_fib(n);
+  std::uint64_t a = 0;
+  parkway::TaskGroup g;
+  g.spawn([&] { a = parallel_fib(n - 1); });
+  std::uint64_t b = parallel_fib(n - 2);
+  g.wait();
+  return a + b;
+}
+
+Response simple_response(int status, bool keep_alive, bool head, std::string_view extra) {
+  return text_response(status, std::string(reason_phrase(status)) + "\n", keep_alive, head, extra);
+}
+
+Task<Response> handle_request(const RequestParser& req, bool keep_alive, const HandlerConfig& cfg) {
+  const Method m = req.method_id();
+  if (m != Method::Get && m != Method::Head) {
+    if (m == Method::Other) co_return simple_response(501, keep_alive);
+    co_return simple_response(405, keep_alive, false, "Allow: GET, HEAD\r\n");
+  }
+  const bool head = m == Method::Head;
+  const std::string_view path = strip_query(req.path());
+  if (path == "/plaintext") co_return text_response(200, "Hello, World!", keep_alive, head);
+  if (path.starts_with("/fib/")) co_return fib_response(path.substr(5), keep_alive, head);
+  if (cfg.root_fd >= 0) co_return co_await file_response(req, keep_alive, head, cfg);
+  co_return simple_response(404, keep_alive, head);
+}
+
+}  // namespace httpd

@@ -1,0 +1,42 @@
+// handlers.hpp -- what parkway-httpd answers to a parsed GET or HEAD (or any
+// other method): /plaintext, /fib/N and static files under the root.
+//
+// A handler never touches the socket: it returns a Response, the head (and a
+// small body) as bytes plus, for a file, the open File and the byte range
+// still to send. The connection (connection.hpp) writes it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "http_parser.hpp"
+#include "parkway/coro.hpp"
+#include "parkway/io.hpp"
+
+namespace httpd {
+
+struct Response {
+  int status = 200;
+  std::string bytes;          // the head, then the body when it is in memory
+  parkway::io::File file;     // open: the body is file[offset, offset + length)
+  std::uint64_t file_offset = 0;
+  std::uint64_t file_length = 0;
+};
+
+struct HandlerConfig {
+  int root_fd = -1;  // the document root (O_DIRECTORY); -1: no static files
+};
+
+// The answer to the request `req` has just parsed. `keep_alive` is what the
+// response head announces.
+parkway::Task<Response> handle_request(const RequestParser& req, bool keep_alive, const HandlerConfig& cfg);
+
+// A complete response with a short text body (errors, 405, ...). `extra`:
+// raw field lines, each ending in CRLF.
+Response simple_response(int status, bool keep_alive, bool head_only = false, std::string_view extra = {});
+
+// fib(n) computed in parallel with a parkway::TaskGroup on the calling
+// worker's runtime.
+std::uint64_t parallel_fib(int n);
+
+}  // namespace httpd

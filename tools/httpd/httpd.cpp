@@ -1,0 +1,168 @@
+// httpd.cpp -- parkway-httpd: an HTTP/1.1 server on the parkway runtime.
+//
+//   parkway-httpd --port N [--bind ADDR] [--root DIR] [--workers N]
+//                 [--access-log] [--header-timeout S] [--idle-timeout S]
+//
+// The main thread blocks SIGTERM and SIGINT (the workers inherit the mask)
+// and a coroutine reads them from a signalfd through the ring. Shutdown:
+// stop accepting, close connections waiting for a request, give the others
+// five seconds to finish, cancel what is left, exit 0.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "connection.hpp"
+#include "parkway/parkway.hpp"
+
+namespace io = parkway::io;
+using namespace std::chrono_literals;
+using parkway::Task;
+
+namespace {
+
+constexpr auto kGracePeriod = 5s;
+
+const char kUsage[] =
+    "usage: parkway-httpd --port N [--bind ADDR] [--root DIR] [--workers N]\n"
+    "                     [--access-log] [--header-timeout S] [--idle-timeout S]\n"
+    "  --port N            TCP port (0: any free port, printed at startup)\n"
+    "  --bind ADDR         address to listen on (default 127.0.0.1)\n"
+    "  --root DIR          serve the files under DIR (none by default)\n"
+    "  --workers N         worker threads (default: one per CPU)\n"
+    "  --access-log        log each response on stderr\n"
+    "  --header-timeout S  seconds a request head may take to arrive (default 10)\n"
+    "  --idle-timeout S    seconds a keep-alive connection may stay idle (default 30)\n";
+
+[[noreturn]] void usage_error(const char* what) {
+  std::fprintf(stderr, "parkway-httpd: %s\n%s", what, kUsage);
+  std::exit(2);
+}
+
+long number_arg(const char* s, long lo, long hi, const char* name) {
+  long v = 0;
+  std::string_view t(s);
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (t.empty() || ec != std::errc() || end != t.data() + t.size() || v < lo || v > hi) usage_error(name);
+  return v;
+}
+
+// Accepts until `stop` fires; each connection gets a detached coroutine.
+Task<void> accept_loop(io::Listener& l, httpd::ServerState& st, io::CancelSource& stop, std::atomic<bool>& done) {
+  while (!stop.cancelled()) {
+    auto c = co_await l.accept({.cancel = &stop});
+    if (c) {
+      st.connections.fetch_add(1, std::memory_order_relaxed);
+      parkway::detach(httpd::serve_connection(std::move(*c), st));
+    } else if (c.error() == std::errc::too_many_files_open || c.error() == std::errc::too_many_files_open_in_system) {
+      co_await io::sleep_for(10ms, &stop);
+    }
+  }
+  done.store(true, std::memory_order_release);
+}
+
+// Runs the server until SIGTERM or SIGINT arrives on `sigfd`, then shuts down.
+Task<void> run_server(io::Listener& l, httpd::ServerState& st, int sigfd) {
+  io::CancelSource stop;
+  std::atomic<bool> accept_done{false};
+  parkway::detach(accept_loop(l, st, stop, accept_done));
+
+  signalfd_siginfo si{};
+  for (;;) {
+    auto n = co_await io::read(sigfd, {reinterpret_cast<std::byte*>(&si), sizeof si}, -1);
+    if (n && *n == sizeof si) break;
+    if (!n && n.error() != std::errc::interrupted) break;
+  }
+
+  stop.cancel();     // no new connections
+  st.idle.cancel();  // connections between requests close now
+  const auto deadline = std::chrono::steady_clock::now() + kGracePeriod;
+  while ((st.connections.load(std::memory_order_acquire) > 0 || !accept_done.load(std::memory_order_acquire)) &&
+         std::chrono::steady_clock::now() < deadline)
+    co_await io::sleep_for(10ms);
+  st.abort.cancel();  // the grace period is over
+  const auto hard = std::chrono::steady_clock::now() + 1s;
+  while ((st.connections.load(std::memory_order_acquire) > 0 || !accept_done.load(std::memory_order_acquire)) &&
+         std::chrono::steady_clock::now() < hard)
+    co_await io::sleep_for(10ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long port = -1, workers = long(parkway::online_cpus());
+  const char* bind_addr = "127.0.0.1";
+  const char* root = nullptr;
+  auto st = std::make_unique<httpd::ServerState>();
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) usage_error("an option is missing its value");
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--port") port = number_arg(value(), 0, 65535, "--port: expected 0..65535");
+    else if (a == "--bind") bind_addr = value();
+    else if (a == "--root") root = value();
+    else if (a == "--workers") workers = number_arg(value(), 1, parkway::kMaxWorkers, "--workers: expected 1..4096");
+    else if (a == "--access-log") st->config.access_log = true;
+    else if (a == "--header-timeout")
+      st->config.header_timeout = std::chrono::seconds(number_arg(value(), 1, 86400, "--header-timeout: expected 1..86400"));
+    else if (a == "--idle-timeout")
+      st->config.idle_timeout = std::chrono::seconds(number_arg(value(), 1, 86400, "--idle-timeout: expected 1..86400"));
+    else usage_error((std::string("unknown option ") + argv[i]).c_str());
+  }
+  if (port < 0) usage_error("--port is required");
+
+  if (root) {
+    st->config.handler.root_fd = ::open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (st->config.handler.root_fd < 0) {
+      std::fprintf(stderr, "parkway-httpd: --root %s: %s\n", root, std::strerror(errno));
+      return 1;
+    }
+  }
+  auto addr = io::Address::parse(bind_addr, std::uint16_t(port));
+  if (!addr) usage_error("--bind: not an IP address");
+
+  // Blocked before the workers start, so every thread inherits the mask.
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+  int sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sigfd < 0) {
+    std::perror("parkway-httpd: signalfd");
+    return 1;
+  }
+
+  auto listener = io::Listener::bind(*addr);
+  if (!listener) {
+    std::fprintf(stderr, "parkway-httpd: listen on %s: %s\n", addr->to_string().c_str(),
+                 listener.error().message().c_str());
+    return 1;
+  }
+  {
+    parkway::Runtime rt(parkway::Options{.workers = unsigned(workers), .name = "httpd"});
+    std::printf("parkway-httpd: listening on %s (%ld workers)\n", listener->local_address().to_string().c_str(),
+                workers);
+    std::fflush(stdout);
+    parkway::sync_wait(rt, run_server(*listener, *st, sigfd));
+    listener->close();
+  }
+  ::close(sigfd);
+  if (st->config.handler.root_fd >= 0) ::close(st->config.handler.root_fd);
+  return 0;
+}
