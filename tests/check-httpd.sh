@@ -1,10 +1,26 @@
 #!/usr/bin/env bash
 # check-httpd.sh BINARY -- end-to-end checks of parkway-httpd: starts it on
 # 127.0.0.1 (port 0) with a temporary document root and talks to it with
-# curl and raw sockets (python3). One line per check, then
+# curl and raw sockets (python3), a fuzz client (tests/httpd/fuzz.py, about
+# 10 s) and wrk (when installed); then starts a second server under
+# `ulimit -n 64` and opens more connections than it has descriptors
+# (tests/httpd/exhaust.py). One line per check, then
 # "N passed, N failed, N skipped"; exits non-zero when a check failed.
+#
+# HTTPD_CHECK_SANITIZER=1: BINARY is built with -fsanitize=address,undefined;
+# the checks are the same (any sanitizer report on a server's stderr fails
+# in either mode), leak detection is on, and the exit status at SIGTERM
+# (0) is where LeakSanitizer's verdict shows.
 set -u
 BIN=${1:-build/parkway-httpd}
+HERE=$(cd "$(dirname "$0")" && pwd)
+SAN=${HTTPD_CHECK_SANITIZER:-0}
+FUZZ_SECONDS=${HTTPD_FUZZ_SECONDS:-10}
+if [ "$SAN" = 1 ]; then
+  export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  FUZZ_SECONDS=${HTTPD_FUZZ_SECONDS:-8}
+fi
 pass=0; fail=0; skip=0
 ok()      { echo "PASS $1"; pass=$((pass + 1)); }
 bad()     { echo "FAIL $1${2:+: $2}"; fail=$((fail + 1)); }
@@ -16,9 +32,50 @@ if ! command -v python3 >/dev/null; then skipped "all checks" "python3 missing";
 HAVE_CURL=1; command -v curl >/dev/null || HAVE_CURL=0
 
 TMP=$(mktemp -d)
-PID=
-cleanup() { [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null; rm -rf "$TMP"; }
+PID=; PID2=
+cleanup() {
+  [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
+  [ -n "$PID2" ] && kill -KILL "$PID2" 2>/dev/null
+  rm -rf "$TMP"
+}
 trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# sanitizer_clean NAME ERRFILE: a check that ERRFILE holds no sanitizer report.
+sanitizer_clean() {
+  if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: [A-Za-z]+Sanitizer' "$2"; then
+    bad "$1" "$(grep -m1 -E 'ERROR: |runtime error:|SUMMARY: ' "$2")"
+    sed -n 1,40p "$2" | sed 's/^/  | /'
+  else
+    ok "$1"
+  fi
+}
+# stop_server NAME PID: SIGTERM, then a check that it exits 0 within 8 s.
+# Sets STOPPED=1 when it is gone.
+stop_server() {
+  local rc=timeout
+  STOPPED=0
+  kill -TERM "$2"
+  for _ in $(seq 80); do
+    if ! kill -0 "$2" 2>/dev/null; then wait "$2"; rc=$?; STOPPED=1; break; fi
+    sleep 0.1
+  done
+  if [ "$rc" = 0 ]; then ok "$1"; else bad "$1" "exit: $rc"; fi
+}
+# py_checks CMD...: runs a python3 check script whose PASS/FAIL/SKIP lines
+# count here; other lines are shown as they are.
+py_checks() {
+  local verdict rest
+  while IFS= read -r line; do
+    verdict=${line%% *}; rest=${line#* }
+    case $verdict in
+      PASS) ok "$rest" ;;
+      FAIL) bad "$rest" ;;
+      SKIP) skipped "$rest" ;;
+      *) echo "$line" ;;
+    esac
+  done < <(timeout 60 python3 "$@" 2>&1)
+}
 
 ROOT=$TMP/root
 mkdir -p "$ROOT/sub" "$TMP/outside"
@@ -36,11 +93,13 @@ if [ -z "$PORT" ]; then bad "startup line" "$(cat "$TMP/out" "$TMP/err")"; finis
 ok "startup line (port $PORT)"
 URL=http://127.0.0.1:$PORT
 
-# raw TIMEOUT: sends stdin in one write, prints what comes back until the
-# server closes ("<EOF>" last) or TIMEOUT seconds pass ("<OPEN>" last).
+# raw TIMEOUT [MARK]: sends stdin in one write, prints what comes back until
+# the server closes ("<EOF>" last) or TIMEOUT seconds pass ("<OPEN>" last).
+# MARK: a file created when the first bytes have come back.
 cat >"$TMP/raw.py" <<'PY'
 import socket, sys, time
 port, limit = int(sys.argv[1]), float(sys.argv[2])
+mark = sys.argv[3] if len(sys.argv) > 3 else None
 data = sys.stdin.buffer.read()
 s = socket.create_connection(("127.0.0.1", port), timeout=limit)
 s.sendall(data)
@@ -56,9 +115,11 @@ while time.time() < end:
     if not x:
         tail = "<EOF>"; break
     got += x
+    if mark:
+        open(mark, "w").close(); mark = None
 sys.stdout.write(got.decode("latin-1") + tail + "\n")
 PY
-raw() { python3 "$TMP/raw.py" "$PORT" "$1"; }
+raw() { python3 "$TMP/raw.py" "$PORT" "$@"; }
 has() { grep -qiF -- "$2" <<<"$1"; }
 status_is() { head -n1 <<<"$1" | grep -q "^HTTP/1.1 $2 "; }
 
@@ -163,22 +224,63 @@ t1=$(date +%s.%N)
 check "silent new connection closed after the header timeout" bash -c '
   grep -q "<EOF>$" <<<"$1" && python3 -c "import sys; d=float(sys.argv[2])-float(sys.argv[1]); sys.exit(0 if 0.8 <= d <= 3.5 else 1)" "$2" "$3"' _ "$r" "$t0" "$t1"
 
-# ---- still alive, then a graceful exit ---------------------------------------------------------
 r=$(printf 'GET /plaintext HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
 check "after all that, /plaintext still served" bash -c 'grep -q "Hello, World!<EOF>" <<<"$1"' _ "$r"
 
+# ---- fuzz: random bytes, mutated requests, bad bodies, dropped connections ----------
+# Every response must be well formed (tests/httpd/fuzz.py says what that means).
+fuzz_out=$(timeout $((FUZZ_SECONDS + 60)) python3 "$HERE/httpd/fuzz.py" "$PORT" "$FUZZ_SECONDS" "${HTTPD_FUZZ_SEED:-$$}" 2>&1)
+fuzz_rc=$?
+echo "$fuzz_out" | sed 's/^/  /'
+if [ "$fuzz_rc" = 0 ]; then ok "fuzz (${FUZZ_SECONDS} s): every response well formed, /plaintext served afterwards"
+else bad "fuzz (${FUZZ_SECONDS} s): every response well formed, /plaintext served afterwards" "exit $fuzz_rc"; fi
+check "fuzz: server still running" kill -0 "$PID"
+
+# ---- wrk: a real client under load ------------------------------------------------------------
+if command -v wrk >/dev/null; then
+  w=$(timeout 30 wrk -t1 -c64 -d3s --timeout 10s "$URL/plaintext" 2>&1)
+  echo "$w" | grep -E 'requests in|Requests/sec|Socket errors|Non-2xx' | sed 's/^ */  wrk: /'
+  check "wrk -t1 -c64 -d3s /plaintext: requests done, 0 socket errors, 0 non-2xx" bash -c '
+    grep -qE "^ *[1-9][0-9]* requests in" <<<"$1" && ! grep -q "Socket errors" <<<"$1" &&
+    ! grep -q "Non-2xx" <<<"$1"' _ "$w"
+  r=$(printf 'GET /plaintext HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
+  check "after wrk, /plaintext still served" bash -c 'grep -q "Hello, World!<EOF>" <<<"$1"' _ "$r"
+else
+  skipped "wrk load check" "wrk not installed"
+fi
+
+# ---- a graceful exit ---------------------------------------------------------------------
 # An idle keep-alive connection must not hold the shutdown up.
-(printf 'GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n' | raw 4 >"$TMP/idle") &
+rm -f "$TMP/idle.mark"
+(printf 'GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n' | raw 6 "$TMP/idle.mark" >"$TMP/idle") &
 IDLE=$!
-sleep 0.3
-kill -TERM "$PID"
-rc=timeout
-for _ in $(seq 50); do
-  if ! kill -0 "$PID" 2>/dev/null; then wait "$PID"; rc=$?; break; fi
-  sleep 0.1
-done
-if [ "$rc" = 0 ]; then ok "SIGTERM -> exit 0 within 5 s"; PID=; else bad "SIGTERM -> exit 0 within 5 s" "exit: $rc"; fi
+for _ in $(seq 50); do [ -e "$TMP/idle.mark" ] && break; sleep 0.1; done
+stop_server "SIGTERM -> exit 0 within 8 s" "$PID"
+[ "$STOPPED" = 1 ] && PID=
 wait "$IDLE" 2>/dev/null
 check "SIGTERM closes an idle keep-alive connection" bash -c 'grep -q "Hello, World!<EOF>" "$1"' _ "$TMP/idle"
+sanitizer_clean "server stderr: no sanitizer report" "$TMP/err"
+if grep -q 'parkway-httpd: connection:' "$TMP/err"; then
+  bad "server stderr: no connection errors" "$(grep -m1 'parkway-httpd: connection:' "$TMP/err")"
+else
+  ok "server stderr: no connection errors"
+fi
+
+# ---- descriptor exhaustion -------------------------------------------------------------------
+# 150 held connections against a server with 64 descriptors: accept fails
+# with EMFILE; the server must wait and retry (not spin, not die), keep
+# serving what it has, and accept again once the clients are gone.
+( ulimit -n 64 && exec "$BIN" --port 0 --workers 2 --header-timeout 10 --idle-timeout 10 ) >"$TMP/out2" 2>"$TMP/err2" &
+PID2=$!
+for _ in $(seq 50); do grep -q listening "$TMP/out2" && break; sleep 0.1; done
+PORT2=$(sed -nE 's/^parkway-httpd: listening on 127\.0\.0\.1:([0-9]+) .*/\1/p' "$TMP/out2")
+if [ -z "$PORT2" ]; then
+  bad "ulimit -n 64 server started" "$(cat "$TMP/out2" "$TMP/err2")"
+else
+  py_checks "$HERE/httpd/exhaust.py" "$PORT2" "$PID2" 150 1.5
+  stop_server "ulimit -n 64 server: SIGTERM -> exit 0" "$PID2"
+  [ "$STOPPED" = 1 ] && PID2=
+  sanitizer_clean "ulimit -n 64 server stderr: no sanitizer report" "$TMP/err2"
+fi
 
 finish

@@ -18,6 +18,7 @@ MAIN_PKGS=(
   qemu-system-x86 busybox-static cpio zstd
   bpftrace linux-perf
   python3 curl
+  wrk nginx-light libasio-dev   # peers and load generators of make bench
 )
 BACKPORT_PKGS=(libbpf-dev bpftool)
 
@@ -46,6 +47,14 @@ if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.
   echo 'deb http://deb.debian.org/debian bookworm-backports main' | $SUDO tee "$BP" >/dev/null
 fi
 export DEBIAN_FRONTEND=noninteractive
+# Packages with a service (nginx-light, a benchmark peer) must not start
+# it: the benchmarks run their own instances on loopback. A policy-rc.d
+# that refuses every start, for the duration of the install only.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+  $SUDO chmod 755 /usr/sbin/policy-rc.d
+  trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${MAIN_PKGS[@]}"
 $SUDO apt-get install -y -qq --no-install-recommends -t bookworm-backports "${BACKPORT_PKGS[@]}"

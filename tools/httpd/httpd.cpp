@@ -57,16 +57,39 @@ long number_arg(const char* s, long lo, long hi, const char* name) {
   return v;
 }
 
+// True for an accept error that only says this one connection went away
+// before it was taken: accept again at once.
+bool transient_accept_error(const io::Error& e) {
+  return e == std::errc::connection_aborted || e == std::errc::interrupted ||
+         e == std::errc::resource_unavailable_try_again || e == std::errc::protocol_error ||
+         e == std::errc::operation_canceled;
+}
+
 // Accepts until `stop` fires; each connection gets a detached coroutine.
+// Out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), accept
+// fails at once until a connection closes: wait 10 ms before the next try,
+// the pending connections wait in the listen backlog meanwhile. Any other
+// error is reported (once) and retried after the same pause, never in a
+// busy loop.
 Task<void> accept_loop(io::Listener& l, httpd::ServerState& st, io::CancelSource& stop, std::atomic<bool>& done) {
+  bool reported = false;
   while (!stop.cancelled()) {
     auto c = co_await l.accept({.cancel = &stop});
     if (c) {
       st.connections.fetch_add(1, std::memory_order_relaxed);
       parkway::detach(httpd::serve_connection(std::move(*c), st));
-    } else if (c.error() == std::errc::too_many_files_open || c.error() == std::errc::too_many_files_open_in_system) {
-      co_await io::sleep_for(10ms, &stop);
+      continue;
     }
+    const io::Error& e = c.error();
+    if (transient_accept_error(e)) continue;
+    const bool out_of_resources = e == std::errc::too_many_files_open ||
+                                  e == std::errc::too_many_files_open_in_system ||
+                                  e == std::errc::no_buffer_space || e == std::errc::not_enough_memory;
+    if (!out_of_resources && !reported) {
+      std::fprintf(stderr, "parkway-httpd: %s (retrying)\n", e.message().c_str());
+      reported = true;
+    }
+    co_await io::sleep_for(10ms, &stop);
   }
   done.store(true, std::memory_order_release);
 }

@@ -31,8 +31,13 @@ test-http-parser: $(HTTPD_TEST_BIN)
 TEST_SUITES += test-http-parser
 
 # ---- the server ------------------------------------------------------------
-#   make httpd        $(BUILD)/parkway-httpd
-#   make test-httpd   start it and check it with curl and raw sockets
+#   make httpd             $(BUILD)/parkway-httpd
+#   make test-httpd        start it and check it with curl, raw sockets, a
+#                          fuzz client (tests/httpd/fuzz.py), descriptor
+#                          exhaustion (tests/httpd/exhaust.py) and wrk
+#   make test-httpd-asan   the same checks against a server and library built
+#                          with -fsanitize=address,undefined (build/asan-httpd);
+#                          any sanitizer report on the server's stderr fails
 HTTPD_SRV_SRCS := $(HTTPD_DIR)/connection.cpp $(HTTPD_DIR)/handlers.cpp $(HTTPD_DIR)/httpd.cpp
 HTTPD_SRV_OBJS := $(patsubst $(HTTPD_DIR)/%.cpp,$(BUILD)/tools/httpd/obj/srv/%.o,$(HTTPD_SRV_SRCS))
 HTTPD_BIN      := $(BUILD)/parkway-httpd
@@ -45,9 +50,16 @@ $(HTTPD_BIN): $(HTTPD_SRV_OBJS) $(HTTPD_PART_OBJS) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CXX) $(HTTPD_CXXFLAGS) -o $@ $(HTTPD_SRV_OBJS) $(HTTPD_PART_OBJS) $(LIB_A) -luring -pthread
 
-.PHONY: httpd test-httpd
+.PHONY: httpd test-httpd test-httpd-asan
 httpd: $(HTTPD_BIN)
 test-httpd: $(HTTPD_BIN)
 	@bash tests/check-httpd.sh $(HTTPD_BIN)
 
-TEST_SUITES += test-httpd
+HTTPD_ASAN_BUILD := build/asan-httpd
+HTTPD_ASAN_OPT   := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+test-httpd-asan:
+	@$(MAKE) --no-print-directory BUILD=$(HTTPD_ASAN_BUILD) OPT="$(HTTPD_ASAN_OPT)" HTTPD_OPT="$(HTTPD_ASAN_OPT)" \
+	  LDLIBS="-pthread -luring -fsanitize=address,undefined" httpd
+	@HTTPD_CHECK_SANITIZER=1 bash tests/check-httpd.sh $(HTTPD_ASAN_BUILD)/parkway-httpd
+
+TEST_SUITES += test-httpd test-httpd-asan
