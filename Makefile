@@ -8,6 +8,7 @@
 #   make test-asan     unit tests under AddressSanitizer + UBSan
 #   make bench         benchmarks against oneTBB, OpenMP, ... (not in test)
 #   make install PREFIX=/usr/local     (make uninstall PREFIX=... removes it again)
+#   make help          the main targets, one line each
 #
 # Each area keeps its rules in its own fragment (tests/tests.mk,
 # docs/spec/spec.mk, bpf/bpf.mk, tools/tools.mk, tools/vm/vm.mk,
@@ -37,7 +38,7 @@ LIB_SO   := $(BUILD)/libparkway.so
 PC_FILE  := $(BUILD)/parkway.pc
 HEADERS  := $(wildcard include/parkway/*.hpp)
 
-.PHONY: all deps lib demo test test-unit test-tsan test-asan bench install uninstall clean check-warnings
+.PHONY: all deps lib demo test test-unit test-tsan test-asan bench install uninstall clean check-warnings help
 all: lib
 lib: $(LIB_A) $(LIB_SO) $(PC_FILE)
 
@@ -68,26 +69,63 @@ endef
 $(PC_FILE): Makefile
 	$(call write_pc,$(PREFIX),$@)
 
+# The CMake package (find_package(parkway CONFIG)): cmake/*.cmake.in with
+# the prefix and version filled in; no CMake needed to build or install.
+CMAKE_PKG_DIR := lib/cmake/parkway
+CMAKE_PKG     := parkwayConfig.cmake parkwayConfigVersion.cmake
+define write_cmake
+	sed -e 's|@PARKWAY_PREFIX@|$(1)|g' -e 's|@PARKWAY_VERSION@|$(VERSION)|g' cmake/$(3).in > $(2)/$(3)
+endef
+
+# build/parkway (the `parkway` command) is installed when tools/tools.mk can
+# build it (clang-19 and libbpf present: it adds the prerequisite and sets
+# PARKWAY_TOOL_OK); otherwise install says why it was skipped.
 install: lib httpd
 	rm -rf $(DESTDIR)$(PREFIX)/include/parkway  # no header of an older version stays
-	install -d $(DESTDIR)$(PREFIX)/include/parkway $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/include/parkway $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
+	  $(DESTDIR)$(PREFIX)/$(CMAKE_PKG_DIR)
 	install -m 755 $(BUILD)/parkway-httpd $(DESTDIR)$(PREFIX)/bin/parkway-httpd
+	$(if $(PARKWAY_TOOL_OK),install -m 755 $(PARKWAY_BIN) $(DESTDIR)$(PREFIX)/bin/parkway,@echo "install: skipped the parkway tool ($(PREFIX)/bin/parkway): $(or $(PARKWAY_TOOL_WHY),tools/tools.mk not found)")
 	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/parkway/
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libparkway.so.$(VERSION)
 	ln -sfn libparkway.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libparkway.so.0
 	ln -sfn libparkway.so.0 $(DESTDIR)$(PREFIX)/lib/libparkway.so
 	$(call write_pc,$(PREFIX),$(DESTDIR)$(PREFIX)/lib/pkgconfig/parkway.pc)
+	$(call write_cmake,$(PREFIX),$(DESTDIR)$(PREFIX)/$(CMAKE_PKG_DIR),parkwayConfig.cmake)
+	$(call write_cmake,$(PREFIX),$(DESTDIR)$(PREFIX)/$(CMAKE_PKG_DIR),parkwayConfigVersion.cmake)
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/parkway
-	rm -f $(DESTDIR)$(PREFIX)/bin/parkway-httpd
+	rm -f $(DESTDIR)$(PREFIX)/bin/parkway-httpd $(DESTDIR)$(PREFIX)/bin/parkway
 	rm -f $(DESTDIR)$(PREFIX)/lib/libparkway.a $(DESTDIR)$(PREFIX)/lib/libparkway.so \
 	  $(DESTDIR)$(PREFIX)/lib/libparkway.so.0 $(DESTDIR)$(PREFIX)/lib/libparkway.so.$(VERSION) \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/parkway.pc
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/$(CMAKE_PKG_DIR)/,$(CMAKE_PKG))
+	rmdir $(DESTDIR)$(PREFIX)/$(CMAKE_PKG_DIR) 2>/dev/null || true
 
 clean:
 	rm -rf $(BUILD)
+
+help:
+	@echo "make deps            install the Debian packages the targets below need"
+	@echo "make, make all       the library (and build/parkway when clang-19 and libbpf exist)"
+	@echo "make lib             libparkway.a, libparkway.so, parkway.pc in $(BUILD)/"
+	@echo "make demo            build and run the demo (parallel work, then idle CPU)"
+	@echo "make test            every test suite below, then one total line"
+	@echo "make test-unit       unit tests (test-tsan, test-asan: the same under sanitizers)"
+	@echo "make test-install    install into $(BUILD)/, build programs against it, uninstall"
+	@echo "make test-cli        the parkway command's messages and exit codes"
+	@echo "make test-httpd      parkway-httpd end to end (test-http-parser: its parser alone)"
+	@echo "make spec-parking    one SPIN model (also spec-slot, spec-deque, ...)"
+	@echo "make bench           benchmarks against oneTBB, OpenMP, ... (not in make test)"
+	@echo "make install         headers, libraries, .pc, CMake package, tools under PREFIX ($(PREFIX))"
+	@echo "make uninstall       remove what make install PREFIX=... installed"
+	@echo "make httpd           build $(BUILD)/parkway-httpd, the example HTTP server"
+	@echo "make vm-test         sched_ext tests in a QEMU guest running a sched_ext kernel"
+	@echo "make parkway-tool    build $(BUILD)/parkway, the sched_ext scheduler command"
+	@echo "make clean           remove $(BUILD)/"
+	@echo "test suites (make test runs them all): $(TEST_SUITES)"
 
 # The demo builds against an installed copy found by pkg-config, the way a
 # server would link parkway.

@@ -8,14 +8,21 @@
 #  3. a program outside the tree (tests/install/consumer.cpp) builds with
 #     nothing but `pkg-config --cflags --libs parkway` and runs, linked to
 #     the shared library and to the static one;
-#  4. `make uninstall PREFIX=p` removes every file install wrote.
+#  4. the same program builds as a CMake project (tests/install/
+#     CMakeLists.txt) with find_package(parkway CONFIG) and the imported
+#     targets parkway::parkway and parkway::parkway_static, and runs; a
+#     request for a version this is not is refused (skipped without cmake);
+#  5. bin/parkway is installed and answers --version, or install said in
+#     one line why it skipped it (no clang-19 or libbpf);
+#  6. `make uninstall PREFIX=p` removes every file install wrote.
 set -u
 make_cmd=$1; build=$2; version=$3
 prefix=$(realpath -m "$build/install-check")
 work=$(realpath -m "$build/install-check-app")
-pass=0; fail=0
+pass=0; fail=0; skip=0
 ok() { echo "ok: $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
+skipped() { echo "SKIP: $1"; skip=$((skip + 1)); }
 
 rm -rf "$prefix" "$work"
 mkdir -p "$work"
@@ -24,7 +31,8 @@ if "$make_cmd" --no-print-directory install PREFIX="$prefix" >"$work/install.log
 else
   bad "make install failed:"; sed 's/^/  /' "$work/install.log"
 fi
-for f in lib/libparkway.a lib/libparkway.so.$version lib/pkgconfig/parkway.pc; do
+for f in lib/libparkway.a lib/libparkway.so.$version lib/pkgconfig/parkway.pc bin/parkway-httpd \
+         lib/cmake/parkway/parkwayConfig.cmake lib/cmake/parkway/parkwayConfigVersion.cmake; do
   if [ -f "$prefix/$f" ]; then ok "installed $f"; else bad "missing $prefix/$f"; fi
 done
 for l in lib/libparkway.so lib/libparkway.so.0; do
@@ -72,6 +80,54 @@ else
   bad "consumer does not link statically:"; sed 's/^/  /' "$work/cc-static.log"
 fi
 
+# 4. CMake: find_package(parkway CONFIG) from PREFIX, both imported targets.
+if command -v cmake >/dev/null; then
+  cm="$work/cmake"
+  if cmake -S tests/install -B "$cm" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
+       -DPARKWAY_WANT_VERSION="$version" >"$work/cmake.log" 2>&1 \
+     && cmake --build "$cm" -j "$(nproc)" >>"$work/cmake.log" 2>&1; then
+    ok "CMake project builds with find_package(parkway $version CONFIG) and parkway::parkway"
+    out=$("$cm/app" 2>&1)
+    rc=$?
+    if [ "$rc" -eq 0 ] && ldd "$cm/app" | grep -q "$prefix/lib/libparkway.so.0"; then
+      ok "CMake app (parkway::parkway) runs against the installed libparkway.so: $out"
+    else
+      bad "CMake app (parkway::parkway) failed (exit $rc): $out"; ldd "$cm/app" | sed 's/^/  /'
+    fi
+    out=$("$cm/app_static" 2>&1)
+    rc=$?
+    if [ "$rc" -eq 0 ] && ! ldd "$cm/app_static" | grep -q libparkway; then
+      ok "CMake app_static (parkway::parkway_static) runs: $out"
+    else
+      bad "CMake app_static (parkway::parkway_static) failed (exit $rc): $out"
+    fi
+  else
+    bad "CMake project does not configure or build:"; sed 's/^/  /' "$work/cmake.log"
+  fi
+  major=${version%%.*}
+  if cmake -S tests/install -B "$work/cmake-newer" -DCMAKE_PREFIX_PATH="$prefix" \
+       -DPARKWAY_WANT_VERSION="$((major + 1)).0" >"$work/cmake-newer.log" 2>&1; then
+    bad "find_package(parkway $((major + 1)).0) accepted version $version"
+  elif grep -q "$prefix/lib/cmake/parkway/parkwayConfig.cmake, version: $version" "$work/cmake-newer.log"; then
+    ok "find_package(parkway $((major + 1)).0) refuses version $version"
+  else
+    bad "find_package(parkway $((major + 1)).0) failed without naming the installed version:"
+    sed 's/^/  /' "$work/cmake-newer.log"
+  fi
+else
+  skipped "CMake package: cmake is not installed"
+fi
+
+# 5. The parkway tool, or the line saying why it was not installed.
+if [ -x "$prefix/bin/parkway" ]; then
+  out=$("$prefix/bin/parkway" --version 2>&1)
+  if [ "$out" = "parkway $version" ]; then ok "installed bin/parkway: $out"; else bad "bin/parkway --version says '$out'"; fi
+elif grep -q '^install: skipped the parkway tool' "$work/install.log"; then
+  ok "$(grep '^install: skipped the parkway tool' "$work/install.log")"
+else
+  bad "bin/parkway neither installed nor reported skipped"
+fi
+
 if "$make_cmd" --no-print-directory uninstall PREFIX="$prefix" >"$work/uninstall.log" 2>&1; then
   left=$(find "$prefix" \( -type f -o -type l \) 2>/dev/null)
   if [ -z "$left" ]; then ok "make uninstall removed everything"; else bad "left after uninstall:"; sed 's/^/  /' <<<"$left"; fi
@@ -79,5 +135,5 @@ else
   bad "make uninstall failed:"; sed 's/^/  /' "$work/uninstall.log"
 fi
 rm -rf "$prefix" "$work"
-echo "$pass passed, $fail failed, 0 skipped"
+echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -1,5 +1,6 @@
 /* main.c -- the `parkway` command: usage, option parsing, dispatch. */
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,11 +8,16 @@
 #include "sched_cli.h"
 #include "sched_common.h"
 
+#ifndef PARKWAY_VERSION
+#define PARKWAY_VERSION "unknown"
+#endif
+
 static const char usage[] =
 	"usage: parkway sched load [--slice-us N] [--stats SECONDS] [-v]\n"
 	"       parkway sched status\n"
 	"       parkway sched unload\n"
 	"       parkway --help\n"
+	"       parkway --version\n"
 	"\n"
 	"sched load    load the parkway sched_ext scheduler (switch-all: every task), pin\n"
 	"              the worker map parkway programs publish into, and stay in the\n"
@@ -33,10 +39,63 @@ static const char usage[] =
 	"exit codes: 0 ok, 1 failed or ejected, 2 usage, 3 environment (no sched_ext,\n"
 	"not root, another scheduler loaded)\n";
 
-static int bad_usage(const char *why)
+/* Prints "WHERE: WHY (see `parkway --help`)"; WHERE is the command the
+ * error is in ("parkway", "parkway sched load"). */
+static int bad_usage_in(const char *where, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int bad_usage_in(const char *where, const char *fmt, ...)
 {
-	fprintf(stderr, "parkway: %s (see `parkway --help`)\n", why);
+	va_list ap;
+
+	fprintf(stderr, "%s: ", where);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs(" (see `parkway --help`)\n", stderr);
 	return EXIT_USAGE;
+}
+
+#define bad_usage(...) bad_usage_in("parkway", __VA_ARGS__)
+
+/* The option getopt_long just stopped at, as the user wrote it: "--stats"
+ * (without any "=VALUE"), or "-S" also inside a group such as "-vS". */
+static void failed_option(char **argv, char *buf, size_t len)
+{
+	const char *arg = argv[optind - 1];
+
+	if (optopt && strncmp(arg, "--", 2) != 0) {
+		snprintf(buf, len, "-%c", optopt);
+		return;
+	}
+	snprintf(buf, len, "%.*s", (int)strcspn(arg, "="), arg);
+}
+
+/* getopt_long's '?': an unknown option, a long one given a value it does
+ * not take, or an abbreviation of more than one. */
+static int bad_option(const char *where, char **argv, const struct option *longopts)
+{
+	const char *arg = argv[optind - 1];
+	char opt[64], names[128] = "";
+	size_t n;
+	int matches = 0;
+
+	failed_option(argv, opt, sizeof opt);
+	if (strncmp(opt, "--", 2) != 0)
+		return bad_usage_in(where, "unknown option '%s'", opt);
+	if (optopt && strchr(arg, '='))
+		return bad_usage_in(where, "option %s takes no value", opt);
+	n = strlen(opt + 2);
+	for (const struct option *lo = longopts; lo->name; lo++) {
+		if (n && !strncmp(lo->name, opt + 2, n)) {
+			size_t used = strlen(names);
+			snprintf(names + used, sizeof names - used, "%s--%s", matches ? ", " : "", lo->name);
+			matches++;
+		}
+	}
+	if (matches > 1)
+		return bad_usage_in(where, "option %s is ambiguous (%s)", opt, names);
+	return bad_usage_in(where, "unknown option '%s'", opt);
 }
 
 static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
@@ -61,29 +120,38 @@ static int cmd_load(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
+	static const char where[] = "parkway sched load";
 	struct load_opts o = { .slice_us = 5000 };
+	char opt[64];
 	int c;
 
+	/* getopt prints nothing; a leading ':' makes a missing value ':'
+	 * rather than '?', so each gets its own message below. */
+	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "s:S:vh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":s:S:vh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (parse_uint(optarg, 100, 1000000, &o.slice_us))
-				return bad_usage("--slice-us takes 100..1000000");
+				return bad_usage_in(where, "--slice-us takes 100..1000000, not '%s'", optarg);
 			break;
 		case 'S':
 			if (parse_uint(optarg, 0, 86400, &o.stats_s))
-				return bad_usage("--stats takes 0..86400 seconds");
+				return bad_usage_in(where, "--stats takes 0..86400 seconds, not '%s'", optarg);
 			break;
 		case 'v': o.verbose = true; break;
 		case 'X': o.debug_stall_comm = optarg; break;
 		case 'B': o.debug_bad_verifier = true; break;
 		case 'h': fputs(usage, stdout); return EXIT_OK;
-		default: return bad_usage("unknown option");
+		case ':':
+			failed_option(argv, opt, sizeof opt);
+			return bad_usage_in(where, "option %s needs a value", opt);
+		default:
+			return bad_option(where, argv, longopts);
 		}
 	}
 	if (optind != argc)
-		return bad_usage("unexpected argument");
+		return bad_usage_in(where, "unexpected argument '%s'", argv[optind]);
 	return sched_load(&o);
 }
 
@@ -93,23 +161,30 @@ int main(int argc, char **argv)
 		fputs(usage, stdout);
 		return EXIT_OK;
 	}
+	if (argc == 2 && !strcmp(argv[1], "--version")) {
+		printf("parkway %s\n", PARKWAY_VERSION);
+		return EXIT_OK;
+	}
 	if (argc == 3 && !strcmp(argv[1], "sched") && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
 		fputs(usage, stdout);
 		return EXIT_OK;
 	}
 	if (argc < 2)
 		return bad_usage("missing command");
+	if (argv[1][0] == '-')
+		return bad_usage("unknown option '%s'", argv[1]);
 	if (strcmp(argv[1], "sched") != 0)
-		return bad_usage("unknown command");
+		return bad_usage("unknown command '%s'", argv[1]);
 	if (argc < 3)
 		return bad_usage("missing sched subcommand (load, status or unload)");
 	if (!strcmp(argv[2], "load"))
 		return cmd_load(argc - 2, argv + 2);
+	if (strcmp(argv[2], "status") != 0 && strcmp(argv[2], "unload") != 0)
+		return bad_usage("unknown sched subcommand '%s' (load, status or unload)", argv[2]);
 	if (argc != 3)
-		return bad_usage("unexpected argument");
+		return bad_usage_in(argv[2][0] == 's' ? "parkway sched status" : "parkway sched unload",
+				    "unexpected argument '%s'", argv[3]);
 	if (!strcmp(argv[2], "status"))
 		return sched_status();
-	if (!strcmp(argv[2], "unload"))
-		return sched_unload();
-	return bad_usage("unknown sched subcommand");
+	return sched_unload();
 }
