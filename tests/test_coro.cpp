@@ -59,7 +59,7 @@ parkway::Task<std::vector<int>> braced() { co_return {1, 2, 3}; }
 
 // `co_return {1, 2, 3};` builds the Task's value type (it did not compile:
 // return_value's parameter type was deduced, and a braced list deduces
-// nothing). After a reviewer's program.
+// nothing).
 TEST(Coro, CoReturnABracedList) {
   parkway::Runtime rt(parkway::Options{.workers = 1});
   EXPECT_EQ(parkway::sync_wait(rt, braced()), (std::vector<int>{1, 2, 3}));

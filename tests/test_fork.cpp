@@ -212,7 +212,7 @@ TEST(Fork, ForkWithWorkInFlight) {
 
 // fork() while other threads make and destroy runtimes: their workers take
 // the ParkWord registry's lock as they start and end, and a child that
-// inherited it locked hung in its first wait (a reviewer's program: 1 of
+// inherited it locked hung in its first wait (1 of
 // 200 children). The atfork handlers hold it across fork.
 TEST(Fork, WhileAnotherThreadStartsAndStopsRuntimes) {
   // Seen under ASan: the child's workers blocked for good on an allocator
@@ -251,8 +251,8 @@ TEST(Fork, WhileAnotherThreadStartsAndStopsRuntimes) {
 
 // A child forked from inside a task, whose task then returns: the worker's
 // queues in the child are copies of the parent's, and running them would
-// repeat tasks the parent runs (a reviewer's program ran all 400 twice,
-// then hung). The child's thread ends instead, and the parent's tasks run
+// repeat tasks the parent runs (all 400 ran twice,
+// then the child hung). The child's thread ends instead, and the parent's tasks run
 // once. A runtime the child makes inside that task works (the forking
 // thread counts as outside every pool there).
 TEST(Fork, ChildForkedInsideATaskRunsNoParentTask) {

@@ -269,7 +269,7 @@ TEST(Parking, BusyWorkerIsNotCountedAsSearching) {
 // latch, I/O) until a child it spawned has run. A worker used to leave as
 // soon as stop was set and it saw no work, so the child, pushed later,
 // woke nobody and the parent (and shutdown) waited for ever: 20 hangs in
-// 20 runs of a reviewer's program. Workers now leave only once no worker
+// 20 runs. Workers now leave only once no worker
 // runs a task (parking.md, "Shutdown").
 TEST(Shutdown, ATaskBlockedOnItsChildStillGetsIt) {
   pwtest::Watchdog dog("Shutdown.ATaskBlockedOnItsChildStillGetsIt", 60);
@@ -338,9 +338,9 @@ void spin_for(std::chrono::microseconds d) {
 // and that worker sleeps; the batch's push into the deque then woke nobody
 // (no [N1]/[N2] after it), so task B waited for the busy worker. Here A
 // waits (outside parkway) for B, submitted right after it: without a wake
-// B runs only after A gives up. A reviewer's program with a 50 us delay
+// B runs only after A gives up. A 50 us delay
 // in that window stranded 21 of 500; the chaos build puts a chaos point
-// there. (After a reviewer's program, session 7.)
+// there.
 TEST(Parking, BatchMovedIntoADequeWakesASleeper) {
   pwtest::Watchdog dog("Parking.BatchMovedIntoADequeWakesASleeper", 120);
   parkway::Runtime rt(parkway::Options{.workers = 2, .search_rounds = 2});

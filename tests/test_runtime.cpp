@@ -72,7 +72,7 @@ TEST(Runtime, RunReturnsAndRethrows) {
 // run() copies or moves the callable into its own, like submit(), on a
 // worker too (it invoked the caller's object in place there: a mutable
 // lambda's state changed only on workers, and run(std::move(x)) left x
-// intact). After a reviewer's program.
+// intact).
 namespace {
 struct Holder {
   std::unique_ptr<int> p = std::make_unique<int>(7);

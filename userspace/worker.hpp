@@ -157,8 +157,8 @@ class alignas(64) Worker {
   // nobody searches. A searcher is counted in S, so this wakes nobody on
   // the search path; it matters for a worker over the searcher cap and for
   // the periodic injection check, whose batch a parker's [P2] recheck may
-  // have missed while it was in neither queue (a reviewer's program with a
-  // widened window stranded 21 of 500 tasks; Parking.BatchMovedIntoADeque*).
+  // have missed while it was in neither queue (with the window widened by a
+  // delay, 21 of 500 tasks were stranded; Parking.BatchMovedIntoADeque*).
   void after_batch_push() noexcept {
     after_push_not_all_busy(parking().state_after_push());  // [N1], [N2]; with s == 0 it does nothing
   }

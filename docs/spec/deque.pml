@@ -64,8 +64,7 @@
  * [D4] before [D6] (abl-top-before-gate): x86 keeps loads in order, but
  * the compiler may swap two relaxed loads, and weaker hardware may too,
  * so the gate load wants acquire (the same mov on x86) or a compiler
- * barrier after it. (deque.hpp at c320249 loads gate_ relaxed with
- * nothing between [D4] and [D6] on the unfenced path.) Inside a session:
+ * barrier after it. Inside a session:
  * [D8] after [D7] (abl-membarrier-first), every steal before [D10]
  * (abl-early-d10).
  *

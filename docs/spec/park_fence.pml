@@ -38,7 +38,7 @@
  * taken), SC (below), RULE:
  *
  * Rules for skipping the heavy fence (RULE):
- *   0  never skip (the code before 189de93)
+ *   0  never skip (the symmetric rule: a membarrier before every recheck)
  *   1  the code: [P2] skips iff [P1] made every worker idle (I == N
  *      after it); [S3] skips iff [S2] read I == N - 1 (every other worker
  *      idle)

@@ -14,7 +14,7 @@
 # park-*: a searcher that parks ([P1], [P2]); baton-*: the last searcher
 # that found work ([S2], [S3]); -pidle: the producer may also run its task
 # and park, so every worker can end idle and the skip is taken; rule0: the
-# fence is never skipped (the code before 189de93); sc-*: no store buffer;
+# fence is never skipped (a membarrier before every recheck); sc-*: no store buffer;
 # abl-*: an ablation that must lose the wakeup (t never runs).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -44,17 +44,17 @@
  *   N         workers (2 or 3)            NI       injected tasks (1..2)
  *   SPAWN     task NI-1 spawns a child      BLOCK    task 0 blocks (above)
  *   SPURIOUS  spurious futex wakes allowed in the whole run
- *   W2CAS     1 = [W2] is a CAS that requires S == 0 (userspace/ since
- *                 5528321)
- *             0 = [W2] fetch_add after the [W1] load (before 5528321: a
- *                 wake while someone searches; cap exceeded): must be caught
- *   POS_FIRST 1 = [W3] (pos_[w] = -1) before the [W2] RMW (16bd9c6 until
- *                 5528321: the wakee's lock-free withdraw can see -1
+ *   W2CAS     1 = [W2] is a CAS that requires S == 0 (the code)
+ *             0 = [W2] fetch_add after the [W1] load (a recorded defect:
+ *                 a wake while someone searches; cap exceeded): must be
+ *                 caught
+ *   POS_FIRST 1 = [W3] (pos_[w] = -1) before the [W2] RMW (a recorded
+ *                 defect: the wakee's lock-free withdraw can see -1
  *                 before it is counted): must be caught. 0 = after it.
  *   WAKE_ASSERT 0 = drop the "S == 0 at [W2]" assertion (to isolate
  *             POS_FIRST from the W2CAS defect)
  *   TRUST_TOKEN 1 = [P5] trusts a kHandedOff token instead of asking the
- *             list (7b11c1f; fixed in 16bd9c6): must be caught
+ *             list (a recorded defect): must be caught
  *   START_PARKED  1 = every worker starts asleep on the idle list (skips
  *             the start-up races; used to keep N = 3 small)
  *   CAPSLACK  searchers allowed above ceil(N/2) by the cap assertion

@@ -81,10 +81,10 @@
  *             wake, compare_exchange_weak failing although the value matched
  *   THIEF     0 = no thief: the owner runs every slot task ([G3o])
  *   X         1 = add the non-owner waiter X
- *   X_OLD     1 = X as the code was at 9970ad9 (a recorded bug, must be
- *             caught): it polls only if the slot is busy at wait_blocking's
- *             first load, else sleeps untimed for good. 2 = X as at 147f12e
- *             (a recorded bug, must be caught with ROUNDS=3): wait_check
+ *   X_OLD     1 = a recorded bug, must be caught: X polls only if the
+ *             slot is busy at wait_blocking's first load, else sleeps
+ *             untimed for good. 2 = a recorded bug, must be caught with
+ *             ROUNDS=3: wait_check
  *             decided from a slot load taken before its [C1], so the owner
  *             could reuse the slot in between. 0 = the code now:
  *             X's wait_check (every check, and the recheck after [P0])
@@ -97,12 +97,12 @@
  *             everywhere, so the model over-approximates its sleeps.)
  *   XPOLL     1 (with X_OLD) = X always polls
  *   CHILD     1 = the slot task spawns a heap task H into its own group
- *   FIX       1 (default, the code since the fix) = the owner's
+ *   FIX       1 (default, the code) = the owner's
  *             wait_check, at every check and at the recheck after [P0],
  *             registers ([G6] on the slot, [C1] on pending_) whenever it
  *             finds a busy word with no id, so it sleeps only registered.
- *             0 = the code at 9970ad9 (registration once, before the
- *             loop): a recorded bug with CHILD, must be caught
+ *             0 = registration once, before the loop: a recorded bug
+ *             with CHILD, must be caught
  * Ablations (each must be caught):
  *   G6_STORE           [G6] is a plain store of (loaded value | id)
  *   REMOTE_G3O         the thief frees the slot with [G3o] (store, no [G4])
@@ -478,7 +478,7 @@ inline xcheck() {
   v = 0; p = 0
 }
 
-/* The same as at 147f12e (X_OLD=2, a recorded bug): the "poll?" decision
+/* The recorded bug X_OLD=2: the "poll?" decision
  * from a slot load taken before [C1], finished() from later loads */
 inline xcheck_old() {
   atomic { v = slot };                                        /* wait_check: slot_ load */

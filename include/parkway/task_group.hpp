@@ -212,7 +212,7 @@ class PARKWAY_API TaskGroup {
   // the spawn-one-then-wait shape out as straight-line code: no taken
   // branch between the spawn and the return but the calls themselves
   // (g++ 12 ignores [[likely]] on these conditions). finished() tests its
-  // two words with one branch for the same reason. benchmarks.md, session 7.
+  // two words with one branch for the same reason (docs/design/slot.md).
   void join() noexcept {
     if (__builtin_expect(finished(), 0)) return;
     do {

@@ -49,7 +49,7 @@ Rules for a shared machine and for checks that could not be made:
   kept (the others stay in the JSON, marked superseded); this repeats
   while a re-run lowers a floor. The choice looks only at the sensors and
   busy, never at the pool's time. Why: such a neighbour slows the spawning
-  fib more than the sequential one (benchmarks.md, session 9), and a
+  fib more than the sequential one (measured: docs/benchmarks.md), and a
   slowdown of T(seq) alone flatters the ratio, so a ratio taken on a
   slowed CPU is not the runtime's. A section slowed evenly from start to
   end is not detected (the floors are relative).
