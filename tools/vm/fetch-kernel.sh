@@ -7,6 +7,17 @@
 # directories under CACHE/apt) is used with `apt-get download`: nothing is
 # installed, and the host's sources are never read or changed.
 #
+# Trust: the private sid source is marked trusted=yes and its Release's
+# validity date is not checked (Acquire::Check-Valid-Until=false, for
+# this private configuration only), so that a frozen snapshot mirror,
+# whose sid Release apt would reject as expired, still serves the kernel.
+# The kernel is only booted inside QEMU as a test subject; it is never
+# installed on the host (docs/design/sched-ext.md, "The VM tests").
+#
+# Packages tried, in order: linux-image-cloud-amd64, then linux-image-amd64
+# (both built with CONFIG_SCHED_CLASS_EXT=y in sid); the first that
+# resolves is used, and its name is written next to the image.
+#
 # Result (stdout, last line): the path of CACHE/kernel/<version>/ holding
 #   vmlinuz   the bootable image
 #   package   the name of the package it came from
@@ -42,6 +53,7 @@ APT_OPTS=(
   -o APT::Architecture=amd64
   -o APT::Architectures::=amd64
   -o Acquire::Languages=none
+  -o Acquire::Check-Valid-Until=false
   -o Debug::NoLocking=1
   -o APT::Sandbox::User=root
 )
@@ -65,8 +77,13 @@ meta_dep() {
   apt-cache "${APT_OPTS[@]}" show "$1" 2>/dev/null | sed -n 's/^Depends: //p' | head -n 1 |
     tr ',' '\n' | sed -E 's/^ *//; s/ .*//' | grep -E '^linux-(image|binary)-' | head -n 1
 }
-pkg=$(meta_dep linux-image-cloud-amd64)
-[ -n "$pkg" ] || { say "cannot resolve linux-image-cloud-amd64 in sid"; exit 2; }
+pkg=
+for meta in linux-image-cloud-amd64 linux-image-amd64; do
+  pkg=$(meta_dep "$meta")
+  [ -n "$pkg" ] && break
+  say "cannot resolve $meta in sid; trying the next kernel package"
+done
+[ -n "$pkg" ] || { say "no sched_ext kernel package resolves in sid"; exit 2; }
 # Follow one more level if the image package is itself a thin wrapper.
 inner=$(meta_dep "$pkg" || true)
 [ -n "$inner" ] && [ "$inner" != "$pkg" ] && pkg=$inner

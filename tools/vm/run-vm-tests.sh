@@ -54,6 +54,7 @@ if [ -n "${VM_KERNEL:-}" ]; then
   [ "$(basename "$VM_KERNEL")" = vmlinuz ] || { echo "vm-test: VM_KERNEL must name a file called vmlinuz"; exit 2; }
 else
   kdir=$(bash tools/vm/fetch-kernel.sh "$CACHE" | tail -n 1) || skip_all "no sched_ext kernel could be fetched into $CACHE"
+  echo "vm-test: booting $(cat "$kdir/package" 2>/dev/null || echo '?') ($kdir/vmlinuz)"
 fi
 [ -f "$kdir/vmlinuz" ] || skip_all "no vmlinuz in $kdir"
 
