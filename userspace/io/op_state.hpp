@@ -41,6 +41,7 @@ enum : std::uint64_t {
   kTagAccept = 3,      // an AcceptQueue's multishot accept
   kTagRingWait = 4,    // the ring's own wait on the park word (no object)
   kTagInternal = 5,    // shutdown's cancel-everything (no object)
+  kTagIgnore = 6,      // the ring's destructor cancelling its own wait
   kTagMask = 7,
 };
 

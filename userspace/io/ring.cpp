@@ -95,7 +95,7 @@ IoRing::~IoRing() {
   if (armed_) {
     if (io_uring_sqe* sqe = get_sqe()) {
       io_uring_prep_cancel64(sqe, kTagRingWait, 0);
-      io_uring_sqe_set_data64(sqe, kTagInternal);
+      io_uring_sqe_set_data64(sqe, kTagIgnore);
     }
     for (int i = 0; armed_ && i < 1000; ++i) {
       enter(true, true);
@@ -209,6 +209,7 @@ void IoRing::drain_mailbox() noexcept {
     if (sqe) {
       io_uring_prep_cancel64(sqe, r->target, 0);
       io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(r) | kTagCancel);
+      ++cancels_;
     } else {
       r->release(r);  // cannot happen short of a broken ring; the op completes on its own
     }
@@ -222,6 +223,7 @@ void IoRing::cancel_everything() noexcept {
   if (io_uring_sqe* sqe = get_sqe()) {
     io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
     io_uring_sqe_set_data64(sqe, kTagInternal);
+    ++cancels_;
   }
 }
 
@@ -249,6 +251,7 @@ unsigned IoRing::poll() noexcept {
 }
 
 void IoRing::push(::parkway::detail::Task* t) noexcept {
+  unstarted_.fetch_add(1, std::memory_order_relaxed);  // before a thief can start it
   w_.push_ready(t);
   ++pushed_;
 }
@@ -285,6 +288,7 @@ void IoRing::on_cqe(const io_uring_cqe* cqe) noexcept {
     }
     case kTagCancel: {
       auto* r = reinterpret_cast<CancelRequest*>(ud & ~kTagMask);
+      --cancels_;
       r->release(r);
       return;
     }
@@ -294,8 +298,11 @@ void IoRing::on_cqe(const io_uring_cqe* cqe) noexcept {
     case kTagRingWait:
       armed_ = false;  // [R4] woken (or EAGAIN: the word had changed); re-armed at the next ring park
       return;
+    case kTagInternal:
+      --cancels_;
+      return;
     default:
-      return;  // kTagInternal
+      return;  // kTagIgnore
   }
 }
 

@@ -52,14 +52,19 @@ class IoRing {
   void post_cancel(CancelRequest* req) noexcept;
 
   // Scheduling points (owner only):
-  // between two tasks: reap if the kernel has completions for us, and
+  // between two tasks: reap if the kernel has completions for us and
+  // every continuation of the last reap has started (so a batch runs
+  // before the next one is pushed on top of it: the deque is LIFO, and
+  // reaping over unstarted continuations starved the oldest ones), and
   // flush queued SQEs once a few tasks have queued them;
   void between_tasks() noexcept {
-    if (events_waiting()) [[unlikely]]
+    if (unstarted_.load(std::memory_order_relaxed) == 0 && events_waiting()) [[unlikely]]
       poll();
     else if (io_uring_sq_ready(&ring_) != 0 && ++sq_ticks_ >= kFlushTicks)
-      poll();
+      enter(false, false);
   }
+  // A continuation this ring pushed has started (on any worker).
+  void continuation_started() noexcept { unstarted_.fetch_sub(1, std::memory_order_relaxed); }
   // flush SQEs, run the kernel's deferred completions, reap every CQE
   // (each finished operation's continuation is pushed on the worker's
   // deque) and drain the mailbox. Returns how many continuations it pushed.
@@ -76,7 +81,9 @@ class IoRing {
   // Must the worker park inside the ring? Yes while an operation or the
   // ring's own wait is in flight: a plain futex wait beside an armed ring
   // wait on the same word could have its wake taken by the ring's.
-  bool must_park_in_ring() const noexcept { return ops_ != 0 || armed_; }
+  // Cancels in flight count too: their CQEs release references, and
+  // reaping them must not wait for the next wake.
+  bool must_park_in_ring() const noexcept { return ops_ != 0 || armed_ || cancels_ != 0; }
   WakeMode wake_mode() const noexcept { return mode_; }
   // The ParkWord value a ring park announces: kParked (futex op) or
   // kParkedRing (eventfd: wakers ring the doorbell).
@@ -110,6 +117,7 @@ class IoRing {
   WakeMode mode_;
   unsigned ops_ = 0;          // user operations in flight (multishot accepts included)
   bool armed_ = false;        // the ring's wait on the park word is in the kernel
+  unsigned cancels_ = 0;      // ASYNC_CANCELs (requests and cancel-everything) in the kernel
   bool defer_taskrun_ = false;
   unsigned sq_ticks_ = 0;     // between_tasks() calls since SQEs were queued
   unsigned pushed_ = 0;       // continuations pushed by the reap in progress
@@ -117,6 +125,7 @@ class IoRing {
   std::uint64_t submitted_ = 0;
   std::uint64_t doorbell_buf_ = 0;  // the eventfd read's target
   std::atomic<CancelRequest*> mailbox_{nullptr};
+  alignas(64) std::atomic<unsigned> unstarted_{0};  // continuations pushed, not yet started
 };
 
 // The ParkWord state `kParkedRing` (parker.hpp) is rung through the
