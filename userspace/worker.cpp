@@ -48,6 +48,8 @@ io::detail::IoRing& Worker::io_ring() {
 
 bool Worker::poll_io() noexcept { return io_ && io_->poll() != 0; }
 
+void Worker::io_between_tasks() noexcept { io_->between_tasks(); }
+
 
 void Worker::main_loop() {
   tls_current = this;
@@ -86,8 +88,6 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
       if (searching_) found_work();
       return;
     }
-    if (io_) [[unlikely]]
-      io_->between_tasks();  // completions wait at most one task on a busy worker (io.md)
     if (Task* t = next_local()) {
       // park() can return with this worker counted as a searcher (a waker
       // handed off to it); if the periodic injection check then gave it a

@@ -23,6 +23,7 @@ namespace {
 // unless it was destroyed meanwhile (then drop the awaiter's reference).
 bool resume_continuation(::parkway::detail::Task* t) noexcept {
   OpState* st = static_cast<OpState::Continuation*>(t)->st;
+  st->ring->continuation_started();
   if (st->phase.exchange(kResumed, std::memory_order_acq_rel) == kOrphaned) {
     unref(st);
     return true;
