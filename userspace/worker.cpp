@@ -48,7 +48,12 @@ io::detail::IoRing& Worker::io_ring() {
 
 bool Worker::poll_io() noexcept { return io_ && io_->poll() != 0; }
 
-void Worker::io_between_tasks() noexcept { io_->between_tasks(); }
+bool Worker::execute_after_io(Task* t) noexcept {
+  io_->between_tasks();
+  WorkerCounters::bump(counters_.executed);
+  PW_PROBE2(run, int(index_), t);
+  return t->invoke(t);
+}
 
 
 void Worker::main_loop() {

@@ -121,7 +121,7 @@ class alignas(64) Worker {
   // (helping waits included), so a completion waits at most one task.
   [[gnu::always_inline]] bool execute(Task* t) noexcept {
     if (io_) [[unlikely]]
-      io_between_tasks();
+      return execute_after_io(t);  // a tail call: the common path saves no register
     WorkerCounters::bump(counters_.executed);
     PW_PROBE2(run, int(index_), t);
     return t->invoke(t);
@@ -185,7 +185,8 @@ class alignas(64) Worker {
   bool any_work_visible() const noexcept;
   // The ring's reap at a scheduling point: true if it made tasks runnable.
   bool poll_io() noexcept;
-  [[gnu::noinline]] void io_between_tasks() noexcept;
+  // execute() on a worker with a ring: its between-tasks reap, then t.
+  [[gnu::noinline]] bool execute_after_io(Task* t) noexcept;
   void park(DoneFn done, void* ctx, bool main, bool timed) noexcept;
   void loop(DoneFn done, void* ctx, bool main, bool timed);
   // Tell the sched_ext scheduler (if loaded) what this worker is doing;
