@@ -156,6 +156,7 @@ TEST_SUITES :=
 -include tools/vm/vm.mk
 -include tests/bench/bench.mk
 -include tools/httpd/httpd_parts.mk
+-include tests/doc_snippets.mk
 
 # make test: every suite, each in its own make, then one total line.
 test: deps
