@@ -31,7 +31,10 @@ Reg register_waiter(std::atomic<std::uint64_t>& word, std::uint32_t id) noexcept
 }
 
 bool help_own_deque(Worker* me, DoneFn done, void* ctx) noexcept {
-  while (Task* t = me->deque().pop()) {
+  for (;;) {
+    me->io_point();  // a wait is a scheduling point too (io.md)
+    Task* t = me->deque().pop();
+    if (!t) break;
     me->execute(t);
     // The task forked and this is the child: the rest of the deque is the
     // parent's to run, and the wait sleeps in block_until (fork.md).

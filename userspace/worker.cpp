@@ -48,11 +48,14 @@ io::detail::IoRing& Worker::io_ring() {
 
 bool Worker::poll_io() noexcept { return io_ && io_->poll() != 0; }
 
-bool Worker::execute_after_io(Task* t) noexcept {
+bool Worker::run_own_after_io() noexcept {
   io_->between_tasks();
-  WorkerCounters::bump(counters_.executed);
-  PW_PROBE2(run, int(index_), t);
-  return t->invoke(t);
+  return run_own_popped();
+}
+
+void Worker::io_point() noexcept {
+  if (io_) [[unlikely]]
+    io_->between_tasks();
 }
 
 
@@ -93,6 +96,7 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
       if (searching_) found_work();
       return;
     }
+    io_point();  // completions reaped here run before the next local task
     if (Task* t = next_local()) {
       // park() can return with this worker counted as a searcher (a waker
       // handed off to it); if the periodic injection check then gave it a

@@ -80,7 +80,20 @@ class alignas(64) Worker {
   // Pop this worker's newest task and run it; false if there was none.
   // Every path that runs a task ends in a tail call (invoke returns true), so
   // the task returns straight to our caller. Owner only.
+  // With a ring, this is also io.md's "between tasks" scheduling point:
+  // completions are reaped before the pop, so their continuations are
+  // the newest tasks and run next (reaped after the pop, they went under
+  // whatever the popped task spawned, and a task that kept spawning
+  // starved them). A tail call: the common path saves no register.
   [[gnu::always_inline]] bool run_own() noexcept {
+    if (io_) [[unlikely]]
+      return run_own_after_io();
+    return run_own_popped();
+  }
+  // The ring's between-tasks point, for the paths that pop (loop, helping
+  // waits); nothing without a ring.
+  void io_point() noexcept;
+  [[gnu::always_inline]] bool run_own_popped() noexcept {
     std::int64_t top, bottom;
     if (Task* t = deque_.pop_unless_last(&top, &bottom)) [[likely]]  // [Q4]
       return execute(t);
@@ -116,12 +129,7 @@ class alignas(64) Worker {
   static inline thread_local constinit Worker* tls_current __attribute__((tls_model("initial-exec"))) = nullptr;
 
   // Count, probe and run `t`; true (what the task's invoke returns).
-  // With a ring, reap first if completions are due: this is the "between
-  // tasks" scheduling point of io.md, on every path that runs a task
-  // (helping waits included), so a completion waits at most one task.
   [[gnu::always_inline]] bool execute(Task* t) noexcept {
-    if (io_) [[unlikely]]
-      return execute_after_io(t);  // a tail call: the common path saves no register
     WorkerCounters::bump(counters_.executed);
     PW_PROBE2(run, int(index_), t);
     return t->invoke(t);
@@ -185,8 +193,8 @@ class alignas(64) Worker {
   bool any_work_visible() const noexcept;
   // The ring's reap at a scheduling point: true if it made tasks runnable.
   bool poll_io() noexcept;
-  // execute() on a worker with a ring: its between-tasks reap, then t.
-  [[gnu::noinline]] bool execute_after_io(Task* t) noexcept;
+  // run_own() on a worker with a ring: its between-tasks reap, then the pop.
+  [[gnu::noinline]] bool run_own_after_io() noexcept;
   void park(DoneFn done, void* ctx, bool main, bool timed) noexcept;
   void loop(DoneFn done, void* ctx, bool main, bool timed);
   // Tell the sched_ext scheduler (if loaded) what this worker is doing;

@@ -57,11 +57,16 @@ class IoRing {
   // before the next one is pushed on top of it: the deque is LIFO, and
   // reaping over unstarted continuations starved the oldest ones), and
   // flush queued SQEs once a few tasks have queued them;
+  // queued SQEs go to the kernel with that reap, or, while a batch of
+  // continuations runs, every few tasks (each queues about one), so a
+  // batch costs a few system calls, not one per operation.
   void between_tasks() noexcept {
-    if (unstarted_.load(std::memory_order_relaxed) == 0 && events_waiting()) [[unlikely]]
-      poll();
-    else if (io_uring_sq_ready(&ring_) != 0 && ++sq_ticks_ >= kFlushTicks)
+    if (unstarted_.load(std::memory_order_relaxed) == 0) {
+      if (events_waiting() || io_uring_sq_ready(&ring_) != 0) [[unlikely]]
+        poll();
+    } else if (io_uring_sq_ready(&ring_) != 0 && ++sq_ticks_ >= kFlushTicks) {
       enter(false, false);
+    }
   }
   // A continuation this ring pushed has started (on any worker).
   void continuation_started() noexcept { unstarted_.fetch_sub(1, std::memory_order_relaxed); }
@@ -104,7 +109,7 @@ class IoRing {
   void multishot_ended() noexcept { --ops_; }
 
  private:
-  static constexpr unsigned kFlushTicks = 4;  // tasks that may queue SQEs before a flush
+  static constexpr unsigned kFlushTicks = 4;  // continuations that may queue SQEs before a flush
   io_uring_sqe* get_sqe(unsigned need = 1) noexcept;
   unsigned reap() noexcept;
   void drain_mailbox() noexcept;
