@@ -57,3 +57,12 @@ ifneq (,$(BENCH_SUBMIT))
 	$(BENCH_SUBMIT) $(filter --quick,$(BENCH_ARGS)) --json $(BENCH_DIR)/submit.json > $(BENCH_DIR)/submit.txt; \
 	  rc=$$?; cat $(BENCH_DIR)/submit.txt; exit $$rc
 endif
+
+# The I/O benchmarks: echo against Asio and epoll, parkway-httpd against
+# nginx (tests/bench/echo/, tests/bench/httpd/). They run after every
+# benchmark binary is built, so nothing compiles while they measure.
+include tests/bench/echo/echo.mk
+-include tests/bench/httpd/httpd_bench.mk
+bench: bench-echo bench-httpd
+bench-echo: | $(BENCH_BINS) $(BENCH_SUBMIT)
+bench-build: bench-echo-build

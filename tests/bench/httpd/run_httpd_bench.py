@@ -1,0 +1,900 @@
+#!/usr/bin/env python3
+"""run_httpd_bench.py -- parkway-httpd against nginx over loopback: one run,
+peers interleaved, medians, ratios parkway/nginx, the command of every row.
+
+  python3 tests/bench/httpd/run_httpd_bench.py --httpd build/parkway-httpd \\
+      --out build/bench/httpd.json [--quick]
+
+Sections (see docs/benchmarks.md, "HTTP server: parkway-httpd against nginx"):
+
+- load, pinned: each server on CPU 0 with one worker (parkway-httpd
+  --workers 1, nginx worker_processes 1; taskset -c 0), wrk -t1 on CPU 1.
+- load, 2 workers: both servers with two workers, nothing pinned, wrk -t1.
+  Rows: GET /plaintext at 1, 64 and 256 connections, 16-deep pipelining
+  (pipeline.lua, 64 connections), a 4 KiB static file (64 connections).
+  Per run: req/s, p50 and p99 from `wrk --latency`, and the server's CPU
+  time per request (utime+stime of all its processes from /proc/PID/stat,
+  after minus before, over the requests wrk completed). Repetitions are
+  interleaved (the order of the servers rotates each round); the table shows
+  medians and parkway/nginx ratios of req/s and p99.
+- idle: a fresh server (two workers), 10,000 keep-alive connections that
+  each made one request and then stay silent; server CPU per idle second
+  (from /proc/PID/task/*/schedstat, ns) and RSS delta per connection.
+  The connections are held by a separate process (this script, --role
+  idle-client) so that each side has its own descriptor table.
+- compute beside I/O (parkway-httpd only, two workers): GET /plaintext at a
+  fixed rate from an open-loop client (--role open-loop: a fixed send
+  schedule, latency measured from each request's scheduled time, so a
+  stalled server cannot hide its backlog), alone and while 4 connections
+  keep requesting /fib/30 (wrk, closed loop). The baseline, the same mix
+  with fib computed on a separate thread pool, needs a server mode
+  parkway-httpd does not have: the row says "not available".
+
+Everything listens on 127.0.0.1, every child runs under a timeout, every
+server is stopped in a finally block. Benchmarks report; they do not
+assert: the exit status is 0 whatever the numbers, 1 only when the
+benchmark itself could not run (a server did not start, wrk is missing).
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import selectors
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HOST = "127.0.0.1"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+OPEN_LOOP_RATE = 1000  # /plaintext requests per second in the compute-beside-I/O section
+NOFILE = 20000  # servers' and idle client's descriptor limit (capped by the hard limit)
+
+
+# ---------------------------------------------------------------- utilities
+
+def raise_nofile(want=NOFILE):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if soft == resource.RLIM_INFINITY or soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def die_with_parent():
+    """In a child before exec: SIGKILL it when this script dies, so that no
+    server outlives a benchmark that was killed."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def free_port():
+    s = socket.socket()
+    s.bind((HOST, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def children_of(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        fields = st[st.rindex(")") + 2:].split()
+        if int(fields[1]) == pid:
+            out.append(int(d))
+    return out
+
+
+def proc_ticks(pid):
+    """utime + stime of process pid (all its threads), in clock ticks."""
+    with open("/proc/%d/stat" % pid) as f:
+        st = f.read()
+    fields = st[st.rindex(")") + 2:].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def proc_sched_ns(pid):
+    """CPU time of all threads of pid in ns (/proc/PID/task/*/schedstat)."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total
+
+
+def machine_busy_s():
+    """Seconds of CPU the whole machine spent not idle (/proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / CLK_TCK
+
+
+def own_cpu_s():
+    """CPU time of this script and its reaped children (wrk, clients)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def proc_rss_bytes(pid):
+    with open("/proc/%d/statm" % pid) as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+def http_get(port, path, timeout=2.0):
+    """One GET on a fresh connection: (status, body) or None."""
+    try:
+        with socket.create_connection((HOST, port), timeout=timeout) as s:
+            s.sendall(("GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n" % path).encode())
+            data = b""
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                data += b
+        head, _, body = data.partition(b"\r\n\r\n")
+        return int(head.split()[1]), body
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def pct(sorted_vals, p):
+    if not sorted_vals:
+        return None
+    k = min(len(sorted_vals) - 1, max(0, int(round(p / 100.0 * len(sorted_vals) + 0.5)) - 1))
+    return sorted_vals[k]
+
+
+def med(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+# ---------------------------------------------------------------- servers
+
+class Server:
+    """A server process started by us: .pids() are the processes whose CPU
+    time and memory count (nginx: master and workers)."""
+
+    def __init__(self, name, cmd, port, cpus=None, env=None, log=None):
+        self.name, self.cmd, self.port, self.cpus = name, cmd, port, cpus
+        self.log = log
+        self.logf = None
+        self.proc = None
+        self.env = env
+
+    def start(self, timeout=10):
+        cpus = self.cpus
+
+        def pre():
+            os.setsid()
+            die_with_parent()
+            raise_nofile()
+            if cpus is not None:
+                os.sched_setaffinity(0, cpus)
+
+        self.logf = open(self.log, "wb") if self.log else subprocess.DEVNULL
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE if self.port == 0 else self.logf,
+                                     stderr=self.logf, stdin=subprocess.DEVNULL, preexec_fn=pre, env=self.env)
+        if self.port == 0:  # parkway-httpd --port 0 prints the address it got
+            line = self._readline(timeout)
+            if not line or "listening on" not in line:
+                self.stop()
+                raise RuntimeError("%s: did not start: %r" % (self.name, line))
+            self.port = int(line.strip().split()[3].rsplit(":", 1)[1])
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("%s exited with %d at start (%s)" % (self.name, self.proc.returncode, self.log))
+            r = http_get(self.port, "/plaintext", 0.5)
+            if r and r[0] == 200:
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("%s: no answer on port %d after %d s" % (self.name, self.port, timeout))
+
+    def _readline(self, timeout):
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        ok = sel.select(timeout)
+        sel.close()
+        return self.proc.stdout.readline().decode(errors="replace") if ok else None
+
+    def pids(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return []
+        return [self.proc.pid] + children_of(self.proc.pid)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def ticks(self):
+        return sum(proc_ticks(p) for p in self.pids())
+
+    def sched_ns(self):
+        return sum(proc_sched_ns(p) for p in self.pids())
+
+    def rss(self):
+        return sum(proc_rss_bytes(p) for p in self.pids())
+
+    def stop(self):
+        if self.proc is None:
+            return None
+        rc = self.proc.poll()
+        if rc is None:
+            pids = self.pids()
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                rc = self.proc.wait(timeout=8)
+            except subprocess.TimeoutExpired:
+                for p in pids:
+                    try:
+                        os.kill(p, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                rc = self.proc.wait(timeout=5)
+            # nginx workers exit with their master; make sure.
+            for p in pids[1:]:
+                try:
+                    os.kill(p, 0)
+                    os.kill(p, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        if self.logf not in (None, subprocess.DEVNULL):
+            self.logf.close()
+        return rc
+
+
+def parkway_server(exe, workers, cpus, tmp, root):
+    cmd = [exe, "--port", "0", "--workers", str(workers), "--root", root]
+    return Server("parkway", cmd, 0, cpus, log=os.path.join(tmp, "parkway-%d.log" % workers))
+
+
+def nginx_server(exe, workers, cpus, tmp, root):
+    prefix = tempfile.mkdtemp(prefix="nginx-%d-" % workers, dir=tmp)
+    os.chmod(prefix, 0o755)
+    for d in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        os.mkdir(os.path.join(prefix, d))
+    port = free_port()
+    with open(os.path.join(HERE, "nginx.conf.in")) as f:
+        conf = f.read()
+    for k, v in {"PREFIX": prefix, "WORKERS": workers, "NOFILE": NOFILE, "CONNECTIONS": NOFILE,
+                 "PORT": port, "ROOT": root}.items():
+        conf = conf.replace("@%s@" % k, str(v))
+    path = os.path.join(prefix, "nginx.conf")
+    with open(path, "w") as f:
+        f.write(conf)
+    cmd = [exe, "-p", prefix + "/", "-c", path, "-e", os.path.join(prefix, "error.log")]
+    return Server("nginx", cmd, port, cpus, log=os.path.join(prefix, "stderr.log"))
+
+
+# ---------------------------------------------------------------- wrk
+
+def parse_wrk_time(s):
+    for unit, mult in (("us", 1e-3), ("ms", 1.0), ("s", 1e3), ("m", 60e3), ("h", 3600e3)):
+        if s.endswith(unit):
+            return float(s[:-len(unit)]) * mult
+    return None
+
+
+def parse_wrk(out):
+    r = {"requests": None, "req_s": None, "p50_ms": None, "p99_ms": None, "socket_errors": 0, "non_2xx": 0}
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        t = line.split()
+        if not t:
+            continue
+        if t[0] == "50%" and len(t) == 2:
+            r["p50_ms"] = parse_wrk_time(t[1])
+        elif t[0] == "99%" and len(t) == 2:
+            r["p99_ms"] = parse_wrk_time(t[1])
+        elif len(t) >= 3 and t[1] == "requests" and t[2] == "in":
+            r["requests"] = int(t[0])
+        elif t[0] == "Requests/sec:":
+            r["req_s"] = float(t[1])
+        elif line.strip().startswith("Socket errors:"):
+            r["socket_errors"] = sum(int(x.strip(",")) for x in t if x.strip(",").isdigit())
+            r["socket_errors_text"] = line.strip()
+        elif line.strip().startswith("Non-2xx or 3xx responses:"):
+            r["non_2xx"] = int(t[-1])
+    return r
+
+
+class Bench:
+    def __init__(self, args, tmp):
+        self.args = args
+        self.tmp = tmp
+        self.records = []
+        self.failures = []
+        self.problems = []  # what a server did wrong under load (errors, stalls, exits)
+
+    def wrk(self, server, row, pinned, duration, record=True):
+        url = "http://%s:%d%s" % (HOST, server.port, row["path"])
+        cmd = ["wrk", "-t1", "-c%d" % row["conns"], "-d%gs" % duration, "--latency", "--timeout", "5s"]
+        if row.get("script"):
+            cmd += ["-s", row["script"]]
+        cmd.append(url)
+        if pinned:
+            cmd = ["taskset", "-c", "1"] + cmd
+        t0, b0, o0, w0 = server.ticks(), machine_busy_s(), own_cpu_s(), time.time()
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 20)
+            out, rc = p.stdout, p.returncode
+        except subprocess.TimeoutExpired:
+            out, rc = "", "timeout"
+        t1 = server.ticks() if server.alive() else None
+        b1, o1, w1 = machine_busy_s(), own_cpu_s(), time.time()
+        rec = parse_wrk(out)
+        rec.update({"server": server.name, "row": row["name"], "config": "pinned" if pinned else "2 workers",
+                    "cmd": " ".join(cmd), "rc": rc})
+        # CPUs' worth of other processes' work during the run (the machine
+        # may be shared): machine busy time minus the server's, wrk's and ours.
+        if t1 is not None:
+            rec["foreign_cpus"] = round(max(0.0, (b1 - b0) - (t1 - t0) / CLK_TCK - (o1 - o0)) / (w1 - w0), 2)
+        if rec["requests"] and t1 is not None:
+            rec["cpu_us_per_req"] = (t1 - t0) / CLK_TCK / rec["requests"] * 1e6
+        else:
+            rec["cpu_us_per_req"] = None
+        if not server.alive():
+            self.problems.append("%s exited (rc %s) during: %s" % (server.name, server.proc.returncode, rec["cmd"]))
+        if rc != 0 or rec["req_s"] is None:
+            self.failures.append("%s: rc %s: %s" % (rec["cmd"], rc, (out + (p.stderr if rc != "timeout" else ""))[-300:]))
+        if rec["socket_errors"] or rec["non_2xx"]:
+            self.problems.append("%s on %s %s: %s, non-2xx %d" % (server.name, rec["config"], row["name"],
+                                                                rec.get("socket_errors_text", "no socket errors"),
+                                                                rec["non_2xx"]))
+        if record:
+            self.records.append(rec)
+            if self.args.verbose:
+                print("  " + json.dumps(rec), file=sys.stderr)
+        return rec
+
+
+# ---------------------------------------------------------------- idle client (own process)
+
+def read_response(buf):
+    """Length of the first complete response in buf, or 0."""
+    end = buf.find(b"\r\n\r\n")
+    if end < 0:
+        return 0
+    length = 0
+    for line in buf[:end].split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        if k.strip().lower() == b"content-length":
+            length = int(v.strip())
+    total = end + 4 + length
+    return total if len(buf) >= total else 0
+
+
+REQ = b"GET /plaintext HTTP/1.1\r\nHost: localhost\r\n\r\n"
+
+
+def role_idle_client(a):
+    """Opens a.n connections in batches, makes one request on each, prints
+    'ready N', waits for a line on stdin, prints 'alive M' (connections the
+    server has not closed), closes them all."""
+    raise_nofile()
+    sel = selectors.DefaultSelector()
+    socks = []
+    deadline = time.time() + a.timeout
+    batch = 250
+    failed = 0
+    while len(socks) < a.n and time.time() < deadline:
+        pending = {}
+        for _ in range(min(batch, a.n - len(socks))):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex((HOST, a.port))
+            pending[s.fileno()] = [s, b"", False]
+            sel.register(s, selectors.EVENT_WRITE)
+        while pending and time.time() < deadline:
+            for key, ev in sel.select(1.0):
+                st = pending[key.fd]
+                s = st[0]
+                if not st[2]:
+                    err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                    if err:
+                        failed += 1
+                        sel.unregister(s)
+                        s.close()
+                        del pending[key.fd]
+                        continue
+                    s.send(REQ)
+                    st[2] = True
+                    sel.modify(s, selectors.EVENT_READ)
+                    continue
+                try:
+                    b = s.recv(4096)
+                except OSError:
+                    b = b""
+                if not b:
+                    failed += 1
+                    sel.unregister(s)
+                    s.close()
+                    del pending[key.fd]
+                    continue
+                st[1] += b
+                if read_response(st[1]):
+                    sel.unregister(s)
+                    socks.append(s)
+                    del pending[key.fd]
+        for st in pending.values():
+            sel.unregister(st[0])
+            st[0].close()
+            failed += 1
+        if failed > a.n // 10:
+            break
+    print("ready %d failed %d" % (len(socks), failed), flush=True)
+    sys.stdin.readline()
+    # A connection the server closed is readable (EOF); an open one is not.
+    for s in socks:
+        sel.register(s, selectors.EVENT_READ)
+    closed = len(sel.select(0.2))
+    print("alive %d" % (len(socks) - closed), flush=True)
+    for s in socks:
+        s.close()
+
+
+# ---------------------------------------------------------------- open-loop client (own process)
+
+def role_open_loop(a):
+    """GET a.path at a fixed rate for a.duration s over up to a.conns
+    connections (one request in flight on each). Request i is due at
+    t0 + i / rate; its latency runs from then to its last response byte,
+    also when it had to wait for a free connection. Prints one JSON line."""
+    raise_nofile()
+    req = ("GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n" % a.path).encode()
+    sel = selectors.DefaultSelector()
+    free, busy = [], {}
+    for _ in range(a.conns):
+        s = socket.create_connection((HOST, a.port), timeout=5)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.setblocking(False)
+        sel.register(s, selectors.EVENT_READ)
+        free.append(s)
+    total = int(a.rate * a.duration)
+    interval = 1.0 / a.rate
+    lat, queued = [], []
+    errors = 0
+    late_sends = 0
+    waited_for_conn = 0  # requests that found every connection busy at their due time
+    waiting_marked = 0
+    nxt = 0
+    t0 = time.perf_counter() + 0.05
+    end = t0 + a.duration + a.drain
+
+    def send(s, due):
+        nonlocal errors
+        try:
+            s.send(req)
+            busy[s.fileno()] = [s, due, b""]
+        except OSError:
+            errors += 1
+
+    while True:
+        now = time.perf_counter()
+        while nxt < total and t0 + nxt * interval <= now:
+            queued.append(t0 + nxt * interval)
+            nxt += 1
+        if queued and not free:
+            waited_for_conn += len(queued) - waiting_marked
+            waiting_marked = len(queued)
+        while queued and free:
+            due = queued.pop(0)
+            waiting_marked = max(0, waiting_marked - 1)
+            if now - due > 0.001:
+                late_sends += 1
+            send(free.pop(), due)
+        if nxt >= total and not queued and not busy:
+            break
+        if now > end:
+            break
+        wait = (t0 + nxt * interval - now) if nxt < total else 0.05
+        for key, _ in sel.select(max(0.0, min(wait, 0.05))):
+            st = busy.get(key.fd)
+            if st is None:
+                continue
+            try:
+                b = st[0].recv(65536)
+            except OSError:
+                b = b""
+            if not b:
+                errors += 1
+                sel.unregister(st[0])
+                del busy[key.fd]
+                continue
+            st[2] += b
+            n = read_response(st[2])
+            if n:
+                t = time.perf_counter()
+                lat.append((t - st[1]) * 1e3)
+                del busy[key.fd]
+                free.append(st[0])
+    lat.sort()
+    print(json.dumps({"scheduled": total, "completed": len(lat), "unanswered": len(busy) + len(queued) + (total - nxt),
+                      "errors": errors, "sends_over_1ms_late": late_sends, "waited_for_connection": waited_for_conn,
+                      "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "p999_ms": pct(lat, 99.9),
+                      "max_ms": lat[-1] if lat else None}), flush=True)
+
+
+# ---------------------------------------------------------------- sections
+
+LOAD_ROWS = [
+    {"name": "plaintext c1", "path": "/plaintext", "conns": 1},
+    {"name": "plaintext c64", "path": "/plaintext", "conns": 64},
+    {"name": "plaintext c256", "path": "/plaintext", "conns": 256},
+    {"name": "plaintext c64 pipeline 16", "path": "/", "conns": 64, "script": os.path.join(HERE, "pipeline.lua")},
+    {"name": "4 KiB file c64", "path": "/file4k.txt", "conns": 64},
+]
+
+
+def load_section(b, servers, pinned, reps, duration):
+    # Warm-up (not recorded): caches, page faults, first allocations.
+    for s in servers:
+        b.wrk(s, LOAD_ROWS[1], pinned, 1, record=False)
+    for row in LOAD_ROWS:
+        for r in range(reps):
+            order = servers[r % len(servers):] + servers[:r % len(servers)]
+            for s in order:
+                b.wrk(s, row, pinned, duration)
+
+
+def idle_section(b, httpd, nginx_exe, root, reps, conns, idle_s):
+    out = []
+    for r in range(reps):
+        makers = [("parkway", lambda: parkway_server(httpd, 2, None, b.tmp, root)),
+                  ("nginx", lambda: nginx_server(nginx_exe, 2, None, b.tmp, root))]
+        if r % 2:
+            makers.reverse()
+        for name, make in makers:
+            srv = make()
+            client = None
+            rec = {"server": name, "rep": r, "connections": conns}
+            try:
+                srv.start()
+                for _ in range(50):
+                    http_get(srv.port, "/plaintext")
+                time.sleep(0.3)
+                rss0 = srv.rss()
+                cmd = [sys.executable, os.path.abspath(__file__), "--role", "idle-client", "--port", str(srv.port),
+                       "--n", str(conns), "--timeout", "60"]
+                rec["cmd"] = " ".join(cmd[1:])
+                client = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                sel = selectors.DefaultSelector()
+                sel.register(client.stdout, selectors.EVENT_READ)
+                line = client.stdout.readline() if sel.select(90) else ""
+                sel.close()
+                t = line.split()
+                if len(t) < 4 or t[0] != "ready":
+                    b.failures.append("idle %s: client said %r" % (name, line))
+                    continue
+                rec["opened"], rec["open_failed"] = int(t[1]), int(t[3])
+                time.sleep(0.5)  # let the last accepts and reads settle
+                c0, k0, b0, w0 = srv.sched_ns(), srv.ticks(), machine_busy_s(), time.time()
+                time.sleep(idle_s)
+                c1, k1, b1, w1 = srv.sched_ns(), srv.ticks(), machine_busy_s(), time.time()
+                rec["foreign_cpus"] = round(max(0.0, (b1 - b0) - (k1 - k0) / CLK_TCK) / (w1 - w0), 2)
+                rss1 = srv.rss()
+                client.stdin.write("close\n")
+                client.stdin.flush()
+                line = client.stdout.readline()
+                t = line.split()
+                rec["alive_at_end"] = int(t[1]) if len(t) == 2 and t[0] == "alive" else None
+                rec["idle_s"] = round(w1 - w0, 3)
+                rec["cpu_ms_per_s"] = (c1 - c0) / 1e6 / (w1 - w0)
+                rec["cpu_ticks_ms_per_s"] = (k1 - k0) * 1000.0 / CLK_TCK / (w1 - w0)
+                rec["rss_before_kib"] = rss0 // 1024
+                rec["rss_idle_kib"] = rss1 // 1024
+                rec["bytes_per_conn"] = (rss1 - rss0) / max(1, rec["opened"])
+                if rec["alive_at_end"] is not None and rec["alive_at_end"] < rec["opened"]:
+                    b.problems.append("idle %s: %d of %d connections closed by the server"
+                                      % (name, rec["opened"] - rec["alive_at_end"], rec["opened"]))
+                if rec["open_failed"]:
+                    b.problems.append("idle %s: %d connections failed to open or to get a response"
+                                      % (name, rec["open_failed"]))
+                out.append(rec)
+                if b.args.verbose:
+                    print("  " + json.dumps(rec), file=sys.stderr)
+            finally:
+                if client is not None:
+                    try:
+                        client.stdin.close()
+                    except OSError:
+                        pass
+                    try:
+                        client.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        client.kill()
+                        client.wait()
+                rc = srv.stop()
+                if rc not in (0, None):
+                    b.problems.append("idle %s: server exit status %s after SIGTERM" % (name, rc))
+    return out
+
+
+def open_loop(b, port, rate, duration, conns):
+    cmd = [sys.executable, os.path.abspath(__file__), "--role", "open-loop", "--port", str(port), "--path",
+           "/plaintext", "--rate", str(rate), "--duration", str(duration), "--conns", str(conns)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 30)
+        rec = json.loads(p.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
+        b.failures.append("open-loop client: %s" % e)
+        return None
+    rec["cmd"] = " ".join(cmd[1:])
+    return rec
+
+
+def compute_section(b, srv, reps, rate, duration, conns, fib_conns):
+    out = []
+    for r in range(reps):
+        for mode in (("alone", "with fib") if r % 2 == 0 else ("with fib", "alone")):
+            rec = {"mode": mode, "rep": r}
+            fib = None
+            if mode == "with fib":
+                fcmd = ["wrk", "-t1", "-c%d" % fib_conns, "-d%gs" % (duration + 2), "--timeout", "10s",
+                        "http://%s:%d/fib/30" % (HOST, srv.port)]
+                rec["fib_cmd"] = " ".join(fcmd)
+                fib = subprocess.Popen(fcmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                time.sleep(1.0)
+            k0, w0 = srv.ticks(), time.time()
+            ol = open_loop(b, srv.port, rate, duration, conns)
+            k1, w1 = srv.ticks(), time.time()
+            rec["server_cpus_busy"] = (k1 - k0) / CLK_TCK / (w1 - w0)
+            if fib is not None:
+                try:
+                    fo, _ = fib.communicate(timeout=duration + 20)
+                except subprocess.TimeoutExpired:
+                    fib.kill()
+                    fo, _ = fib.communicate()
+                    b.failures.append("fib load: wrk timed out")
+                fr = parse_wrk(fo)
+                rec["fib_req_s"] = fr["req_s"]
+                if fr["socket_errors"] or fr["non_2xx"]:
+                    b.problems.append("fib load: %s, non-2xx %d" % (fr.get("socket_errors_text"), fr["non_2xx"]))
+            if ol:
+                rec.update(ol)
+                if ol["errors"] or ol["unanswered"]:
+                    b.problems.append("open-loop %s: %d errors, %d unanswered of %d"
+                                      % (mode, ol["errors"], ol["unanswered"], ol["scheduled"]))
+            out.append(rec)
+            if b.args.verbose:
+                print("  " + json.dumps(rec), file=sys.stderr)
+    return out
+
+
+# ---------------------------------------------------------------- report
+
+def fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def summarize(b, idle, compute, pinned_cfgs):
+    rows = []
+    lines = []
+    lines.append("%-12s %-27s %12s %12s %6s  %9s %9s %9s %9s %6s  %8s %8s %5s" % (
+        "config", "row", "parkway r/s", "nginx r/s", "ratio", "pk p50ms", "ng p50ms", "pk p99ms", "ng p99ms",
+        "ratio", "pk us/rq", "ng us/rq", "busy"))
+    for cfg in pinned_cfgs:
+        for row in LOAD_ROWS:
+            m = {}
+            for srv in ("parkway", "nginx"):
+                rs = [x for x in b.records if x["config"] == cfg and x["row"] == row["name"] and x["server"] == srv]
+                m[srv] = {k: med([x.get(k) for x in rs])
+                          for k in ("req_s", "p50_ms", "p99_ms", "cpu_us_per_req", "foreign_cpus")}
+                m[srv]["runs"] = len([x for x in rs if x["req_s"] is not None])
+            ent = {"config": cfg, "row": row["name"], "parkway": m["parkway"], "nginx": m["nginx"],
+                   "req_s_ratio": ratio(m["parkway"]["req_s"], m["nginx"]["req_s"]),
+                   "p99_ratio": ratio(m["parkway"]["p99_ms"], m["nginx"]["p99_ms"]),
+                   "busy": med([x.get("foreign_cpus") for x in b.records
+                                if x["config"] == cfg and x["row"] == row["name"]]),
+                   "cmds": sorted({x["cmd"] for x in b.records if x["config"] == cfg and x["row"] == row["name"]})}
+            rows.append(ent)
+            p, n = m["parkway"], m["nginx"]
+            lines.append("%-12s %-27s %12s %12s %6s  %9s %9s %9s %9s %6s  %8s %8s %5s" % (
+                cfg, row["name"], fmt(p["req_s"], ",.0f"), fmt(n["req_s"], ",.0f"), fmt(ent["req_s_ratio"], ".2f"),
+                fmt(p["p50_ms"], ".3f"), fmt(n["p50_ms"], ".3f"), fmt(p["p99_ms"], ".3f"), fmt(n["p99_ms"], ".3f"),
+                fmt(ent["p99_ratio"], ".2f"), fmt(p["cpu_us_per_req"], ".2f"), fmt(n["cpu_us_per_req"], ".2f"),
+                fmt(ent["busy"], ".2f")))
+    lines.append("ratio = parkway/nginx (r/s: above 1 favours parkway; p99: below 1 favours parkway); medians of "
+                 "the runs; us/rq = server CPU per request; busy = other processes' CPUs during the runs")
+    lines.append("")
+    idle_sum = {}
+    for srv in ("parkway", "nginx"):
+        rs = [x for x in idle if x["server"] == srv]
+        idle_sum[srv] = {"cpu_ms_per_s": med([x["cpu_ms_per_s"] for x in rs]),
+                         "bytes_per_conn": med([x["bytes_per_conn"] for x in rs]),
+                         "opened": med([x["opened"] for x in rs]),
+                         "alive_at_end": med([x.get("alive_at_end") for x in rs]),
+                         "foreign_cpus": med([x.get("foreign_cpus") for x in rs]), "runs": len(rs)}
+    conns = idle[0]["connections"] if idle else 0
+    lines.append("idle, %d keep-alive connections, 2 workers     parkway     nginx   ratio" % conns)
+    for key, label, spec in (("cpu_ms_per_s", "server CPU per idle second (ms)", ".4f"),
+                             ("bytes_per_conn", "RSS per idle connection (bytes)", ",.0f")):
+        p, n = idle_sum["parkway"][key], idle_sum["nginx"][key]
+        lines.append("  %-44s %9s %9s %7s" % (label, fmt(p, spec), fmt(n, spec), fmt(ratio(p, n), ".2f")))
+    lines.append("")
+    comp_sum = {}
+    for mode in ("alone", "with fib"):
+        rs = [x for x in compute if x["mode"] == mode]
+        comp_sum[mode] = {k: med([x.get(k) for x in rs]) for k in
+                          ("p50_ms", "p99_ms", "p999_ms", "max_ms", "fib_req_s", "server_cpus_busy",
+                           "sends_over_1ms_late", "waited_for_connection", "scheduled")}
+        comp_sum[mode]["runs"] = len(rs)
+    comp_sum["fib on a separate pool"] = "not available"
+    lines.append("compute beside I/O, parkway-httpd 2 workers: /plaintext at a fixed rate (open loop)")
+    lines.append("  %-36s %8s %8s %9s %9s %9s %10s %8s" % ("", "p50 ms", "p99 ms", "p99.9 ms", "fib r/s",
+                                                          "srv CPUs", "late sends", "no conn"))
+    for mode in ("alone", "with fib"):
+        c = comp_sum[mode]
+        label = "alone" if mode == "alone" else "beside /fib/30 on the I/O workers"
+        lines.append("  %-36s %8s %8s %9s %9s %9s %10s %8s" % (
+            label, fmt(c["p50_ms"], ".3f"), fmt(c["p99_ms"], ".3f"), fmt(c["p999_ms"], ".3f"),
+            fmt(c["fib_req_s"], ".0f"), fmt(c["server_cpus_busy"], ".2f"), fmt(c["sends_over_1ms_late"], ".0f"),
+            fmt(c["waited_for_connection"], ".0f")))
+    lines.append("  %-36s %s" % ("beside /fib/30 on a separate pool", "not available (no such server mode)"))
+    if compute:
+        lines.append("  (%s req/s over 64 connections; latency from each request's scheduled send time; late sends: "
+                 "sends more than 1 ms behind schedule, no conn: requests that found all 64 connections waiting; both "
+                     "medians of per-run counts of %d requests)" % (fmt(OPEN_LOOP_RATE, ".0f"),
+                                                                 comp_sum["alone"]["scheduled"] or 0))
+    return rows, idle_sum, comp_sum, "\n".join(lines)
+
+
+# ---------------------------------------------------------------- main
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--role", choices=["bench", "idle-client", "open-loop"], default="bench")
+    ap.add_argument("--httpd", default="build/parkway-httpd")
+    ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
+    ap.add_argument("--out", default="build/bench/httpd.json")
+    ap.add_argument("--quick", action="store_true", help="one repetition, shorter runs (a smoke run)")
+    ap.add_argument("--only", default="load,idle,compute", help="comma list of load, idle, compute")
+    ap.add_argument("--reps", type=int, default=None)
+    ap.add_argument("--duration", type=float, default=None, help="seconds per wrk run (default 3)")
+    ap.add_argument("--idle-conns", type=int, default=10000)
+    ap.add_argument("--verbose", action="store_true")
+    # client roles
+    ap.add_argument("--port", type=int)
+    ap.add_argument("--n", type=int, default=10000)
+    ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--path", default="/plaintext")
+    ap.add_argument("--rate", type=float, default=1000)
+    ap.add_argument("--conns", type=int, default=64)
+    ap.add_argument("--drain", type=float, default=5.0)
+    a = ap.parse_args()
+    if a.role == "idle-client":
+        return role_idle_client(a)
+    if a.role == "open-loop":
+        return role_open_loop(a)
+
+    reps = a.reps or (1 if a.quick else 3)
+    duration = a.duration or (1.5 if a.quick else 3.0)
+    idle_s = 1.5 if a.quick else 3.0
+    ol_duration = 2.0 if a.quick else 4.0
+    only = set(a.only.split(","))
+    for tool in ("wrk", "taskset"):
+        if not shutil.which(tool):
+            print("run_httpd_bench: %s not found (make deps)" % tool, file=sys.stderr)
+            return 1
+    if not os.access(a.nginx, os.X_OK):
+        print("run_httpd_bench: nginx not found at %s (make deps: nginx-light)" % a.nginx, file=sys.stderr)
+        return 1
+    if not os.access(a.httpd, os.X_OK):
+        print("run_httpd_bench: %s not found (make httpd)" % a.httpd, file=sys.stderr)
+        return 1
+    httpd = os.path.abspath(a.httpd)
+    if len(os.sched_getaffinity(0)) < 2:
+        print("run_httpd_bench: needs 2 CPUs", file=sys.stderr)
+        return 1
+    raise_nofile()
+
+    t_start = time.time()
+    tmp = tempfile.mkdtemp(prefix="httpd-bench-")
+    os.chmod(tmp, 0o755)
+    root = os.path.join(tmp, "root")
+    os.mkdir(root)
+    os.chmod(root, 0o755)
+    with open(os.path.join(root, "file4k.txt"), "wb") as f:
+        f.write((b"parkway-httpd bench 4 KiB static file.\n" * 120)[:4095] + b"\n")
+    os.chmod(os.path.join(root, "file4k.txt"), 0o644)
+
+    b = Bench(a, tmp)
+    idle, compute = [], []
+    cfgs = []
+    try:
+        if "load" in only:
+            for pinned, workers in ((True, 1), (False, 2)):
+                cpus = {0} if pinned else None
+                servers = []
+                try:
+                    servers.append(parkway_server(httpd, workers, cpus, tmp, root).start())
+                    servers.append(nginx_server(a.nginx, workers, cpus, tmp, root).start())
+                    for s in servers:  # same file, same bytes, from both
+                        got = http_get(s.port, "/file4k.txt")
+                        if not got or got[0] != 200 or len(got[1]) != 4096:
+                            raise RuntimeError("%s: GET /file4k.txt gave %r" % (s.name, got and (got[0], len(got[1]))))
+                    cfgs.append("pinned" if pinned else "2 workers")
+                    print("load, %s: %s" % (cfgs[-1], ", ".join("%s on port %d" % (s.name, s.port) for s in servers)),
+                          file=sys.stderr)
+                    load_section(b, servers, pinned, reps, duration)
+                finally:
+                    for s in servers:
+                        rc = s.stop()
+                        if rc not in (0, None):
+                            b.problems.append("%s (%s): exit status %s after SIGTERM" % (s.name, cfgs[-1] if cfgs else "?", rc))
+        if "idle" in only:
+            print("idle: %d connections" % a.idle_conns, file=sys.stderr)
+            idle = idle_section(b, httpd, a.nginx, root, reps, a.idle_conns, idle_s)
+        if "compute" in only:
+            print("compute beside I/O", file=sys.stderr)
+            srv = parkway_server(httpd, 2, None, tmp, root)
+            try:
+                srv.start()
+                compute = compute_section(b, srv, reps, OPEN_LOOP_RATE, ol_duration, 64, 4)
+            finally:
+                rc = srv.stop()
+                if rc not in (0, None):
+                    b.problems.append("parkway (compute): exit status %s after SIGTERM" % rc)
+    except RuntimeError as e:
+        b.failures.append(str(e))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    rows, idle_sum, comp_sum, table = summarize(b, idle, compute, cfgs)
+    print(table)
+    for p in b.problems:
+        print("PROBLEM: " + p)
+    for f in b.failures:
+        print("FAILED: " + f)
+    print("total %.0f s" % (time.time() - t_start))
+    result = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
+        "nginx": subprocess.run([a.nginx, "-v"], capture_output=True, text=True).stderr.strip(),
+        "wrk": (subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.splitlines() or [""])[0],
+        "reps": reps, "duration_s": duration, "quick": a.quick,
+        "load": rows, "idle": {"summary": idle_sum, "runs": idle},
+        "compute": {"summary": comp_sum, "runs": compute,
+                    "separate_pool": "not available: parkway-httpd computes /fib/N on its I/O workers and has no "
+                                     "option to run it on a separate pool"},
+        "records": b.records, "problems": b.problems, "failures": b.failures,
+        "table": table,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print("wrote " + a.out)
+    # Report, do not assert: only a benchmark that could not run is an error.
+    return 1 if (b.failures and not b.records and not idle and not compute) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
