@@ -83,7 +83,7 @@ Task<void> accept_n(io::Listener& l, int n, std::atomic<int>* errors) {
     auto c = co_await st.next();
     if (!c) {
       errors->fetch_add(1);
-      co_await io::sleep_for(1ms);
+      (void)co_await io::sleep_for(1ms);
       continue;
     }
     parkway::detach(echo_conn(std::move(*c)));
@@ -188,7 +188,7 @@ Task<void> hop(int fd, Hop* h, std::atomic<int>* submissions_per_worker) {
   }  // keep this worker busy: the other continuations are stolen
   h->submit2 = parkway::Runtime::current_worker_index();
   submissions_per_worker[h->submit2.load()].fetch_add(1);
-  co_await io::sleep_for(1ms);
+  (void)co_await io::sleep_for(1ms);
   (void)r;
 }
 Task<void> start_hops(std::vector<Pair>* pairs, std::vector<Hop>* hops, std::atomic<int>* per_worker,
@@ -279,11 +279,6 @@ Task<io::Result<std::size_t>> recv_cancellable(int fd, io::CancelSource* cs, std
   std::byte b[16];
   where->store(parkway::Runtime::current_worker_index());
   co_return co_await io::recv(fd, b, {.cancel = cs});
-}
-Task<void> cancel_later(io::CancelSource* cs, std::atomic<int>* where) {
-  co_await io::sleep_for(20ms);
-  where->store(parkway::Runtime::current_worker_index());
-  cs->cancel();
 }
 }  // namespace
 
