@@ -282,6 +282,23 @@ class [[nodiscard]] Spawned {
   Handle h_;
 };
 
+namespace detail {
+// Queues the coroutine h on rt through its promise's starter task; if rt
+// refuses it (RuntimeShutdown), the frame is destroyed and the error
+// propagates.
+template <class P>
+void start_on(Runtime& rt, std::coroutine_handle<P> h) {
+  h.promise().starter.invoke = &PromiseBase::start;
+  h.promise().starter.h = h;
+  try {
+    enqueue_on(rt, &h.promise().starter);
+  } catch (...) {
+    h.destroy();
+    throw;
+  }
+}
+}  // namespace detail
+
 // Starts t as a runtime task on rt.
 template <class T>
 Spawned<T> spawn(Task<T> t, Runtime& rt) {
@@ -291,14 +308,7 @@ Spawned<T> spawn(Task<T> t, Runtime& rt) {
   p.spawned = true;
   p.fork_generation = detail::current_fork_generation();
   p.finished.add(1);
-  p.starter.invoke = &detail::PromiseBase::start;
-  p.starter.h = h;
-  try {
-    detail::enqueue_on(rt, &p.starter);
-  } catch (...) {
-    h.destroy();
-    throw;
-  }
+  detail::start_on(rt, h);
   return Spawned<T>(h);
 }
 
@@ -320,14 +330,7 @@ void detach(Task<T> t, Runtime& rt) {
   if (!h) throw std::logic_error("parkway::detach: the Task was already started or moved from");
   auto& p = h.promise();
   p.detached = true;
-  p.starter.invoke = &detail::PromiseBase::start;
-  p.starter.h = h;
-  try {
-    detail::enqueue_on(rt, &p.starter);
-  } catch (...) {
-    h.destroy();
-    throw;
-  }
+  detail::start_on(rt, h);
 }
 
 // detach() on the calling worker's runtime (outside any pool:
