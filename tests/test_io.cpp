@@ -170,7 +170,8 @@ TEST(Io, EchoManyConnectionsEveryByteChecked) {
   int rings = 0;
   for (auto& w : st.workers) rings += w.io_ops > 0;
   EXPECT_GE(rings, 2) << "I/O went to one worker's ring only";
-  EXPECT_GT(cs.migrations.load(), 0);
+  // How many continuations moved is the scheduler's business here (none,
+  // once, under TSAN); Io.StolenContinuationSubmitsOnTheThiefsRing forces it.
 }
 
 namespace {
