@@ -286,8 +286,11 @@ void Worker::park(DoneFn done, void* ctx, bool main, bool timed) noexcept {
   // shutdown began.)
   // [R1]: and, parking in the ring, its completions and cancel requests.
   // Shutdown does not send a worker with I/O in flight back to leave: it
-  // sleeps in the ring until its cancelled operations complete.
-  if (done(ctx) || (main && all_quiet && !ring && rt_.stop.load(std::memory_order_seq_cst)) || any_work_visible() ||
+  // sleeps in the ring until its cancelled operations complete. One whose
+  // ring holds only its own armed wait goes to leave like any other (the
+  // last quiet worker slept there for ever when this tested the ring).
+  if (done(ctx) || (main && all_quiet && !(ring && ring->ops() != 0) && rt_.stop.load(std::memory_order_seq_cst)) ||
+      any_work_visible() ||
       (ring && ring->events_waiting())) {
     searching_ = rt_.parking.withdraw(index_);  // [P3a, P3b]
     pw.cancel();                                // [P3c]

@@ -91,13 +91,15 @@ IoRing::~IoRing() {
   }
   // The ring's own wait must be over before the ring goes: cancel it and
   // reap until its CQE came (PLATFORM: an armed FUTEX_WAIT still counts
-  // toward FUTEX_WAKE's count).
-  if (armed_) {
-    if (io_uring_sqe* sqe = get_sqe()) {
+  // toward FUTEX_WAKE's count); cancels still in the kernel hold
+  // references that their CQEs release.
+  if (armed_ || cancels_ != 0) {
+    io_uring_sqe* sqe = armed_ ? get_sqe() : nullptr;
+    if (sqe) {
       io_uring_prep_cancel64(sqe, kTagRingWait, 0);
       io_uring_sqe_set_data64(sqe, kTagIgnore);
     }
-    for (int i = 0; armed_ && i < 1000; ++i) {
+    for (int i = 0; (armed_ || cancels_ != 0) && i < 1000; ++i) {
       enter(true, true);
       reap();
     }
