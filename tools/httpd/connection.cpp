@@ -1,9 +1,13 @@
 // connection.cpp -- the per-connection coroutine of parkway-httpd: the model
 // of a parkway server.
 //
-// One coroutine per connection reads into a fixed buffer and parses every
+// One coroutine per connection reads into its buffer and parses every
 // complete request in it (pipelining), appending each response to one
-// output string, which goes out in a single send before the next read. A
+// output string, which goes out in a single send before the next read.
+// The buffer starts small and doubles when a head does not fit, up to the
+// largest head the limits allow; a connection that waits idle for its next
+// request goes back to the small buffer and an empty output string, so an
+// idle keep-alive connection holds a few KiB, not the largest head. A
 // request's body is read and thrown away. Timeouts are OpOptions on the
 // reads: the head of a request must arrive within header_timeout of its
 // first byte (of the accept, for the first one), and a keep-alive
@@ -27,7 +31,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr std::size_t kBufferSize = 32 * 1024;  // holds the largest head the limits allow
+constexpr std::size_t kSmallBuffer = 2 * 1024;   // holds a typical request, or a pipelined batch of small ones
+constexpr std::size_t kLargeBuffer = 32 * 1024;  // holds the largest head the limits allow
+constexpr std::size_t kKeptOutput = 4 * 1024;    // output capacity kept across idle waits
 constexpr std::size_t kInlineFileBody = 64 * 1024;  // smaller file bodies join the batch
 
 class Connection {
@@ -36,8 +42,10 @@ class Connection {
   Task<void> run();
 
  private:
+  Task<bool> answer_buffered();
   std::string_view buffered() const { return {buf_.get() + begin_, end_ - begin_}; }
   Task<bool> read_more(io::OpOptions o);
+  void shrink_for_idle();
   Task<bool> flush();
   Task<bool> discard_body();
   Task<bool> write_response(Response& r);
@@ -46,22 +54,31 @@ class Connection {
   io::Socket sock_;
   ServerState& st_;
   RequestParser parser_;
-  std::unique_ptr<char[]> buf_ = std::make_unique<char[]>(kBufferSize);
+  std::unique_ptr<char[]> buf_ = std::make_unique_for_overwrite<char[]>(kSmallBuffer);
+  std::size_t size_ = kSmallBuffer;  // of buf_
   std::size_t begin_ = 0, end_ = 0;  // unconsumed bytes: buf_[begin_, end_)
   std::string out_;                  // responses waiting for the next flush
   int error_status_ = 0;             // a body error: the status to answer
+  bool first_ = true;                // no request answered yet
+  Clock::time_point head_deadline_;  // the head being received must be complete by then
 };
 
-// Appends what recv gives to the buffer (compacting it first). False on
-// EOF, error, timeout or cancel.
+// Appends what recv gives to the buffer (compacting it first, and
+// doubling it when it is full). False on EOF, error, timeout or cancel.
 Task<bool> Connection::read_more(io::OpOptions o) {
   if (begin_ > 0) {
     std::memmove(buf_.get(), buf_.get() + begin_, end_ - begin_);
     end_ -= begin_;
     begin_ = 0;
   }
-  if (end_ == kBufferSize) co_return false;  // cannot happen within the limits
-  auto n = co_await sock_.recv({reinterpret_cast<std::byte*>(buf_.get() + end_), kBufferSize - end_}, o);
+  if (end_ == size_) {
+    if (size_ == kLargeBuffer) co_return false;  // cannot happen within the limits
+    auto bigger = std::make_unique_for_overwrite<char[]>(size_ * 2);
+    std::memcpy(bigger.get(), buf_.get(), end_);
+    buf_ = std::move(bigger);
+    size_ *= 2;
+  }
+  auto n = co_await sock_.recv({reinterpret_cast<std::byte*>(buf_.get() + end_), size_ - end_}, o);
   if (!n || *n == 0) co_return false;
   end_ += *n;
   co_return true;
@@ -122,6 +139,17 @@ Task<bool> Connection::write_response(Response& r) {
   co_return true;
 }
 
+// Before an idle wait (nothing buffered): drop a grown buffer and a large
+// output string, so that idle connections stay small.
+void Connection::shrink_for_idle() {
+  if (size_ != kSmallBuffer) {
+    buf_ = std::make_unique_for_overwrite<char[]>(kSmallBuffer);
+    size_ = kSmallBuffer;
+    begin_ = end_ = 0;
+  }
+  if (out_.capacity() > kKeptOutput) std::string().swap(out_);
+}
+
 void Connection::log(const Response& r) const {
   if (!st_.config.access_log) return;
   std::string peer = "-";
@@ -134,56 +162,64 @@ void Connection::log(const Response& r) const {
                parser_.target().data(), r.status);
 }
 
+// Answers every complete request already buffered. False when the
+// connection must close (the answer, if any, is sent). Its own coroutine,
+// so that the handler's state lives in a frame only while requests are
+// answered, not in the frame of an idle connection.
+Task<bool> Connection::answer_buffered() {
+  const ServerConfig& cfg = st_.config;
+  for (;;) {
+    ParseResult p = parser_.parse(buffered());
+    if (p.status == ParseStatus::NeedMore) co_return true;
+    if (p.status == ParseStatus::Error) {
+      Response r = simple_response(p.http_status, false);
+      log(r);
+      out_.append(r.bytes);
+      co_await flush();
+      co_return false;
+    }
+    begin_ += p.consumed;
+    if (!co_await discard_body()) {
+      if (error_status_ != 0) {
+        out_.append(simple_response(error_status_, false).bytes);
+        co_await flush();
+      }
+      co_return false;
+    }
+    const bool keep_alive = parser_.keep_alive();
+    Response r = co_await handle_request(parser_, keep_alive, cfg.handler);
+    log(r);
+    if (!co_await write_response(r)) co_return false;
+    parser_.reset();
+    first_ = false;
+    head_deadline_ = Clock::now() + cfg.header_timeout;  // for a pipelined head already begun
+    if (!keep_alive) {
+      co_await flush();
+      (void)co_await sock_.shutdown(SHUT_WR);
+      co_return false;
+    }
+  }
+}
+
 Task<void> Connection::run() {
   const ServerConfig& cfg = st_.config;
   // The head of the first request must arrive within header_timeout of now.
-  Clock::time_point head_deadline = Clock::now() + cfg.header_timeout;
-  bool first = true;
+  head_deadline_ = Clock::now() + cfg.header_timeout;
   for (;;) {
-    // Answer every complete request already buffered.
-    for (;;) {
-      ParseResult p = parser_.parse(buffered());
-      if (p.status == ParseStatus::NeedMore) break;
-      if (p.status == ParseStatus::Error) {
-        Response r = simple_response(p.http_status, false);
-        log(r);
-        out_.append(r.bytes);
-        co_await flush();
-        co_return;
-      }
-      begin_ += p.consumed;
-      if (!co_await discard_body()) {
-        if (error_status_ != 0) {
-          out_.append(simple_response(error_status_, false).bytes);
-          co_await flush();
-        }
-        co_return;
-      }
-      const bool keep_alive = parser_.keep_alive();
-      Response r = co_await handle_request(parser_, keep_alive, cfg.handler);
-      log(r);
-      if (!co_await write_response(r)) co_return;
-      parser_.reset();
-      first = false;
-      head_deadline = Clock::now() + cfg.header_timeout;  // for a pipelined head already begun
-      if (!keep_alive) {
-        co_await flush();
-        co_await sock_.shutdown(SHUT_WR);
-        co_return;
-      }
-    }
+    if (!co_await answer_buffered()) co_return;
     if (!co_await flush()) co_return;
 
     // Wait for more bytes: a new request (idle), or the rest of a head.
     io::OpOptions o;
     if (begin_ == end_) {
-      if (first) o.deadline = head_deadline;
+      if (first_) o.deadline = head_deadline_;
       else o.timeout = cfg.idle_timeout;
       o.cancel = &st_.idle;
+      shrink_for_idle();
       if (!co_await read_more(o)) co_return;
-      head_deadline = Clock::now() + cfg.header_timeout;  // the clock of this head starts
+      head_deadline_ = Clock::now() + cfg.header_timeout;  // the clock of this head starts
     } else {
-      o.deadline = head_deadline;
+      o.deadline = head_deadline_;
       o.cancel = &st_.abort;
       if (!co_await read_more(o)) {
         // Slow or stalled head: say so, then close.

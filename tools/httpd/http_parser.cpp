@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
+#include <new>
+#include <stdexcept>
 
 namespace httpd {
 namespace {
@@ -90,7 +93,12 @@ bool iequals(std::string_view a, std::string_view b) noexcept {
 
 // ---- RequestParser -------------------------------------------------------
 
-RequestParser::RequestParser(const Limits& limits) : limits_(limits), slots_(limits.max_header_count) {}
+RequestParser::RequestParser(const Limits& limits) : limits_(limits) {
+  // Slots hold 32-bit offsets into the head.
+  constexpr std::size_t kMax = std::numeric_limits<std::uint32_t>::max();
+  if (limits.max_request_line > kMax || limits.max_header_bytes > kMax - limits.max_request_line)
+    throw std::invalid_argument("http parser: max_request_line + max_header_bytes must be under 4 GiB");
+}
 
 void RequestParser::reset() noexcept {
   data_ = {};
@@ -346,23 +354,39 @@ bool RequestParser::finish_request_line(std::size_t end) noexcept {
 }
 
 bool RequestParser::store_field() noexcept {
-  if (header_count_ >= slots_.size()) {
+  if (header_count_ >= limits_.max_header_count) {
     return reject(431, "too many header fields");
   }
-  slots_[header_count_++] = {name_off_, name_end_ - name_off_, value_off_, value_end_ - value_off_};
+  const Slot s{std::uint32_t(name_off_), std::uint32_t(name_end_ - name_off_),
+               std::uint32_t(value_off_), std::uint32_t(value_end_ - value_off_)};
+  if (header_count_ < kInlineSlots) {
+    inline_slots_[header_count_] = s;
+  } else {
+    const std::size_t spill = header_count_ - kInlineSlots;
+    if (spill == more_slots_.size()) {
+      try {
+        more_slots_.push_back(s);
+      } catch (const std::bad_alloc&) {
+        return reject(431, "header fields: out of memory");
+      }
+    } else {
+      more_slots_[spill] = s;
+    }
+  }
+  ++header_count_;
   state_ = State::FieldStart;
   return true;
 }
 
 Header RequestParser::header_at(std::size_t i) const noexcept {
   if (i >= header_count_) return {};
-  const Slot& s = slots_[i];
+  const Slot& s = slot(i);
   return {view(s.name_off, s.name_len), view(s.value_off, s.value_len)};
 }
 
 std::optional<std::string_view> RequestParser::header(std::string_view name) const noexcept {
   for (std::size_t i = 0; i < header_count_; ++i) {
-    const Slot& s = slots_[i];
+    const Slot& s = slot(i);
     if (s.name_len == name.size() && iequals(view(s.name_off, s.name_len), name))
       return view(s.value_off, s.value_len);
   }
@@ -394,8 +418,8 @@ bool RequestParser::finish_head() noexcept {
       case 4:
         if (iequals(f.name, "host")) {
           if (hosts++ == 0) {
-            host_off_ = slots_[h].value_off;
-            host_len_ = slots_[h].value_len;
+            host_off_ = slot(h).value_off;
+            host_len_ = slot(h).value_len;
           }
         }
         break;

@@ -19,6 +19,7 @@
 // chunked (501). Which methods the server implements is the server's choice.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -104,8 +105,8 @@ class RequestParser {
     FieldStart, EndLF, Name, ValueOWS, Value, ValueLF,   // header section
     Done, Error,
   };
-  struct Slot {
-    std::size_t name_off, name_len, value_off, value_len;
+  struct Slot {  // offsets into the head, which the limits keep under 4 GiB
+    std::uint32_t name_off, name_len, value_off, value_len;
   };
 
   std::string_view view(std::size_t off, std::size_t len) const noexcept {
@@ -119,7 +120,15 @@ class RequestParser {
   ParseResult limit_error() noexcept;
 
   Limits limits_;
-  std::vector<Slot> slots_;  // max_header_count of them, from construction on
+  const Slot& slot(std::size_t i) const noexcept {
+    return i < kInlineSlots ? inline_slots_[i] : more_slots_[i - kInlineSlots];
+  }
+
+  // The first fields' slots live in the parser; a head with more fields
+  // (up to max_header_count) spills into more_slots_.
+  static constexpr std::size_t kInlineSlots = 16;
+  std::array<Slot, kInlineSlots> inline_slots_{};
+  std::vector<Slot> more_slots_;
   std::string_view data_;
   State state_ = State::Start;
   std::size_t pos_ = 0;         // next byte to look at

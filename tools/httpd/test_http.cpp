@@ -14,7 +14,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
+#include <stdexcept>
 #include <random>
 #include <string>
 #include <vector>
@@ -410,6 +412,44 @@ TEST(Parser, HeaderBytesLimit) {
   Limits l;
   l.max_header_bytes = 64;
   EXPECT_EQ(error_of(get("A: " + std::string(30, 'a') + "\r\nB: " + std::string(30, 'b') + "\r\n"), l), 431);
+}
+
+// Fields past the parser's inline slots, and a parser reused for a request
+// with fewer fields than the one before, keep every name and value.
+TEST(Parser, ManyFieldsKeepTheirValuesAcrossRequests) {
+  RequestParser p(Limits{});
+  for (int fields : {40, 20, 17, 3, 60}) {
+    std::string req = "GET / HTTP/1.1\r\n";
+    for (int i = 0; i < fields; ++i)
+      req += "F" + std::to_string(i) + ": value-" + std::to_string(fields * 1000 + i) + "\r\n";
+    req += "Host: h\r\n\r\n";
+    const ParseResult r = p.parse(req);
+    ASSERT_EQ(r.status, ParseStatus::Done) << fields << ": " << r.reason;
+    ASSERT_EQ(p.header_count(), std::size_t(fields) + 1);
+    EXPECT_EQ(p.host(), "h");
+    for (int i = 0; i < fields; ++i) {
+      const std::string name = "F" + std::to_string(i), value = "value-" + std::to_string(fields * 1000 + i);
+      EXPECT_EQ(p.header_at(i).name, name);
+      EXPECT_EQ(p.header_at(i).value, value);
+      EXPECT_EQ(p.header(name).value_or("missing"), value);
+    }
+    EXPECT_FALSE(p.header("F" + std::to_string(fields)).has_value());
+    p.reset();
+  }
+}
+
+// The parser keeps 32-bit offsets: limits beyond them are refused by name.
+TEST(Parser, LimitsBeyondOffsetsAreRefused) {
+  Limits l;
+  l.max_header_bytes = std::size_t(1) << 33;
+  try {
+    RequestParser p(l);
+    FAIL() << "a parser accepted max_header_bytes of 8 GiB";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("max_header_bytes"), std::string::npos) << e.what();
+  }
+  l.max_header_bytes = std::numeric_limits<std::size_t>::max();  // no overflow in the check
+  EXPECT_THROW(RequestParser{l}, std::invalid_argument);
 }
 
 TEST(Parser, HeaderCountLimit) {
