@@ -32,10 +32,11 @@ if ! command -v python3 >/dev/null; then skipped "all checks" "python3 missing";
 HAVE_CURL=1; command -v curl >/dev/null || HAVE_CURL=0
 
 TMP=$(mktemp -d)
-PID=; PID2=
+PID=; PID2=; PID3=
 cleanup() {
   [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
   [ -n "$PID2" ] && kill -KILL "$PID2" 2>/dev/null
+  [ -n "$PID3" ] && kill -KILL "$PID3" 2>/dev/null
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -176,6 +177,12 @@ check "pipelining: 3 requests in one write, 3 responses in order" bash -c '
   tr -d "\r\n" <<<"$1" | grep -q "Hello, World!HTTP/1.1 200.*55HTTP/1.1 200.*hello, static world<EOF>"' _ "$r"
 r=$(printf 'GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n' | raw 1.5)
 check "HTTP/1.1 keeps the connection open" bash -c 'grep -q "^Connection: keep-alive" <<<"$1" && grep -q "<OPEN>$" <<<"$1"' _ "$r"
+# A head larger than a connection's first buffer (which grows to hold it,
+# then shrinks while the connection waits), then a small pipelined one.
+mid=$(head -c 12000 /dev/zero | tr '\0' m)
+r=$(printf 'GET /plaintext HTTP/1.1\r\nHost: t\r\nX-Mid: %s\r\n\r\nGET /fib/10 HTTP/1.1\r\nHost: t\r\n\r\n' "$mid" | raw 1.5)
+check "a 12 KB head and a pipelined request after it: both answered, connection open" bash -c '
+  [ "$(grep -o "HTTP/1.1 200 " <<<"$1" | wc -l)" = 2 ] && tr -d "\r\n" <<<"$1" | grep -q "Hello, World!HTTP/1.1 200.*55<OPEN>$"' _ "$r"
 r=$(printf 'GET /plaintext HTTP/1.0\r\n\r\n' | raw 3)
 check "HTTP/1.0 (raw) closes" bash -c 'grep -q "^HTTP/1.1 200 " <<<"$1" && grep -q "<EOF>$" <<<"$1"' _ "$r"
 if [ "$HAVE_CURL" = 1 ]; then
@@ -281,6 +288,34 @@ else
   stop_server "ulimit -n 64 server: SIGTERM -> exit 0" "$PID2"
   [ "$STOPPED" = 1 ] && PID2=
   sanitizer_clean "ulimit -n 64 server stderr: no sanitizer report" "$TMP/err2"
+fi
+
+# ---- /fib on a separate pool (--fib-pool) -----------------------------------------------
+# Each /fib request moves its coroutine to the pool and back (resume_on);
+# concurrent ones must all come back with the right value.
+"$BIN" --port 0 --workers 2 --fib-pool 2 >"$TMP/out3" 2>"$TMP/err3" &
+PID3=$!
+for _ in $(seq 50); do grep -q listening "$TMP/out3" && break; sleep 0.1; done
+PORT3=$(sed -nE 's/^parkway-httpd: listening on 127\.0\.0\.1:([0-9]+) \(2 workers, \/fib on a separate pool\)$/\1/p' "$TMP/out3")
+if [ -z "$PORT3" ]; then
+  bad "--fib-pool server started" "$(cat "$TMP/out3" "$TMP/err3")"
+else
+  for i in $(seq 8); do
+    (printf 'GET /fib/%d HTTP/1.1\r\nHost: t\r\n\r\nGET /plaintext HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' $((18 + i)) |
+       python3 "$TMP/raw.py" "$PORT3" 10 >"$TMP/fib3.$i") &
+  done
+  wait $(jobs -p | grep -v "^$PID3\$") 2>/dev/null
+  good=0
+  for i in $(seq 8); do
+    want=$(python3 -c "a,b=0,1
+for _ in range($((18 + i))): a,b=b,a+b
+print(a)")
+    tr -d '\r\n' <"$TMP/fib3.$i" | grep -q "HTTP/1.1 200 .*${want}HTTP/1.1 200 .*Hello, World!<EOF>" && good=$((good + 1))
+  done
+  check "--fib-pool: 8 concurrent /fib/19..26 right, each followed by /plaintext" test "$good" = 8
+  stop_server "--fib-pool server: SIGTERM -> exit 0" "$PID3"
+  [ "$STOPPED" = 1 ] && PID3=
+  sanitizer_clean "--fib-pool server stderr: no sanitizer report" "$TMP/err3"
 fi
 
 finish

@@ -168,3 +168,56 @@ TEST(Coro, DetachedCoroutinesRunAndShutdownWaitsForThem) {
   }
   EXPECT_EQ(n.load(), 4000);
 }
+
+namespace {
+// Hops between two runtimes, checking at each step that it runs on a worker
+// of the runtime it asked for; returns the sum of its steps' work.
+parkway::Task<long> hop(parkway::Runtime* io, parkway::Runtime* compute, int hops, std::atomic<int>* wrong) {
+  long sum = 0;
+  for (int i = 0; i < hops; ++i) {
+    co_await parkway::resume_on(*compute);
+    if (parkway::Runtime::current() != compute) wrong->fetch_add(1);
+    sum += fib_seq(12 + i % 3);
+    co_await parkway::resume_on(*io);
+    if (parkway::Runtime::current() != io) wrong->fetch_add(1);
+  }
+  co_return sum;
+}
+}  // namespace
+
+// resume_on(): a coroutine continues on the runtime it names, and comes
+// back; many at once, spawned and joined on the first runtime.
+TEST(Coro, ResumeOnMovesACoroutineBetweenRuntimes) {
+  parkway::Runtime io(parkway::Options{.workers = 2});
+  parkway::Runtime compute(parkway::Options{.workers = 2});
+  std::atomic<int> wrong{0};
+  constexpr int kCoroutines = 64, kHops = 20;
+  long expected_one = 0;
+  for (int i = 0; i < kHops; ++i) expected_one += fib_seq(12 + i % 3);
+  auto all = [&]() -> parkway::Task<long> {
+    std::vector<parkway::Spawned<long>> kids;
+    for (int i = 0; i < kCoroutines; ++i) kids.push_back(parkway::spawn(hop(&io, &compute, kHops, &wrong)));
+    long total = 0;
+    for (auto& k : kids) total += co_await std::move(k);
+    co_return total;
+  };
+  EXPECT_EQ(parkway::sync_wait(io, all()), expected_one * kCoroutines);
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+// A runtime that is shutting down refuses the coroutine: RuntimeShutdown
+// from the co_await, and the coroutine goes on where it was.
+TEST(Coro, ResumeOnAClosedRuntimeThrowsAndStaysPut) {
+  parkway::Runtime io(parkway::Options{.workers = 1});
+  parkway::Runtime closed(parkway::Options{.workers = 1});
+  closed.shutdown();
+  auto f = [&]() -> parkway::Task<int> {
+    try {
+      co_await parkway::resume_on(closed);
+    } catch (const parkway::RuntimeShutdown&) {
+      co_return parkway::Runtime::current() == &io ? 1 : -1;
+    }
+    co_return 0;
+  };
+  EXPECT_EQ(parkway::sync_wait(io, f()), 1);
+}

@@ -340,6 +340,41 @@ void detach(Task<T> t) {
   detach(std::move(t), detail::runtime_for_spawn());
 }
 
+// co_await resume_on(rt): the awaiting coroutine continues as a task of
+// rt (pushed on the calling worker's deque if it is one of rt's workers,
+// else on rt's injection queue). For a server that keeps long computations
+// off its I/O workers:
+//
+//   co_await parkway::resume_on(compute);  // now on a worker of `compute`
+//   auto r = expensive();
+//   co_await parkway::resume_on(io);       // back on the server's workers
+//
+// Throws RuntimeShutdown (from the co_await, in the coroutine, which stays
+// where it was) if rt is shutting down. On the caller's own runtime the
+// coroutine is pushed on the caller's deque, where a thief may take it.
+class ResumeOn {
+ public:
+  explicit ResumeOn(Runtime& rt) noexcept : rt_(rt) {}
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  void await_suspend(std::coroutine_handle<P> h) {
+    static_assert(std::is_base_of_v<detail::PromiseBase, P>,
+                  "parkway::resume_on: only a parkway::Task coroutine can co_await it");
+    // The awaiting coroutine's own starter is free: a coroutine starts once,
+    // and it is suspended here until the starter runs.
+    auto& starter = h.promise().starter;
+    starter.invoke = &detail::PromiseBase::start;
+    starter.h = h;
+    detail::enqueue_on(rt_, &starter);  // from here on h may run (and end) elsewhere: touch nothing
+  }
+  void await_resume() const noexcept {}
+
+ private:
+  Runtime& rt_;
+};
+
+[[nodiscard]] inline ResumeOn resume_on(Runtime& rt) noexcept { return ResumeOn(rt); }
+
 // Runs t on rt and blocks the caller until it finishes; returns its result
 // or rethrows its exception.
 template <class T>

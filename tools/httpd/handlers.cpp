@@ -42,12 +42,27 @@ Response text_response(int status, std::string_view body, bool keep_alive, bool 
 
 std::uint64_t serial_fib(int n) { return n < 2 ? std::uint64_t(n) : serial_fib(n - 1) + serial_fib(n - 2); }
 
-Response fib_response(std::string_view arg, bool keep_alive, bool head) {
+// N of /fib/N, or -1 when it is not an integer from 0 to 40.
+int fib_argument(std::string_view arg) {
   int n = -1;
   auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), n);
   if (arg.empty() || arg.size() > 2 || ec != std::errc() || end != arg.data() + arg.size() || n < 0 || n > 40)
-    return text_response(400, "fib: N must be an integer from 0 to 40\n", keep_alive, head);
-  return text_response(200, std::to_string(parallel_fib(n)), keep_alive, head);
+    return -1;
+  return n;
+}
+
+Task<Response> fib_response(std::string_view arg, bool keep_alive, bool head, const HandlerConfig& cfg) {
+  const int n = fib_argument(arg);
+  if (n < 0) co_return text_response(400, "fib: N must be an integer from 0 to 40\n", keep_alive, head);
+  std::uint64_t v = 0;
+  if (cfg.fib_pool != nullptr) {
+    co_await parkway::resume_on(*cfg.fib_pool);
+    v = parallel_fib(n);
+    co_await parkway::resume_on(*cfg.server);
+  } else {
+    v = parallel_fib(n);
+  }
+  co_return text_response(200, std::to_string(v), keep_alive, head);
 }
 
 // A file (or a directory's index.html) under the root.
@@ -142,7 +157,7 @@ Task<Response> handle_request(const RequestParser& req, bool keep_alive, const H
   const bool head = m == Method::Head;
   const std::string_view path = strip_query(req.path());
   if (path == "/plaintext") co_return text_response(200, "Hello, World!", keep_alive, head);
-  if (path.starts_with("/fib/")) co_return fib_response(path.substr(5), keep_alive, head);
+  if (path.starts_with("/fib/")) co_return co_await fib_response(path.substr(5), keep_alive, head, cfg);
   if (cfg.root_fd >= 0) co_return co_await file_response(req, keep_alive, head, cfg);
   co_return simple_response(404, keep_alive, head);
 }

@@ -25,6 +25,11 @@ struct Response {
 
 struct HandlerConfig {
   int root_fd = -1;  // the document root (O_DIRECTORY); -1: no static files
+  // Set both to compute /fib/N on a runtime of its own (the server's workers
+  // then only wait for it): the baseline a server without work stealing
+  // between its I/O and its compute would be.
+  parkway::Runtime* fib_pool = nullptr;
+  parkway::Runtime* server = nullptr;  // where the connection continues after it
 };
 
 // The answer to the request `req` has just parsed. `keep_alive` is what the
@@ -36,7 +41,7 @@ parkway::Task<Response> handle_request(const RequestParser& req, bool keep_alive
 Response simple_response(int status, bool keep_alive, bool head_only = false, std::string_view extra = {});
 
 // fib(n) computed in parallel with a parkway::TaskGroup on the calling
-// worker's runtime.
+// worker's runtime (/fib/N: the server's, or cfg.fib_pool).
 std::uint64_t parallel_fib(int n);
 
 }  // namespace httpd

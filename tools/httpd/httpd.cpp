@@ -2,6 +2,7 @@
 //
 //   parkway-httpd --port N [--bind ADDR] [--root DIR] [--workers N]
 //                 [--access-log] [--header-timeout S] [--idle-timeout S]
+//                 [--fib-pool N]
 //
 // The main thread blocks SIGTERM and SIGINT (the workers inherit the mask)
 // and a coroutine reads them from a signalfd through the ring. Shutdown:
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -36,13 +38,16 @@ constexpr auto kGracePeriod = 5s;
 const char kUsage[] =
     "usage: parkway-httpd --port N [--bind ADDR] [--root DIR] [--workers N]\n"
     "                     [--access-log] [--header-timeout S] [--idle-timeout S]\n"
+    "                     [--fib-pool N]\n"
     "  --port N            TCP port (0: any free port, printed at startup)\n"
     "  --bind ADDR         address to listen on (default 127.0.0.1)\n"
     "  --root DIR          serve the files under DIR (none by default)\n"
     "  --workers N         worker threads (default: one per CPU)\n"
     "  --access-log        log each response on stderr\n"
     "  --header-timeout S  seconds a request head may take to arrive (default 10)\n"
-    "  --idle-timeout S    seconds a keep-alive connection may stay idle (default 30)\n";
+    "  --idle-timeout S    seconds a keep-alive connection may stay idle (default 30)\n"
+    "  --fib-pool N        compute /fib/N on a separate pool of N threads, not on the\n"
+    "                      server's workers (a baseline for measurements; default off)\n";
 
 [[noreturn]] void usage_error(const char* what) {
   std::fprintf(stderr, "parkway-httpd: %s\n%s", what, kUsage);
@@ -89,7 +94,7 @@ Task<void> accept_loop(io::Listener& l, httpd::ServerState& st, io::CancelSource
       std::fprintf(stderr, "parkway-httpd: %s (retrying)\n", e.message().c_str());
       reported = true;
     }
-    co_await io::sleep_for(10ms, &stop);
+    (void)co_await io::sleep_for(10ms, &stop);
   }
   done.store(true, std::memory_order_release);
 }
@@ -112,18 +117,18 @@ Task<void> run_server(io::Listener& l, httpd::ServerState& st, int sigfd) {
   const auto deadline = std::chrono::steady_clock::now() + kGracePeriod;
   while ((st.connections.load(std::memory_order_acquire) > 0 || !accept_done.load(std::memory_order_acquire)) &&
          std::chrono::steady_clock::now() < deadline)
-    co_await io::sleep_for(10ms);
+    (void)co_await io::sleep_for(10ms);
   st.abort.cancel();  // the grace period is over
   const auto hard = std::chrono::steady_clock::now() + 1s;
   while ((st.connections.load(std::memory_order_acquire) > 0 || !accept_done.load(std::memory_order_acquire)) &&
          std::chrono::steady_clock::now() < hard)
-    co_await io::sleep_for(10ms);
+    (void)co_await io::sleep_for(10ms);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  long port = -1, workers = long(parkway::online_cpus());
+  long port = -1, workers = long(parkway::online_cpus()), fib_pool = 0;
   const char* bind_addr = "127.0.0.1";
   const char* root = nullptr;
   auto st = std::make_unique<httpd::ServerState>();
@@ -145,6 +150,7 @@ int main(int argc, char** argv) {
       st->config.header_timeout = std::chrono::seconds(number_arg(value(), 1, 86400, "--header-timeout: expected 1..86400"));
     else if (a == "--idle-timeout")
       st->config.idle_timeout = std::chrono::seconds(number_arg(value(), 1, 86400, "--idle-timeout: expected 1..86400"));
+    else if (a == "--fib-pool") fib_pool = number_arg(value(), 1, parkway::kMaxWorkers, "--fib-pool: expected 1..4096");
     else usage_error((std::string("unknown option ") + argv[i]).c_str());
   }
   if (port < 0) usage_error("--port is required");
@@ -178,9 +184,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   {
+    // Declared first, so it outlives every connection of the server's runtime.
+    std::optional<parkway::Runtime> pool;
+    if (fib_pool > 0) pool.emplace(parkway::Options{.workers = unsigned(fib_pool), .name = "fibpool"});
     parkway::Runtime rt(parkway::Options{.workers = unsigned(workers), .name = "httpd"});
-    std::printf("parkway-httpd: listening on %s (%ld workers)\n", listener->local_address().to_string().c_str(),
-                workers);
+    if (pool) {
+      st->config.handler.fib_pool = &*pool;
+      st->config.handler.server = &rt;
+    }
+    std::printf("parkway-httpd: listening on %s (%ld workers%s)\n", listener->local_address().to_string().c_str(),
+                workers, pool ? ", /fib on a separate pool" : "");
     std::fflush(stdout);
     parkway::sync_wait(rt, run_server(*listener, *st, sigfd));
     listener->close();
