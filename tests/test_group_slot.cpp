@@ -258,11 +258,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Review finding B1 (fixed): the owner, blocked in wait() and registered
-// in the slot, helps and runs a heap task of the group whose spawn used to
-// re-take the slot with a plain store, wiping the registration; the new
-// slot task then finished remotely without a wake. Now a spawn from inside
-// the group's own tasks never takes the slot ([G1] needs pending_ == 0).
+// The owner, blocked in wait() and registered in the slot, helps and runs
+// a heap task of the group that spawns again. A spawn that re-took the
+// slot with a plain store would wipe the registration, and the new slot
+// task would finish remotely without a wake. A spawn from inside the
+// group's own tasks never takes the slot ([G1] needs pending_ == 0).
 TEST(GroupSlot, NestedSpawnWhileOwnerWaitsIsNotLost) {
   pwtest::Watchdog w("GroupSlot.NestedSpawnWhileOwnerWaitsIsNotLost", 60);
   parkway::Runtime rt(parkway::Options{.workers = 2});
@@ -291,7 +291,7 @@ TEST(GroupSlot, NestedSpawnWhileOwnerWaitsIsNotLost) {
   EXPECT_EQ(ran.load(), 18);
 }
 
-// Review finding B2/B3 (fixed): a waiter that is not the owner, while a
+// A waiter that is not the owner, while a
 // heap task of the group (possibly on the owner thread) spawns a nested
 // task: wait() must neither hang nor return before the nested task ends.
 TEST(GroupSlot, NonOwnerWaiterWithNestedSpawn) {
@@ -324,7 +324,7 @@ TEST(GroupSlot, NonOwnerWaiterWithNestedSpawn) {
 
 namespace {
 
-// SPIN finding (slot.pml, bug-child-pending; fixed): the slot task, run by
+// slot.pml's bug-child-pending case in real threads: the slot task, run by
 // a worker while the owner sleeps, spawns a heap task into its own group
 // after the owner registered (in the slot only: pending_ was 0). The
 // owner must register in pending_ at its recheck, or that task's done()
@@ -351,9 +351,9 @@ TEST(GroupSlot, SlotTaskSpawnsIntoItsGroupWhileOwnerSleeps) {
 
 namespace {
 
-// Second review's finding (fixed): a non-owner waiter decided to sleep
-// from a slot load taken before the owner reused the group, registered
-// nowhere, and slept untimed for good. Now the decision is made on one
+// A non-owner waiter that decided to sleep from a slot load taken before
+// the owner reused the group would be registered nowhere and sleep
+// untimed for good (slot.pml X_OLD=2); the decision is made on one
 // snapshot of both words. The owner (an outside thread) runs spawn/wait
 // rounds while another thread waits on the same group over and over;
 // after the owner's last round every wait must return.

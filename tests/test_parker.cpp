@@ -97,10 +97,10 @@ TEST(ParkWord, WaitableFromIoUring) {
 
 // An outside thread's park word stays its own while the thread's C++
 // thread_local objects are destroyed, since one of their destructors may
-// still wait on parkway work. It used to be released by a thread_local of
+// still wait on parkway work. Were it released by a thread_local of
 // parkway's, destroyed before any thread_local constructed earlier than
-// it: such a destructor then waited on a word that another live thread
-// could be given, and the two lost each other's wakeups.
+// it, such a destructor would wait on a word that another live thread
+// could be given, and the two would lose each other's wakeups.
 namespace {
 std::atomic<int> g_stage{0};
 std::atomic<std::uint32_t> g_exiting_id{~0u}, g_live_id{~0u};

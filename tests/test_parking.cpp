@@ -266,10 +266,10 @@ TEST(Parking, BusyWorkerIsNotCountedAsSearching) {
 }
 
 // Shutdown with a task in flight that blocks (outside parkway's waits: a
-// latch, I/O) until a child it spawned has run. A worker used to leave as
-// soon as stop was set and it saw no work, so the child, pushed later,
-// woke nobody and the parent (and shutdown) waited for ever: 20 hangs in
-// 20 runs. Workers now leave only once no worker
+// latch, I/O) until a child it spawned has run. A worker that left as soon
+// as stop was set and it saw no work would leave the child, pushed later,
+// to wake nobody, and the parent (and shutdown) would wait for ever (20
+// hangs in 20 runs with that rule). Workers leave only once no worker
 // runs a task (parking.md, "Shutdown").
 TEST(Shutdown, ATaskBlockedOnItsChildStillGetsIt) {
   pwtest::Watchdog dog("Shutdown.ATaskBlockedOnItsChildStillGetsIt", 60);

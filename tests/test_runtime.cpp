@@ -282,7 +282,7 @@ TEST(Runtime, ShutdownFromAWorkerIsRefused) {
 
 // Options::name is the caller's string; the runtime keeps its own copy, so
 // the caller may reuse or free it once the constructor returned (workers
-// used to read it when they named themselves, possibly later).
+// name themselves later, possibly after the caller changed its buffer).
 TEST(Runtime, KeepsItsOwnCopyOfTheName) {
   char buf[16] = "abc";
   parkway::Runtime rt(parkway::Options{.workers = 2, .name = buf});
@@ -299,10 +299,10 @@ TEST(Runtime, KeepsItsOwnCopyOfTheName) {
 
 // A worker waiting inside a task (Future::get helps, then sleeps) for a
 // task that the other worker runs must stay asleep while the runtime shuts
-// down. Its parking recheck used to treat the shutdown flag as work to
-// look for, though only the main loop can leave on it: the waiter then
-// searched and re-parked (a membarrier each round) for as long as the
-// awaited task ran, a full CPU.
+// down. A parking recheck that treated the shutdown flag as work to look
+// for (only the main loop can leave on it) would make the waiter search
+// and re-park (a membarrier each round) for as long as the awaited task
+// ran, a full CPU.
 TEST(Runtime, HelpingWaitSleepsThroughShutdown) {
   pwtest::Watchdog w("Runtime.HelpingWaitSleepsThroughShutdown", 60);
   parkway::Runtime rt(parkway::Options{.workers = 2, .name = "shutw"});
@@ -330,7 +330,7 @@ TEST(Runtime, HelpingWaitSleepsThroughShutdown) {
 
 // A closure that captures an over-aligned value is stored aligned, whether
 // it goes through submit() or a TaskGroup's heap path (malloc gives only
-// 16 bytes; such tasks used to be built at misaligned addresses).
+// 16 bytes, less than such a closure needs).
 TEST(Runtime, OverAlignedClosuresAreAligned) {
   struct alignas(64) Line {
     long v[8];
@@ -376,9 +376,9 @@ TEST(Runtime, WorkerOfOneRuntimeWaitsOnAnother) {
 }
 
 // A Runtime destroyed right after it was made, in a process where no
-// thread has a park word yet: shutdown used to notify park word 0 for a
-// worker that had not published its own, and crashed (the word's storage
-// did not exist yet). Only a fresh process shows it, so the test runs the
+// thread has a park word yet: a shutdown that notified park word 0 for a
+// worker that had not published its own would crash (the word's storage
+// does not exist yet). Only a fresh process shows it, so the test runs the
 // disabled test below in a child process of this binary, five times.
 TEST(Runtime, DISABLED_ConstructDestroyInFreshProcess) {
   parkway::Runtime rt(parkway::Options{.workers = 2});
@@ -467,8 +467,8 @@ TEST(DefaultRuntime, DISABLED_ExitFromATask) {
 }
 
 // exit() called from a task of the default runtime ends the process with
-// that status (its exit-time shutdown, now on one of its own workers, used
-// to throw from a destructor and abort).
+// that status (its exit-time shutdown runs on one of its own workers and
+// must not throw from a destructor, which would abort).
 TEST(DefaultRuntime, ExitFromATaskEndsTheProcess) {
   EXPECT_EQ(pwtest::run_child_test("DefaultRuntime.DISABLED_ExitFromATask"), 43);
 }
@@ -506,8 +506,8 @@ TEST(Runtime, DestroyedOnItsOwnWorker) {
 // After the destruction on its own worker, a group made there binds to the
 // abandoned runtime (its implementation, still allocated), so a spawn into
 // it from a worker of another runtime is refused with RuntimeShutdown
-// instead of reading the freed Runtime object (ASAN: heap-use-after-free
-// before the fix); the task spawned on the abandoned worker still runs.
+// instead of reading the freed Runtime object (which ASAN reports as a
+// heap-use-after-free); the task spawned on the abandoned worker still runs.
 TEST(Runtime, GroupMadeAfterOwnWorkerDestructionIsRefusedFromOutside) {
   pwtest::Watchdog w("Runtime.GroupMadeAfterOwnWorkerDestructionIsRefusedFromOutside", 60);
   parkway::Runtime other(parkway::Options{.workers = 1});

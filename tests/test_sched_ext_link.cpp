@@ -21,8 +21,8 @@
 
 // A service under a seccomp filter without bpf(2) (systemd's
 // @system-service is one) must be able to use parkway: with no parkway
-// scheduler enabled, building a Runtime makes no bpf call. It used to try
-// the pinned map first, and the filter killed the process.
+// scheduler enabled, building a Runtime makes no bpf call (trying the
+// pinned map first would get the process killed by the filter).
 TEST(SchedExtLink, DISABLED_RuntimeUnderASeccompFilterWithoutBpf) {
   sock_filter filter[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),

@@ -198,8 +198,8 @@ TEST(ParallelFor, ExceptionPropagates) {
 
 // Several pieces throw: one exception leaves parallel_for, every piece
 // runs, and nothing is reported on stderr as a lost exception (the
-// caller's own piece throwing used to skip its group's wait(), so the
-// group's destructor reported the spawned pieces' exceptions as misuse).
+// caller's own piece throwing must not skip its group's wait(), or the
+// group's destructor would report the spawned pieces' exceptions as misuse).
 TEST(ParallelFor, ManyThrowingPiecesRethrowOneAndReportNone) {
   parkway::Runtime rt(parkway::Options{.workers = 2});
   for (int round = 0; round < 20; ++round) {

@@ -86,7 +86,7 @@
  *             untimed for good. 2 = a recorded bug, must be caught with
  *             ROUNDS=3: wait_check
  *             decided from a slot load taken before its [C1], so the owner
- *             could reuse the slot in between. 0 = the code now:
+ *             could reuse the slot in between. 0 = the code as it is:
  *             X's wait_check (every check, and the recheck after [P0])
  *             registers in pending_ ([C1]), then decides on one snapshot:
  *             X sleeps untimed only when the slot is free and pending_ is
