@@ -125,6 +125,20 @@ def proc_sched_ns(pid):
     return total
 
 
+def proc_runq_ns(pid):
+    """Time the threads of pid spent runnable but not running, in ns
+    (second field of /proc/PID/task/*/schedstat): how long the OS kept them
+    off a CPU they wanted."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[1])
+        except OSError:
+            pass
+    return total
+
+
 def machine_busy_s():
     """Seconds of CPU the whole machine spent not idle (/proc/stat)."""
     with open("/proc/stat") as f:
@@ -239,6 +253,9 @@ class Server:
 
     def sched_ns(self):
         return sum(proc_sched_ns(p) for p in self.pids())
+
+    def runq_ns(self):
+        return sum(proc_runq_ns(p) for p in self.pids())
 
     def rss(self):
         return sum(proc_rss_bytes(p) for p in self.pids())
@@ -667,10 +684,11 @@ def compute_section(b, srv, reps, rate, duration, conns, fib_conns, modes=("alon
                 rec["fib_cmd"] = " ".join(fcmd)
                 fib = subprocess.Popen(fcmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 time.sleep(1.0)
-            k0, w0 = srv.ticks(), time.time()
+            k0, q0, w0 = srv.ticks(), srv.runq_ns(), time.time()
             ol = open_loop(b, srv.port, rate, duration, conns)
-            k1, w1 = srv.ticks(), time.time()
+            k1, q1, w1 = srv.ticks(), srv.runq_ns(), time.time()
             rec["server_cpus_busy"] = (k1 - k0) / CLK_TCK / (w1 - w0)
+            rec["server_runq_ms_per_s"] = (q1 - q0) / 1e6 / (w1 - w0)
             if fib is not None:
                 try:
                     fo, _ = fib.communicate(timeout=duration + 20)
@@ -750,24 +768,27 @@ def summarize(b, idle, compute, pinned_cfgs):
         rs = [x for x in compute if x["mode"] == mode]
         comp_sum[mode] = {k: med([x.get(k) for x in rs]) for k in
                           ("p50_ms", "p99_ms", "p999_ms", "max_ms", "fib_req_s", "server_cpus_busy",
+                           "server_runq_ms_per_s",
                            "sends_over_1ms_late", "waited_for_connection", "scheduled")}
         comp_sum[mode]["runs"] = len(rs)
     lines.append("compute beside I/O, parkway-httpd 2 workers: /plaintext at a fixed rate (open loop)")
-    lines.append("  %-36s %8s %8s %9s %9s %9s %10s %8s" % ("", "p50 ms", "p99 ms", "p99.9 ms", "fib r/s",
-                                                          "srv CPUs", "late sends", "no conn"))
+    lines.append("  %-36s %8s %8s %9s %9s %9s %9s %10s %8s" % ("", "p50 ms", "p99 ms", "p99.9 ms", "fib r/s",
+                                                               "srv CPUs", "runq ms/s", "late sends", "no conn"))
     labels = {"alone": "alone", "with fib": "beside /fib/30 on the I/O workers",
               "with fib on a separate pool": "beside /fib/30 on a separate pool"}
     for mode in modes:
         c = comp_sum[mode]
         label = labels[mode]
-        lines.append("  %-36s %8s %8s %9s %9s %9s %10s %8s" % (
+        lines.append("  %-36s %8s %8s %9s %9s %9s %9s %10s %8s" % (
             label, fmt(c["p50_ms"], ".3f"), fmt(c["p99_ms"], ".3f"), fmt(c["p999_ms"], ".3f"),
-            fmt(c["fib_req_s"], ".0f"), fmt(c["server_cpus_busy"], ".2f"), fmt(c["sends_over_1ms_late"], ".0f"),
+            fmt(c["fib_req_s"], ".0f"), fmt(c["server_cpus_busy"], ".2f"), fmt(c["server_runq_ms_per_s"], ".0f"),
+            fmt(c["sends_over_1ms_late"], ".0f"),
             fmt(c["waited_for_connection"], ".0f")))
     if compute:
         lines.append("  (%s req/s over 64 connections; latency from each request's scheduled send time; late sends: "
                  "sends more than 1 ms behind schedule, no conn: requests that found all 64 connections waiting; both "
-                     "medians of per-run counts of %d requests)" % (fmt(OPEN_LOOP_RATE, ".0f"),
+                 "medians of per-run counts of %d requests; runq ms/s: time the server's threads were runnable "
+                 "but kept off a CPU by the OS, per second, summed over threads)" % (fmt(OPEN_LOOP_RATE, ".0f"),
                                                                  comp_sum["alone"]["scheduled"] or 0))
     return rows, idle_sum, comp_sum, "\n".join(lines)
 
