@@ -733,3 +733,24 @@ TEST(Io, ShutdownCancelsIoAWaitingTaskNeeds) {
   }
   EXPECT_TRUE(f.get());
 }
+
+// A thief that moves an operation's continuation into its own deque takes
+// it over in the counts of unstarted continuations (the reaper's goes
+// down, the thief's up), so neither worker's reap waits on the other's
+// deque; any other task is left alone.
+TEST(Io, AStolenContinuationCountsAsTheThiefs) {
+  namespace iod = parkway::io::detail;
+  iod::OpState* st = iod::new_op_state();
+  std::atomic<unsigned> reaper{1}, thief{0};
+  st->cont.held_by = &reaper;
+  iod::adopt_continuation(&st->cont, thief);
+  EXPECT_EQ(reaper.load(), 0u);
+  EXPECT_EQ(thief.load(), 1u);
+  EXPECT_EQ(st->cont.held_by, &thief);
+  parkway::detail::Task other([](parkway::detail::Task*) noexcept { return true; });
+  iod::adopt_continuation(&other, reaper);
+  EXPECT_EQ(reaper.load(), 0u);
+  EXPECT_EQ(thief.load(), 1u);
+  st->refs.store(1);
+  iod::unref(st);
+}

@@ -186,7 +186,9 @@ Task* Worker::steal_round() noexcept {
     if (v == index_) continue;
     std::size_t taken;
     bool lost, paid_fence;
-    Task* t = deque_.steal_batch(rt_.workers[v]->deque(), kStealBatch, &taken, &lost, &paid_fence);  // [Q5]
+    // A stolen I/O continuation now waits in our deque: count it as ours.
+    Task* t = deque_.steal_batch(rt_.workers[v]->deque(), kStealBatch, &taken, &lost, &paid_fence,  // [Q5]
+                                 [this](Task* moved) noexcept { io::detail::adopt_continuation(moved, io_unstarted_); });
     if (paid_fence) [[unlikely]] {
       WorkerCounters::bump(counters_.steal_fences);
       PW_PROBE2(steal_fence, int(index_), int(v));

@@ -115,6 +115,8 @@ class alignas(64) Worker {
   // This worker's io_uring ring, made on first use (owner thread only;
   // throws std::system_error if io_uring cannot be set up). io.md.
   io::detail::IoRing& io_ring();
+  // The count of unstarted I/O continuations in our deque (io_unstarted_).
+  std::atomic<unsigned>& io_unstarted() noexcept { return io_unstarted_; }
   // The ring's reaper: a finished operation's continuation goes on our
   // deque, where thieves may take it; after a batch, wake a sleeper as
   // after a steal. Owner only.
@@ -210,6 +212,10 @@ class alignas(64) Worker {
   VictimOrder victims_;
   std::unique_ptr<io::detail::IoRing> io_;  // null until the first I/O operation
   Deque deque_;
+  // I/O continuations in this worker's deque not yet started: pushed by its
+  // ring's reaps or moved here by its steals (io/op_state.hpp,
+  // adopt_continuation); decremented by whichever worker starts one.
+  alignas(64) std::atomic<unsigned> io_unstarted_{0};
   alignas(64) WorkerCounters counters_;
 };
 

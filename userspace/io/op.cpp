@@ -17,13 +17,12 @@ namespace parkway::io::detail {
 
 using ::parkway::detail::Worker;
 
-namespace {
-
 // The continuation the reaper queues: resume the awaiting coroutine,
 // unless it was destroyed meanwhile (then drop the awaiter's reference).
 bool resume_continuation(::parkway::detail::Task* t) noexcept {
-  OpState* st = static_cast<OpState::Continuation*>(t)->st;
-  st->ring->continuation_started();
+  auto* c = static_cast<OpState::Continuation*>(t);
+  OpState* st = c->st;
+  c->held_by->fetch_sub(1, std::memory_order_relaxed);  // started
   if (st->phase.exchange(kResumed, std::memory_order_acq_rel) == kOrphaned) {
     unref(st);
     return true;
@@ -31,6 +30,8 @@ bool resume_continuation(::parkway::detail::Task* t) noexcept {
   st->waiter.resume();  // may free st (the co_await ends): touch nothing after
   return true;
 }
+
+namespace {
 
 void release_cancel(CancelRequest* r) noexcept { unref(static_cast<OpState*>(r->obj)); }
 void retain_for_cancel(CancelRequest* r) noexcept {

@@ -61,7 +61,7 @@ WakeMode process_wake_mode(io_uring* probe_ring) noexcept {
   return mode;
 }
 
-IoRing::IoRing(Worker& w) : w_(w) {
+IoRing::IoRing(Worker& w) : w_(w), unstarted_(w.io_unstarted()) {
   const Options& o = w.runtime().opts;
   int rc = -EINVAL;
   for (unsigned flags : kSetupTries) {
@@ -316,7 +316,10 @@ void IoRing::complete(OpState* st) noexcept {
   scope_remove(st, 0);
   scope_remove(st, 1);
   const std::uintptr_t was = st->phase.exchange(kFired, std::memory_order_acq_rel);
-  if (was == kWaiting) push(&st->cont);
+  if (was == kWaiting) {
+    st->cont.held_by = &unstarted_;  // before the push: from then on a thief may adopt it
+    push(&st->cont);
+  }
   st->kernel_done.done();  // an orphaning awaiter waits for this
   unref(st);               // the kernel's reference
 }

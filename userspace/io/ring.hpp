@@ -53,14 +53,14 @@ class IoRing {
 
   // Scheduling points (owner only):
   // between two tasks: reap if the kernel has completions for us and
-  // every continuation of the last reap has started (so a batch runs
-  // before the next one is pushed on top of it: the deque is LIFO, and
-  // reaping over unstarted continuations starved the oldest ones), or
-  // once kHoldTicks tasks have run since the batch was pushed (a thief
-  // may hold a continuation behind a long task of its own; waiting for it
-  // kept every later completion of this ring unreaped while this worker
-  // had local work); queued SQEs go to the kernel with that reap, or,
-  // while a batch of continuations runs, every few tasks (each queues
+  // every continuation in the worker's deque has started (its own reaps'
+  // and those its steals adopted: a batch runs before the next one is
+  // pushed on top of it, since the deque is LIFO and reaping over
+  // unstarted continuations starved the oldest ones), or once kHoldTicks
+  // tasks have run since the last reap (a continuation buried under tasks
+  // that a long task spawned must not stop every later reap while the
+  // worker has local work); queued SQEs go to the kernel with that reap,
+  // or, while a batch of continuations runs, every few tasks (each queues
   // about one), so a batch costs a few system calls, not one per operation.
   void between_tasks() noexcept {
     if (unstarted_.load(std::memory_order_relaxed) == 0 || ++held_ticks_ >= kHoldTicks) {
@@ -72,7 +72,7 @@ class IoRing {
       enter(false, false);
     }
   }
-  // A continuation this ring pushed has started (on any worker).
+  // A continuation this ring pushed (and no thief adopted) has started.
   void continuation_started() noexcept { unstarted_.fetch_sub(1, std::memory_order_relaxed); }
   // flush SQEs, run the kernel's deferred completions, reap every CQE
   // (each finished operation's continuation is pushed on the worker's
@@ -136,7 +136,7 @@ class IoRing {
   std::uint64_t submitted_ = 0;
   std::uint64_t doorbell_buf_ = 0;  // the eventfd read's target
   std::atomic<CancelRequest*> mailbox_{nullptr};
-  alignas(64) std::atomic<unsigned> unstarted_{0};  // continuations pushed, not yet started
+  std::atomic<unsigned>& unstarted_;  // the worker's count of unstarted continuations in its deque
 };
 
 // The ParkWord state `kParkedRing` (parker.hpp) is rung through the
