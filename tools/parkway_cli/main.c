@@ -21,15 +21,15 @@ static const char usage[] =
 	"       parkway --version\n"
 	"\n"
 	"sched load    load the parkway sched_ext scheduler (switch-all: every task), pin\n"
-	"              the program parkway programs register their workers with, and stay in the\n"
-	"              foreground; SIGINT/SIGTERM unload it and restore the default\n"
-	"              scheduler (so does this process dying). Exits non-zero, with the\n"
-	"              kernel's reason, if the kernel ejects the scheduler.\n"
-	"  --slice-us N      longest time slice in microseconds (default 5000, 100..1000000;\n"
-	"                    refused above the wait bound: 38461 on 2 CPUs, less on more);\n"
-	"                    slices shrink as more tasks are queued\n"
-	"  --penalty-slices N  slices a searching worker queues behind its program (default 20,\n"
-	"                    0..64)\n"
+	"              the program parkway workers register with (any user's), and stay\n"
+	"              in the foreground; SIGINT/SIGTERM unload it and restore the\n"
+	"              default scheduler (so does this process dying). Exits non-zero,\n"
+	"              with the kernel's reason, if the kernel ejects the scheduler.\n"
+	"  --slice-us N      longest time slice in microseconds (default 5000,\n"
+	"                    100..1000000; refused above the wait bound: 38461 on\n"
+	"                    2 CPUs, less on more); slices shrink as the queue grows\n"
+	"  --penalty-slices N  slices a searching worker queues behind its program\n"
+	"                    (default 20, 0..64)\n"
 	"  --max-workers N   registered workers per program (default 256, 1..4096)\n"
 	"  --stats SECONDS   print the counters every SECONDS seconds (default: never)\n"
 	"  -v, --verbose     libbpf debug output; the verifier's log tail on rejection\n"
@@ -43,8 +43,9 @@ static const char usage[] =
 	"  --debug-bad-verifier      load a program the verifier must reject\n"
 	"  --debug-watchdog-ms N     the kernel's stall timeout (default 30000, its maximum)\n"
 	"\n"
-	"exit codes: 0 ok, 1 failed or ejected, 2 usage, 3 environment (no sched_ext,\n"
-	"not root, another scheduler loaded)\n";
+	"exit codes: 0 ok, 1 failed or ejected, 2 usage (also a slice over the wait\n"
+	"bound), 3 environment (no sched_ext, not root, another scheduler loaded, an\n"
+	"unsafe /run/parkway-sched)\n";
 
 /* Prints "WHERE: WHY (see `parkway --help`)"; WHERE is the command the
  * error is in ("parkway", "parkway sched load"). */
