@@ -105,7 +105,7 @@ enum parkway_stat {
 	PARKWAY_STAT_WORKER_RUNS,    /* a registered worker started running */
 	PARKWAY_STAT_BUSY_PROMOTE,   /* preempted busy worker queued ahead of thieves */
 	PARKWAY_STAT_YIELD_TO_BUSY,  /* searching worker gave its core to a busy sibling */
-	PARKWAY_STAT_SLOT_FREED,     /* registrations dropped by the scheduler at thread exit */
+	PARKWAY_STAT_SLOT_FREED,     /* registrations dropped by the scheduler (thread exit, execve) */
 	PARKWAY_STAT_KEEP_PREV,      /* a runnable task kept its CPU: still ahead of the queue */
 	PARKWAY_STAT_REGISTERED,     /* registrations accepted */
 	PARKWAY_STAT_REFUSED,        /* registrations refused (cap, bad values) */

@@ -106,6 +106,7 @@ struct task_ctx {
 	u64 base_key;     /* its program's clock when last queued */
 	u64 group_start;  /* its program's start time (identity of the tgid) */
 	u64 state_addr;   /* registered worker: its state word (user address); 0 = not a worker */
+	u64 exec_id;      /* the thread's self_exec_id at registration: an execve ends it */
 	u32 state;        /* the value last read from the state word */
 	u32 index;        /* worker index inside its runtime */
 	bool busy_queued; /* counted in its program's busy_waiting */
@@ -192,17 +193,26 @@ static void set_state(struct task_struct *p, struct task_ctx *tc, u32 v)
 		__sync_fetch_and_add(&pr->by_state[v], 1);
 }
 
+static void drop_worker(struct task_struct *p, struct task_ctx *tc);
+
 /* The state a registered worker published, or PARKWAY_W_OFF for a task
  * that is not one. The word is read only while p is the current task of
  * this CPU, so bpf_probe_read_user reads p's own address space; otherwise
  * (a wakeup from another task) the value read last stands. A value out of
- * range reads as OFF. */
+ * range reads as OFF. A thread that called execve since it registered is
+ * no longer a worker: the address named the old image (a registration
+ * carried into a setuid program would let its caller pick the word). */
 static u32 worker_state(struct task_struct *p, struct task_ctx *tc)
 {
 	u32 v;
 
 	if (!tc || !tc->state_addr)
 		return PARKWAY_W_OFF;
+	if (p->self_exec_id != tc->exec_id) {
+		drop_worker(p, tc);
+		stat_inc(PARKWAY_STAT_SLOT_FREED);
+		return PARKWAY_W_OFF;
+	}
 	if ((u32)bpf_get_current_pid_tgid() == (u32)p->pid &&
 	    !bpf_probe_read_user(&v, sizeof(v), (const void *)tc->state_addr)) {
 		if (v >= PARKWAY_W_NR_STATES) {
@@ -504,6 +514,7 @@ int pw_register(struct parkway_register *a)
 		__sync_fetch_and_add(&pr->by_state[PARKWAY_W_OFF], 1);
 	}
 	tc->index = a->index;
+	tc->exec_id = cur->self_exec_id;
 	tc->state_addr = addr;
 	stat_inc(PARKWAY_STAT_REGISTERED);
 	return reg_done(a, 0);

@@ -364,6 +364,18 @@ case8() {
 	[ $h1 -eq 0 ] && [ $h2 -eq 0 ] || bad="$bad bad-values-accepted($h1/$h2)"
 	[ "$(grep -c 'Permission denied' /tmp/h1.log)" = 3 ] || bad="$bad maps-open-to-65534"
 	[ "${bs1:-0}" -gt "${bs0:-0}" ] || bad="$bad out-of-range-state-not-seen"
+	# 8b': a registration does not survive execve (its word named the old
+	# image; carried into a setuid program it would let the caller choose).
+	parkway sched status >/tmp/status.log 2>&1; fr0=$(stat_of slot_freed)
+	$NOBODY pw_abuse exec-registered >/tmp/ex.log 2>&1 & epid=$!
+	sleep 1.5
+	parkway sched status >/tmp/status.log 2>&1; fr1=$(stat_of slot_freed)
+	eline=$(grep "^program $epid " /tmp/status.log)
+	wait $epid; erc=$?
+	log "exec after registering: $(head -n 1 /tmp/ex.log); slot_freed ${fr0}->${fr1} while the new image ran; exit $erc; ${eline:-no status line}"
+	{ grep -q 'registration result 0' /tmp/ex.log && [ $((${fr1:-0} - ${fr0:-0})) -eq 1 ] && [ $erc -eq 0 ]; } ||
+		bad="$bad registration-survived-exec"
+	case "$eline" in *workers=[1-9]*) bad="$bad exec-status($eline)" ;; esac
 	# 8c: a flood from uid 65534, over the cap of 8: its extra threads are
 	# refused and reported; other programs register all they need, and one
 	# over the cap gets the cap and a reason; all results correct.

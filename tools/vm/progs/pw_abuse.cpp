@@ -10,6 +10,10 @@
 //                             (out of range: must read as Off). Also tries
 //                             to open the scheduler's maps. Exit 1 if any
 //                             bad value was accepted.
+//   pw_abuse exec-registered  register the main thread with a state word of
+//                             2 (Searching), then execve a shell that
+//                             sleeps 3 s: the scheduler must drop the
+//                             registration (the word named the old image).
 //   pw_abuse flood N SECONDS  N threads register themselves and hold their
 //                             registration for SECONDS (a program over the
 //                             per-program cap sees the rest refused).
@@ -118,6 +122,22 @@ int bad_register() {
   return bad ? 1 : 0;
 }
 
+int exec_registered() {
+  int fd = obj_get(PARKWAY_PIN_REGISTER);
+  alignas(64) static std::atomic<std::uint32_t> word{PARKWAY_W_SEARCHING};
+  if (fd < 0) {
+    std::printf("abuse: cannot open %s: %s\n", PARKWAY_PIN_REGISTER, std::strerror(errno));
+    return 2;
+  }
+  int got = run_register(fd, {reinterpret_cast<std::uint64_t>(&word), PARKWAY_OP_REGISTER, 0, 0, 0});
+  std::printf("abuse exec-registered pid %d: registration result %d, now execve\n", static_cast<int>(getpid()), got);
+  std::fflush(stdout);
+  if (got != 0) return 1;
+  execl("/bin/busybox", "sh", "-c", "sleep 3", static_cast<char*>(nullptr));
+  std::printf("abuse: execl failed: %s\n", std::strerror(errno));
+  return 1;
+}
+
 int flood(unsigned n, int seconds) {
   SchedExtLink link(n);
   std::atomic<unsigned> ready{0};
@@ -211,9 +231,11 @@ int spin(unsigned n, int seconds) {
 int main(int argc, char** argv) {
   auto arg = [&](int i) { return i < argc ? std::atoi(argv[i]) : 0; };
   if (argc >= 2 && !std::strcmp(argv[1], "bad-register")) return bad_register();
+  if (argc >= 2 && !std::strcmp(argv[1], "exec-registered")) return exec_registered();
   if (argc == 4 && !std::strcmp(argv[1], "flood")) return flood(static_cast<unsigned>(arg(2)), arg(3));
   if (argc == 4 && !std::strcmp(argv[1], "liar")) return liar(static_cast<unsigned>(arg(2)), arg(3));
   if (argc == 4 && !std::strcmp(argv[1], "spin")) return spin(static_cast<unsigned>(arg(2)), arg(3));
-  std::fprintf(stderr, "usage: pw_abuse bad-register | flood N SECONDS | liar N SECONDS | spin N SECONDS\n");
+  std::fprintf(stderr,
+               "usage: pw_abuse bad-register | exec-registered | flood N SECONDS | liar N SECONDS | spin N SECONDS\n");
   return 2;
 }
