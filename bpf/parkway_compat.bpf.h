@@ -27,6 +27,7 @@ bool scx_bpf_consume(u64 dsq_id) __weak __ksym;
 
 /* Unchanged since 6.12. */
 s32 scx_bpf_create_dsq(u64 dsq_id, s32 node) __weak __ksym;
+s32 scx_bpf_dsq_nr_queued(u64 dsq_id) __weak __ksym;
 s32 scx_bpf_select_cpu_dfl(struct task_struct *p, s32 prev_cpu, u64 wake_flags,
 			   bool *is_idle) __weak __ksym;
 int bpf_iter_scx_dsq_new(struct bpf_iter_scx_dsq *it, u64 dsq_id, u64 flags) __weak __ksym;

@@ -1,18 +1,25 @@
 /* parkway_sched.h -- what the parkway BPF scheduler, its loader and the
- * runtime share: pin paths, the worker-slot layout, the per-program record
- * and the stat indices. Plain C; included by scx_parkway.bpf.c (after
- * vmlinux.h), by tools/parkway_cli and by userspace/sched_ext_link.hpp.
+ * runtime share: pin paths, the registration record, the per-program record,
+ * the load-time settings and the stat indices. Plain C; included by
+ * scx_parkway.bpf.c (after vmlinux.h), by tools/parkway_cli and by
+ * userspace/sched_ext_link.hpp.
  *
- * The protocol (docs/design/sched-ext.md has the long form):
- *  - The loader pins PARKWAY_PIN_WORKERS, an mmapable BPF array of
- *    PARKWAY_MAX_SLOTS slots, one 64-byte cache line each.
- *  - A worker claims a free slot with a CAS of `owner` from 0 (or from the
- *    tgid of a dead process) to its tgid, fills tid/index, then adds
- *    tid -> slot to PARKWAY_PIN_TIDS (one bpf(2) call per worker start).
- *  - From then on the worker publishes `state` with plain relaxed stores;
- *    the scheduler reads it when it makes a decision. No syscall.
- *  - The scheduler frees the slot (owner = 0, tids entry deleted) when the
- *    thread exits; the worker does the same on a clean exit.
+ * The protocol (docs/design/sched-ext.md has the long form and the threat
+ * model):
+ *  - The loader pins PARKWAY_PIN_REGISTER, a BPF_PROG_TYPE_SYSCALL program,
+ *    mode 0666 (bpf(2) needs write access to use a pinned program): any local user may run it, and it only ever acts on the
+ *    thread that runs it (the kernel's `current`).
+ *  - A worker thread runs it (BPF_PROG_TEST_RUN, one bpf(2) call) with a
+ *    struct parkway_register naming the address of its state word, a
+ *    32-bit word in its own memory. The program keeps that address in the
+ *    thread's task storage, which dies with the thread.
+ *  - The worker publishes its state with plain relaxed stores to that word.
+ *    The scheduler reads it with bpf_probe_read_user only while the thread
+ *    itself is the CPU's current task (tick, end of slice, preemption), so
+ *    it reads that thread's own address space; elsewhere it uses the value
+ *    it read last. Nobody else can write another program's state.
+ *  - The scheduler forgets the worker at thread exit; a clean unregister
+ *    runs the program again with op = PARKWAY_OP_UNREGISTER.
  */
 #ifndef PARKWAY_SCHED_H
 #define PARKWAY_SCHED_H
@@ -22,52 +29,72 @@
 #endif
 
 /* The layout version is part of the pin directory: bump it whenever
- * struct parkway_slot, the tids map or their meaning changes. A program
- * built against another layout then finds no map and runs without the
- * scheduler instead of misreading one (programs linked with libparkway.a
- * outlive scheduler upgrades). */
-#define PARKWAY_LAYOUT_VERSION "1"
-#define PARKWAY_PIN_DIR     "/sys/fs/bpf/parkway-v" PARKWAY_LAYOUT_VERSION
-#define PARKWAY_PIN_WORKERS PARKWAY_PIN_DIR "/workers"
-#define PARKWAY_PIN_TIDS    PARKWAY_PIN_DIR "/tids"
+ * struct parkway_register or its meaning changes. A program built against
+ * another layout then finds no pin and runs without the scheduler instead
+ * of misusing one (programs linked with libparkway.a outlive scheduler
+ * upgrades). */
+#define PARKWAY_LAYOUT_VERSION "2"
+/* The loader's own directory (root's /run, so nobody else can create the
+ * path) holds its lock, its pid and a bpffs instance of its own, mounted
+ * mode 0755, so no other user can have pre-created or replaced a pin. */
+#define PARKWAY_RUN_DIR     "/run/parkway-sched"
+#define PARKWAY_LOCK_FILE   PARKWAY_RUN_DIR "/lock"
+#define PARKWAY_PID_FILE    PARKWAY_RUN_DIR "/loader.pid"
+#define PARKWAY_BPFFS       PARKWAY_RUN_DIR "/bpf"
+#define PARKWAY_PIN_DIR     PARKWAY_BPFFS "/v" PARKWAY_LAYOUT_VERSION
+#define PARKWAY_PIN_REGISTER PARKWAY_PIN_DIR "/register"
 #define PARKWAY_PIN_STATS   PARKWAY_PIN_DIR "/stats"
 #define PARKWAY_PIN_PROCS   PARKWAY_PIN_DIR "/procs"
 #define PARKWAY_PIN_RUNTIME PARKWAY_PIN_DIR "/runtime"
-#define PARKWAY_PID_FILE    "/run/parkway-sched.pid"
 #define PARKWAY_OPS_NAME    "parkway"
 
-#define PARKWAY_MAX_SLOTS 1024
 #define PARKWAY_MAX_PROCS 4096
+/* Registered workers per program (tgid): the default and the largest
+ * --max-workers the loader accepts. */
+#define PARKWAY_DEFAULT_MAX_WORKERS 256
+#define PARKWAY_MAX_WORKERS_LIMIT 4096
+/* Worker indices a registration may carry (range-checked). */
+#define PARKWAY_MAX_WORKER_INDEX 65535
 
-/* Values of parkway_slot.state; the same numbers as
- * parkway::detail::WorkerState. */
+/* Values of a worker's state word; the same numbers as
+ * parkway::detail::WorkerState. Any other value reads as OFF. */
 enum parkway_worker_state {
 	PARKWAY_W_OFF = 0,
 	PARKWAY_W_BUSY = 1,      /* running tasks: preempting it stalls its program */
 	PARKWAY_W_SEARCHING = 2, /* stealing; its core is worth less than a busy sibling's */
 	PARKWAY_W_PARKED = 3,    /* asleep on its futex word (or about to be) */
+	PARKWAY_W_NR_STATES,
 };
 
-/* One worker, one cache line. Written by the worker (state, tag) and at
- * claim/release time (owner, tid, index); read by the scheduler. */
-struct parkway_slot {
-	__u32 state;   /* enum parkway_worker_state, relaxed store by the worker */
-	__u32 tag;     /* reserved: nonzero while the worker holds a priority tag */
-	__u32 owner;   /* tgid of the process holding the slot; 0 = free (CAS) */
-	__u32 tid;     /* kernel tid of the worker thread */
-	__u32 index;   /* worker index inside its runtime */
-	__u32 _pad0;
-	__u64 claims;  /* bumped on every claim, for debugging */
-	__u8 _pad[32];
+enum parkway_register_op {
+	PARKWAY_OP_UNREGISTER = 0,
+	PARKWAY_OP_REGISTER = 1,
+};
+
+/* The context of PARKWAY_PIN_REGISTER (BPF_PROG_TEST_RUN's ctx_in; the
+ * kernel copies it back, so `result` and `cap` are outputs). The program's
+ * return value is `result` too. */
+struct parkway_register {
+	__u64 state_addr; /* in: address of the caller's 4-byte-aligned state word */
+	__u32 op;         /* in: enum parkway_register_op */
+	__u32 index;      /* in: worker index in its runtime, <= PARKWAY_MAX_WORKER_INDEX */
+	__s32 result;     /* out: 0, or -EINVAL (bad op/index/address), -EFAULT
+			   * (word unreadable), -E2BIG (per-program cap reached),
+			   * -ENOSPC (no room for the program's record) */
+	__u32 cap;        /* out: the per-program cap in force */
 };
 
 /* Per program (tgid), in the PARKWAY_PIN_PROCS hash. vtime is shared by
  * all threads of the program, which is what makes the sharing per
  * program rather than per thread. (CPU time per program is kept per CPU in
- * PARKWAY_PIN_RUNTIME.) */
+ * PARKWAY_PIN_RUNTIME.) Removed when the program's last thread exits. */
 struct parkway_proc {
 	__u64 vtime;         /* ns of CPU received (floored), the fair-share clock */
 	__u64 busy_waiting;  /* preempted busy workers queued right now */
+	__u64 start_ns;      /* its leader's start time: tells a reused tgid apart */
+	__u32 workers;       /* registered worker threads (<= the cap) */
+	__u32 refused;       /* registrations refused by the cap */
+	__u32 by_state[PARKWAY_W_NR_STATES]; /* registered workers by last-seen state */
 	char comm[16];       /* the program's name */
 };
 
@@ -78,22 +105,31 @@ enum parkway_stat {
 	PARKWAY_STAT_WORKER_RUNS,    /* a registered worker started running */
 	PARKWAY_STAT_BUSY_PROMOTE,   /* preempted busy worker queued ahead of thieves */
 	PARKWAY_STAT_YIELD_TO_BUSY,  /* searching worker gave its core to a busy sibling */
-	PARKWAY_STAT_SLOT_FREED,     /* slots released by the scheduler at thread exit */
+	PARKWAY_STAT_SLOT_FREED,     /* registrations dropped by the scheduler (thread exit, execve) */
 	PARKWAY_STAT_KEEP_PREV,      /* a runnable task kept its CPU: still ahead of the queue */
+	PARKWAY_STAT_REGISTERED,     /* registrations accepted */
+	PARKWAY_STAT_REFUSED,        /* registrations refused (cap, bad values) */
+	PARKWAY_STAT_BAD_STATE,      /* state words read with a value out of range */
+	PARKWAY_STAT_SHORT_SLICE,    /* slices shortened because many tasks were queued */
 	PARKWAY_NR_STATS,
 };
 
 #define PARKWAY_STAT_NAMES                                                   \
 	{ "dispatch", "direct_idle", "worker_runs", "busy_promote",         \
-	  "yield_to_busy", "slot_freed", "keep_prev" }
+	  "yield_to_busy", "slot_freed", "keep_prev", "registered",         \
+	  "refused", "bad_state", "short_slice" }
 
 /* Load-time settings, in the BPF object's ".rodata.cfg" section (read-only
- * once loaded, so the verifier sees them as constants). */
+ * once loaded, so the verifier sees them as constants). The loader checks
+ * them against the wait bound (docs/design/sched-ext.md, "The wait bound"). */
 struct parkway_cfg {
-	__u64 slice_ns;        /* time slice of every task */
-	__u64 search_penalty_ns; /* searching workers queue this far behind their program's clock */
+	__u64 slice_ns;        /* longest time slice (queue short) */
+	__u64 slice_min_ns;    /* shortest time slice (queue long) */
+	__u64 latency_ns;      /* target: the queue drains in this much wall time */
+	__u32 penalty_slices;  /* searching workers queue this many slices behind their program */
+	__u32 nr_cpus;         /* CPUs the queue is served by (online) */
+	__u32 max_workers;     /* registered workers per program */
 	__u32 bad_verifier;    /* test only: keep a branch the verifier must reject */
-	__u32 _pad;
 	char stall_comm[16];   /* test only: never dispatch tasks with this comm */
 };
 

@@ -8,21 +8,27 @@
  * more. A program that slept is not credited for it: its clock is pulled up
  * to at most one slice behind the global clock when it comes back.
  *
- * Inside a parkway program, workers publish their state (busy, searching,
- * parked) in a pinned mmapable array, one cache line each (parkway_sched.h).
- * The scheduler reads it when it computes a task's key (task_key), after
- * Balanced Work Stealing (Ding et al., EuroSys 2012):
+ * Slices shrink with the queue: a slice is latency_ns x CPUs / (tasks
+ * queued + CPUs), between slice_min_ns and slice_ns, and every offset below
+ * is counted in slices, so the wait of any runnable task stays a small
+ * multiple of latency_ns however many tasks are queued, down to the floor
+ * (docs/design/sched-ext.md, "The wait bound").
+ *
+ * Inside a parkway program, each worker thread registers itself by running
+ * pw_register (a BPF_PROG_TYPE_SYSCALL program: the kernel's `current` is
+ * the caller, so a thread can only register itself). Its task storage keeps
+ * the address of the worker's state word, in the worker's own memory; the
+ * scheduler reads that word only while the worker is the CPU's current task
+ * (worker_state), after Balanced Work Stealing (Ding et al., EuroSys 2012):
  *  - busy: a busy worker that lost its CPU is keyed one slice ahead of its
  *    program's clock ("busy_promote"). When its slice runs out, the kernel
  *    asks ops.dispatch for the next task *before* re-queueing it, so
  *    dispatch compares its key with the queue's head and lets it keep the
  *    CPU if it is still ahead ("keep_prev"); without that, the head (often
  *    a thief of the same program) took the core at every slice end.
- *  - searching: keyed search_penalty_ns (20 slices) behind its program's
- *    clock, so busy siblings go first; while a busy sibling waits, a
- *    running thief gives up its slice at the next tick or sched_yield()
- *    ("yield_to_busy"). The penalty is bounded, so thieves still run and
- *    the watchdog never sees them starve.
+ *  - searching: keyed penalty_slices behind its program's clock, so busy
+ *    siblings go first; while a busy sibling waits, a running thief gives
+ *    up its slice at the next tick or sched_yield() ("yield_to_busy").
  *  - parked: asleep on a futex, not runnable, costs nothing, and sleeping
  *    earns its program no credit.
  * Wakeups that find an idle CPU go straight to it, like scx_simple.
@@ -31,7 +37,8 @@
  * few lines and makes fairness between programs (parkway or not) the
  * default. The state offsets reorder a program's threads; they let a busy
  * worker run at most one slice early, which its program pays for on its
- * clock, so they cannot shift CPU between programs beyond that. Limits:
+ * clock, so they cannot shift CPU between programs beyond that. A program
+ * can only publish for its own threads. Threat model and limits:
  * docs/design/sched-ext.md.
  */
 #include "vmlinux.h"
@@ -46,30 +53,28 @@ char _license[] SEC("license") = "GPL";
 #define PW_OP(name, args...) SEC("struct_ops/" #name) BPF_PROG(name, ##args)
 #define PW_OP_SLEEPABLE(name, args...) SEC("struct_ops.s/" #name) BPF_PROG(name, ##args)
 
+#define EINVAL 22
+#define EFAULT 14
+#define ENOMEM 12
+#define ENOSPC 28
+#define E2BIG 7
+/* x86-64 user addresses lie below this (4-level paging; 5-level is larger,
+ * a stricter check only refuses more). */
+#define USER_ADDR_END 0x00007ffffffff000ULL
+
 const volatile struct parkway_cfg cfg SEC(".rodata.cfg") = {
 	.slice_ns = 5000000,
-	.search_penalty_ns = 100000000,
+	.slice_min_ns = 500000,
+	.latency_ns = 50000000,
+	.penalty_slices = 20,
+	.nr_cpus = 1,
+	.max_workers = PARKWAY_DEFAULT_MAX_WORKERS,
 };
 
 struct parkway_exit_info uei SEC(".data.uei");
 
 /* The global clock: the largest program clock a task started running with. */
 static u64 vtime_now;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, PARKWAY_MAX_SLOTS);
-	__type(key, u32);
-	__type(value, struct parkway_slot);
-} workers SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, PARKWAY_MAX_SLOTS);
-	__type(key, u32);   /* tid */
-	__type(value, u32); /* slot index */
-} tids SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -93,9 +98,17 @@ struct {
 	__type(value, u64);
 } stats SEC(".maps");
 
+/* Per task, freed with the task. For a registered worker it is also the
+ * registration: only pw_register, run by the thread itself, sets
+ * state_addr. */
 struct task_ctx {
-	u64 started_ns;  /* when it last started running */
-	u64 base_key;    /* its program's clock when last queued */
+	u64 started_ns;   /* when it last started running */
+	u64 base_key;     /* its program's clock when last queued */
+	u64 group_start;  /* its program's start time (identity of the tgid) */
+	u64 state_addr;   /* registered worker: its state word (user address); 0 = not a worker */
+	u64 exec_id;      /* the thread's self_exec_id at registration: an execve ends it */
+	u32 state;        /* the value last read from the state word */
+	u32 index;        /* worker index inside its runtime */
 	bool busy_queued; /* counted in its program's busy_waiting */
 };
 struct {
@@ -113,39 +126,38 @@ static void stat_inc(u32 idx)
 		(*c)++;
 }
 
-/* The slot of a registered worker thread, or NULL. The tids entry is only
- * a hint: the slot must still name this thread and process. */
-static struct parkway_slot *worker_slot(struct task_struct *p, s32 *idx)
+/* The current slice: latency_ns shared by everything queued, per CPU,
+ * clamped to [slice_min_ns, slice_ns]. */
+static u64 slice_now(void)
 {
-	u32 tid = p->pid;
-	u32 *sp = bpf_map_lookup_elem(&tids, &tid);
-	struct parkway_slot *s;
+	s32 queued = scx_bpf_dsq_nr_queued(SHARED_DSQ);
+	u64 n = (queued > 0 ? (u64)queued : 0) + cfg.nr_cpus;
+	u64 s = n ? cfg.latency_ns * cfg.nr_cpus / n : cfg.slice_ns;
 
-	if (!sp)
-		return NULL;
-	s = bpf_map_lookup_elem(&workers, sp);
-	if (!s || s->tid != tid || s->owner != (u32)p->tgid)
-		return NULL;
-	if (idx)
-		*idx = *sp;
-	return s;
+	if (s >= cfg.slice_ns)
+		return cfg.slice_ns;
+	return s < cfg.slice_min_ns ? cfg.slice_min_ns : s;
 }
 
+/* The program's record; a stale one (its tgid reused by a new program) is
+ * replaced. */
 static struct parkway_proc *get_proc(struct task_struct *p)
 {
 	u32 tgid = p->tgid;
+	u64 start = p->group_leader->start_time;
 	struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
 	struct parkway_proc fresh = {};
 
-	if (pr) {
+	if (pr && pr->start_ns == start) {
 		/* The name the leader had at fork may predate its exec. */
 		if (p->pid == p->tgid && pr->comm[0] != p->comm[0])
 			bpf_probe_read_kernel_str(pr->comm, sizeof(pr->comm), p->comm);
 		return pr;
 	}
 	fresh.vtime = vtime_now;
+	fresh.start_ns = start;
 	bpf_probe_read_kernel_str(fresh.comm, sizeof(fresh.comm), p->group_leader->comm);
-	bpf_map_update_elem(&procs, &tgid, &fresh, BPF_NOEXIST);
+	bpf_map_update_elem(&procs, &tgid, &fresh, pr ? BPF_ANY : BPF_NOEXIST);
 	return bpf_map_lookup_elem(&procs, &tgid);
 }
 
@@ -164,28 +176,68 @@ static bool is_stall_target(struct task_struct *p)
 	return true;
 }
 
+/* A registered worker's state changed from tc->state to v: move it in its
+ * program's per-state count (shown by `parkway sched status`). */
+static void set_state(struct task_struct *p, struct task_ctx *tc, u32 v)
+{
+	u32 tgid = p->tgid;
+	struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
+	u32 old = tc->state;
+
+	tc->state = v;
+	if (!pr)
+		return;
+	if (old < PARKWAY_W_NR_STATES && pr->by_state[old])
+		__sync_fetch_and_sub(&pr->by_state[old], 1);
+	if (v < PARKWAY_W_NR_STATES)
+		__sync_fetch_and_add(&pr->by_state[v], 1);
+}
+
+static void drop_worker(struct task_struct *p, struct task_ctx *tc);
+
+/* The state a registered worker published, or PARKWAY_W_OFF for a task
+ * that is not one. The word is read only while p is the current task of
+ * this CPU, so bpf_probe_read_user reads p's own address space; otherwise
+ * (a wakeup from another task) the value read last stands. A value out of
+ * range reads as OFF. A thread that called execve since it registered is
+ * no longer a worker: the address named the old image (a registration
+ * carried into a setuid program would let its caller pick the word). */
+static u32 worker_state(struct task_struct *p, struct task_ctx *tc)
+{
+	u32 v;
+
+	if (!tc || !tc->state_addr)
+		return PARKWAY_W_OFF;
+	if (p->self_exec_id != tc->exec_id) {
+		drop_worker(p, tc);
+		stat_inc(PARKWAY_STAT_SLOT_FREED);
+		return PARKWAY_W_OFF;
+	}
+	if ((u32)bpf_get_current_pid_tgid() == (u32)p->pid &&
+	    !bpf_probe_read_user(&v, sizeof(v), (const void *)tc->state_addr)) {
+		if (v >= PARKWAY_W_NR_STATES) {
+			stat_inc(PARKWAY_STAT_BAD_STATE);
+			v = PARKWAY_W_OFF;
+		}
+		if (v != tc->state)
+			set_state(p, tc, v);
+	}
+	return tc->state;
+}
+
 /* A task's place in SHARED_DSQ: its program's clock (plus `ran`, time run
  * but not yet charged), moved by the worker's published state: a searching
  * worker goes behind its busy siblings of the last few slices, a busy one
  * that lost its CPU (`preempted`) one slice ahead of its program. */
-static u64 task_key(struct parkway_proc *pr, u32 state, bool preempted, u64 ran)
+static u64 task_key(struct parkway_proc *pr, u32 state, bool preempted, u64 ran, u64 slice)
 {
 	u64 key = pr->vtime + ran;
 
 	if (state == PARKWAY_W_SEARCHING)
-		return key + cfg.search_penalty_ns;
+		return key + cfg.penalty_slices * slice;
 	if (state == PARKWAY_W_BUSY && preempted)
-		return key > cfg.slice_ns ? key - cfg.slice_ns : 0;
+		return key > slice ? key - slice : 0;
 	return key;
-}
-
-/* The state a worker published (one read: it may change any time), or
- * PARKWAY_W_OFF for a task that is not a registered worker. */
-static u32 worker_state(struct task_struct *p)
-{
-	struct parkway_slot *s = worker_slot(p, NULL);
-
-	return s ? *(volatile u32 *)&s->state : PARKWAY_W_OFF;
 }
 
 s32 PW_OP(pw_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
@@ -194,7 +246,7 @@ s32 PW_OP(pw_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 	s32 cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
 
 	if (is_idle && !is_stall_target(p)) {
-		pw_insert(p, SCX_DSQ_LOCAL, cfg.slice_ns, 0);
+		pw_insert(p, SCX_DSQ_LOCAL, slice_now(), 0);
 		stat_inc(PARKWAY_STAT_DISPATCH);
 		stat_inc(PARKWAY_STAT_DIRECT_IDLE);
 	}
@@ -205,7 +257,7 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	struct parkway_proc *pr;
 	struct task_ctx *tc;
-	u64 key, floor;
+	u64 key, floor, slice;
 	u32 state;
 
 	if (cfg.bad_verifier) {
@@ -219,22 +271,27 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
 	if (is_stall_target(p))
 		return; /* test switch: the task is lost; the watchdog must catch it */
 
+	slice = slice_now();
+	if (slice < cfg.slice_ns)
+		stat_inc(PARKWAY_STAT_SHORT_SLICE);
 	pr = get_proc(p);
 	if (!pr) {
-		pw_insert(p, SCX_DSQ_GLOBAL, cfg.slice_ns, enq_flags);
+		pw_insert(p, SCX_DSQ_GLOBAL, slice, enq_flags);
 		stat_inc(PARKWAY_STAT_DISPATCH);
 		return;
 	}
 	/* No credit for sleeping: at most one slice behind the global clock. */
-	floor = vtime_now > cfg.slice_ns ? vtime_now - cfg.slice_ns : 0;
+	floor = vtime_now > slice ? vtime_now - slice : 0;
 	if (pr->vtime < floor)
 		pr->vtime = floor;
 	tc = bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (tc)
+	if (tc) {
 		tc->base_key = pr->vtime;
+		tc->group_start = pr->start_ns;
+	}
 
-	state = worker_state(p);
-	key = task_key(pr, state, !(enq_flags & SCX_ENQ_WAKEUP), 0);
+	state = worker_state(p, tc);
+	key = task_key(pr, state, !(enq_flags & SCX_ENQ_WAKEUP), 0, slice);
 	if (state == PARKWAY_W_BUSY && !(enq_flags & SCX_ENQ_WAKEUP)) {
 		if (tc && !tc->busy_queued) {
 			tc->busy_queued = true;
@@ -242,7 +299,7 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
 		}
 		stat_inc(PARKWAY_STAT_BUSY_PROMOTE);
 	}
-	pw_insert_vtime(p, SHARED_DSQ, cfg.slice_ns, key, enq_flags);
+	pw_insert_vtime(p, SHARED_DSQ, slice, key, enq_flags);
 	stat_inc(PARKWAY_STAT_DISPATCH);
 }
 
@@ -251,7 +308,7 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
  * the head of SHARED_DSQ (say, a thief of prev's own program) would take
  * the CPU from a busy worker that would queue ahead of it. Keep prev if its
  * key, charged with the time it just ran, is still ahead of the head. */
-static bool keep_prev(struct task_struct *prev)
+static bool keep_prev(struct task_struct *prev, u64 slice)
 {
 	u32 tgid = prev->tgid;
 	struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
@@ -264,7 +321,7 @@ static bool keep_prev(struct task_struct *prev)
 		return false;
 	if (tc && tc->started_ns)
 		ran = bpf_ktime_get_ns() - tc->started_ns;
-	key = task_key(pr, worker_state(prev), true, ran);
+	key = task_key(pr, worker_state(prev, tc), true, ran, slice);
 	bpf_for_each(scx_dsq, q, SHARED_DSQ, 0) {
 		ahead = (s64)(key - q->scx.dsq_vtime) < 0;
 		break;
@@ -274,8 +331,10 @@ static bool keep_prev(struct task_struct *prev)
 
 void PW_OP(pw_dispatch, s32 cpu, struct task_struct *prev)
 {
-	if (prev && (prev->scx.flags & SCX_TASK_QUEUED) && keep_prev(prev)) {
-		prev->scx.slice = cfg.slice_ns;
+	u64 slice = slice_now();
+
+	if (prev && (prev->scx.flags & SCX_TASK_QUEUED) && keep_prev(prev, slice)) {
+		prev->scx.slice = slice;
 		stat_inc(PARKWAY_STAT_KEEP_PREV);
 		return;
 	}
@@ -290,10 +349,10 @@ void PW_OP(pw_running, struct task_struct *p)
 	 * (a searcher's penalty must not pull every program's floor up). */
 	if (tc && vtime_now < tc->base_key)
 		vtime_now = tc->base_key;
-	if (worker_slot(p, NULL))
-		stat_inc(PARKWAY_STAT_WORKER_RUNS);
 	if (!tc)
 		return;
+	if (tc->state_addr)
+		stat_inc(PARKWAY_STAT_WORKER_RUNS);
 	tc->started_ns = bpf_ktime_get_ns();
 	if (tc->busy_queued) {
 		u32 tgid = p->tgid;
@@ -312,7 +371,10 @@ void PW_OP(pw_stopping, struct task_struct *p, bool runnable)
 	struct parkway_proc *pr;
 	u64 delta, *rt;
 
-	if (!tc || !tc->started_ns)
+	if (!tc)
+		return;
+	worker_state(p, tc); /* p is still current: refresh what it published */
+	if (!tc->started_ns)
 		return;
 	delta = bpf_ktime_get_ns() - tc->started_ns;
 	tc->started_ns = 0;
@@ -330,10 +392,11 @@ void PW_OP(pw_stopping, struct task_struct *p, bool runnable)
 /* A searching worker hands the rest of its slice to a waiting busy sibling. */
 static bool thief_should_yield(struct task_struct *p)
 {
+	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0, 0);
 	struct parkway_proc *pr;
 	u32 tgid = p->tgid;
 
-	if (worker_state(p) != PARKWAY_W_SEARCHING)
+	if (worker_state(p, tc) != PARKWAY_W_SEARCHING)
 		return false;
 	pr = bpf_map_lookup_elem(&procs, &tgid);
 	return pr && pr->busy_waiting;
@@ -355,31 +418,106 @@ bool PW_OP(pw_yield, struct task_struct *from, struct task_struct *to)
 	return false;
 }
 
+/* The worker registration of `p` ends (unregistered, or the thread died). */
+static void drop_worker(struct task_struct *p, struct task_ctx *tc)
+{
+	u32 tgid = p->tgid;
+	struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
+
+	if (pr && pr->start_ns == tc->group_start) {
+		if (pr->workers)
+			__sync_fetch_and_sub(&pr->workers, 1);
+		if (tc->state < PARKWAY_W_NR_STATES && pr->by_state[tc->state])
+			__sync_fetch_and_sub(&pr->by_state[tc->state], 1);
+	}
+	tc->state_addr = 0;
+	tc->state = PARKWAY_W_OFF;
+}
+
 /* A task leaves us (it exited, or the scheduler is going away): drop its
- * count in busy_waiting if it was queued as a preempted busy worker, and
- * free its worker slot for other processes. */
+ * count in busy_waiting if it was queued as a preempted busy worker, drop
+ * its worker registration, and once its program has no live thread left,
+ * the program's records (a later program with the same tgid starts
+ * afresh). */
 void PW_OP(pw_exit_task, struct task_struct *p, struct scx_exit_task_args *args)
 {
 	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0, 0);
-	s32 idx = -1;
-	struct parkway_slot *s = worker_slot(p, &idx);
-	u32 tid = p->pid;
+	u32 tgid = p->tgid;
+	struct parkway_proc *pr;
 
-	if (tc && tc->busy_queued) {
-		u32 tgid = p->tgid;
-		struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
-
+	if (!tc)
+		return;
+	pr = bpf_map_lookup_elem(&procs, &tgid);
+	if (tc->busy_queued) {
 		tc->busy_queued = false;
 		if (pr && pr->busy_waiting)
 			__sync_fetch_and_sub(&pr->busy_waiting, 1);
 	}
-	if (!s)
-		return;
-	s->state = PARKWAY_W_OFF;
-	s->tid = 0;
-	__sync_val_compare_and_swap(&s->owner, (u32)p->tgid, 0);
-	bpf_map_delete_elem(&tids, &tid);
-	stat_inc(PARKWAY_STAT_SLOT_FREED);
+	if (tc->state_addr) {
+		drop_worker(p, tc);
+		stat_inc(PARKWAY_STAT_SLOT_FREED);
+	}
+	if (!args->cancelled && p->signal->live.counter == 0 && pr && pr->start_ns == tc->group_start) {
+		bpf_map_delete_elem(&procs, &tgid);
+		bpf_map_delete_elem(&runtime, &tgid);
+	}
+}
+
+/* pw_register: run by a worker thread (BPF_PROG_TEST_RUN on the pinned
+ * program) to register or unregister itself. It acts on `current` only, so
+ * no caller can register or mark a thread it does not run on; values are
+ * range-checked, and a program holds at most cfg.max_workers
+ * registrations. */
+static int reg_done(struct parkway_register *a, s32 result)
+{
+	a->result = result;
+	if (result)
+		stat_inc(PARKWAY_STAT_REFUSED);
+	return result;
+}
+
+SEC("syscall")
+int pw_register(struct parkway_register *a)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct parkway_proc *pr;
+	struct task_ctx *tc;
+	u64 addr = a->state_addr;
+	u32 v;
+
+	a->cap = cfg.max_workers;
+	if (a->op == PARKWAY_OP_UNREGISTER) {
+		tc = bpf_task_storage_get(&task_ctxs, cur, 0, 0);
+		if (tc && tc->state_addr)
+			drop_worker(cur, tc);
+		return reg_done(a, 0);
+	}
+	if (a->op != PARKWAY_OP_REGISTER || a->index > PARKWAY_MAX_WORKER_INDEX || !addr ||
+	    (addr & 3) || addr >= USER_ADDR_END)
+		return reg_done(a, -EINVAL);
+	if (bpf_probe_read_user(&v, sizeof(v), (const void *)addr))
+		return reg_done(a, -EFAULT);
+	tc = bpf_task_storage_get(&task_ctxs, cur, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!tc)
+		return reg_done(a, -ENOMEM);
+	pr = get_proc(cur);
+	if (!pr)
+		return reg_done(a, -ENOSPC);
+	if (!tc->state_addr || tc->group_start != pr->start_ns) {
+		if (__sync_fetch_and_add(&pr->workers, 1) >= cfg.max_workers) {
+			__sync_fetch_and_sub(&pr->workers, 1);
+			__sync_fetch_and_add(&pr->refused, 1);
+			return reg_done(a, -E2BIG);
+		}
+		tc->group_start = pr->start_ns;
+		tc->state = PARKWAY_W_OFF;
+		__sync_fetch_and_add(&pr->by_state[PARKWAY_W_OFF], 1);
+	}
+	tc->index = a->index;
+	tc->exec_id = cur->self_exec_id;
+	tc->state_addr = addr;
+	stat_inc(PARKWAY_STAT_REGISTERED);
+	return reg_done(a, 0);
 }
 
 s32 PW_OP_SLEEPABLE(pw_init)
@@ -407,6 +545,6 @@ struct sched_ext_ops parkway_ops = {
 	.exit_task = (void *)pw_exit_task,
 	.init = (void *)pw_init,
 	.exit = (void *)pw_exit,
-	.timeout_ms = 5000,
+	.timeout_ms = 30000, /* the kernel's maximum; the loader may lower it */
 	.name = PARKWAY_OPS_NAME,
 };

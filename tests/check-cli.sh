@@ -75,6 +75,10 @@ usage_error "parkway sched load: option --s is ambiguous" sched load --s 5
 usage_error "parkway sched load: --stats takes 0..86400 seconds, not 'x'" sched load --stats x
 usage_error "parkway sched load: --slice-us takes 100..1000000, not '99'" sched load --slice-us=99
 usage_error "parkway sched load: unexpected argument 'extra'" sched load --stats 5 extra
+usage_error "parkway sched load: --penalty-slices takes 0..64, not '65'" sched load --penalty-slices 65
+usage_error "parkway sched load: --max-workers takes 1..4096, not '0'" sched load --max-workers 0
+usage_error "parkway sched load: --debug-watchdog-ms takes 1000..30000, not '999'" sched load --debug-watchdog-ms 999
+usage_error "parkway sched load: option --debug is ambiguous" sched load --debug 5
 
 echo "$pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "parkway/parkway.hpp"
@@ -21,8 +22,8 @@
 
 // A service under a seccomp filter without bpf(2) (systemd's
 // @system-service is one) must be able to use parkway: with no parkway
-// scheduler enabled, building a Runtime makes no bpf call (trying the
-// pinned map first would get the process killed by the filter).
+// scheduler enabled, building a Runtime makes no bpf call. (With the
+// scheduler loaded, the VM test case 7 runs the same filter.)
 TEST(SchedExtLink, DISABLED_RuntimeUnderASeccompFilterWithoutBpf) {
   sock_filter filter[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
@@ -59,4 +60,43 @@ TEST(SchedExtLink, KnowsAChildPidNamespace) {
   int st = pwtest::run_child_test("SchedExtLink.DISABLED_InANewPidNamespace");
   if (st == 3) GTEST_SKIP() << "unshare(CLONE_NEWPID) not permitted here";
   EXPECT_EQ(st, 0);
+}
+
+// The link stays away from bpf(2) under any seccomp filter; it must see one.
+TEST(SchedExtLink, DISABLED_SeesASeccompFilter) {
+  sock_filter filter[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+  sock_fprog prog{1, filter};
+  if (parkway::detail::SchedExtLink::under_seccomp()) std::_Exit(4);  // already under one: cannot tell
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+    std::_Exit(3);
+  std::_Exit(parkway::detail::SchedExtLink::under_seccomp() ? 0 : 1);
+}
+
+TEST(SchedExtLink, KnowsASeccompFilter) {
+  int st = pwtest::run_child_test("SchedExtLink.DISABLED_SeesASeccompFilter");
+  if (st == 3) GTEST_SKIP() << "cannot install a seccomp filter here";
+  if (st == 4) GTEST_SKIP() << "the tests already run under a seccomp filter";
+  EXPECT_EQ(st, 0) << "under_seccomp() did not see the filter";
+}
+
+// Runtime::sched_ext_status() says how many workers the scheduler knows
+// and why not the others; here the scheduler is never loaded (the host
+// kernel has no sched_ext), so none, with the reason.
+TEST(SchedExtLink, StatusSaysWhyNotRegistered) {
+  {
+    parkway::Runtime rt(parkway::Options{.workers = 2});
+    rt.run([] {});
+    parkway::SchedExtStatus st = rt.sched_ext_status();
+    EXPECT_EQ(st.workers, 2u);
+    EXPECT_EQ(st.registered, 0u);
+    EXPECT_STREQ(st.reason, "the parkway scheduler is not loaded");
+  }
+  ::setenv("PARKWAY_SCHED_EXT", "off", 1);
+  {
+    parkway::Runtime rt(parkway::Options{.workers = 1});
+    parkway::SchedExtStatus st = rt.sched_ext_status();
+    EXPECT_EQ(st.registered, 0u);
+    EXPECT_STREQ(st.reason, "PARKWAY_SCHED_EXT turns it off");
+  }
+  ::unsetenv("PARKWAY_SCHED_EXT");
 }

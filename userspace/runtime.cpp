@@ -333,6 +333,8 @@ void Runtime::enqueue(detail::Task* t) {
   impl_->inject(t);
 }
 
+SchedExtStatus Runtime::sched_ext_status() const noexcept { return impl_->sched_ext.status(); }
+
 Stats Runtime::stats() const {
   Stats s;
   s.workers.reserve(impl_->n);

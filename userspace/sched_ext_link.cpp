@@ -1,26 +1,22 @@
 // sched_ext_link.cpp -- see sched_ext_link.hpp.
 #include "sched_ext_link.hpp"
 
+#include <fcntl.h>
 #include <linux/bpf.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 
 namespace parkway::detail {
 namespace {
 
-constexpr std::size_t kMapBytes = sizeof(parkway_slot) * PARKWAY_MAX_SLOTS;
-
-long sys_bpf(int cmd, bpf_attr* attr) noexcept {
-  return ::syscall(__NR_bpf, cmd, attr, sizeof(*attr));
-}
+long sys_bpf(int cmd, bpf_attr* attr) noexcept { return ::syscall(__NR_bpf, cmd, attr, sizeof(*attr)); }
 
 int obj_get(const char* path) noexcept {
   bpf_attr a;
@@ -29,28 +25,28 @@ int obj_get(const char* path) noexcept {
   return static_cast<int>(sys_bpf(BPF_OBJ_GET, &a));
 }
 
-bool map_info(int fd, bpf_map_info* info) noexcept {
-  std::memset(info, 0, sizeof(*info));
+// The pin must be the registration program of this layout: a syscall
+// program named pw_register.
+bool is_register_prog(int fd) noexcept {
+  bpf_prog_info info;
+  std::memset(&info, 0, sizeof(info));
   bpf_attr a;
   std::memset(&a, 0, sizeof(a));
   a.info.bpf_fd = static_cast<std::uint32_t>(fd);
-  a.info.info_len = sizeof(*info);
-  a.info.info = reinterpret_cast<std::uint64_t>(info);
-  return sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &a) == 0;
+  a.info.info_len = sizeof(info);
+  a.info.info = reinterpret_cast<std::uint64_t>(&info);
+  return sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &a) == 0 && info.type == BPF_PROG_TYPE_SYSCALL &&
+         std::strncmp(info.name, "pw_register", sizeof(info.name)) == 0;
 }
 
-// The pinned maps must be the layout this build knows: the worker array...
-bool is_worker_map(int fd) noexcept {
-  bpf_map_info info;
-  return map_info(fd, &info) && info.type == BPF_MAP_TYPE_ARRAY && info.value_size == sizeof(parkway_slot) &&
-         info.max_entries == PARKWAY_MAX_SLOTS && (info.map_flags & BPF_F_MMAPABLE);
-}
-
-// ... and the tids hash: tid (u32) -> slot (u32).
-bool is_tids_map(int fd) noexcept {
-  bpf_map_info info;
-  return map_info(fd, &info) && info.type == BPF_MAP_TYPE_HASH && info.key_size == sizeof(std::uint32_t) &&
-         info.value_size == sizeof(std::uint32_t);
+// Runs the program on the calling thread; the kernel fills r.result.
+long run_register(int fd, parkway_register& r) noexcept {
+  bpf_attr a;
+  std::memset(&a, 0, sizeof(a));
+  a.test.prog_fd = static_cast<std::uint32_t>(fd);
+  a.test.ctx_in = reinterpret_cast<std::uint64_t>(&r);
+  a.test.ctx_size_in = sizeof(r);
+  return sys_bpf(BPF_PROG_TEST_RUN, &a);
 }
 
 std::string read_first_line(const char* path) {
@@ -60,6 +56,16 @@ std::string read_first_line(const char* path) {
   return s;
 }
 
+// The value of "Key:" in /proc/self/status, "" if absent.
+std::string status_field(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const std::size_t n = std::strlen(key);
+  while (std::getline(f, line))
+    if (line.compare(0, n, key) == 0 && line.size() > n && line[n] == ':') return line.substr(n + 1);
+  return {};
+}
+
 // Pins survive a loader killed with -9: only trust them while sched_ext
 // really runs our ops.
 bool our_scheduler_enabled() {
@@ -67,142 +73,120 @@ bool our_scheduler_enabled() {
          read_first_line("/sys/kernel/sched_ext/root/ops").rfind(PARKWAY_OPS_NAME, 0) == 0;
 }
 
-// PARKWAY_SCHED_EXT=0 (or off, false, no) keeps the runtime away from a
-// loaded scheduler.
-bool disabled_by_env() noexcept {
-  const char* e = std::getenv("PARKWAY_SCHED_EXT");
-  if (!e) return false;
-  for (const char* off : {"0", "off", "false", "no", "OFF", "FALSE", "NO"})
-    if (std::strcmp(e, off) == 0) return true;
+bool env_is(const char* e, std::initializer_list<const char*> words) noexcept {
+  for (const char* w : words)
+    if (std::strcmp(e, w) == 0) return true;
   return false;
 }
 
-bool process_dead(std::uint32_t pid) noexcept {
-  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
-}
-
-long tids_update(int fd, std::uint32_t tid, std::uint32_t slot, bool remove) noexcept {
-  bpf_attr a;
-  std::memset(&a, 0, sizeof(a));
-  a.map_fd = static_cast<std::uint32_t>(fd);
-  a.key = reinterpret_cast<std::uint64_t>(&tid);
-  if (remove) return sys_bpf(BPF_MAP_DELETE_ELEM, &a);
-  a.value = reinterpret_cast<std::uint64_t>(&slot);
-  a.flags = BPF_ANY;
-  return sys_bpf(BPF_MAP_UPDATE_ELEM, &a);
+const char* refusal(int result) noexcept {
+  switch (result) {
+    case -E2BIG: return "the scheduler's per-program worker cap was reached (parkway sched load --max-workers)";
+    case -EINVAL: return "the scheduler refused the registration as invalid";
+    case -EFAULT: return "the scheduler could not read the worker's state word";
+    default: return "the scheduler could not record the worker (out of memory or program records)";
+  }
 }
 
 }  // namespace
 
 // The scheduler sees global pids and tids; inside a child pid namespace
-// (a container) getpid()/gettid() give others, so the program would never
-// be recognised, and kill(pid, 0) of another namespace's live program
-// answers ESRCH, which would hand its slot to us. Such a process stays
-// out: /proc/self/status lists one pid per namespace level in NSpid.
+// (a container) the program's own ids differ from them. Such a process
+// stays out: /proc/self/status lists one pid per namespace level in NSpid.
 bool SchedExtLink::in_child_pid_namespace() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("NSpid:", 0) != 0) continue;
-    std::size_t fields = 0;
-    bool in_field = false;
-    for (char c : line.substr(6)) {
-      bool digit = c >= '0' && c <= '9';
-      if (digit && !in_field) ++fields;
-      in_field = digit;
-    }
-    return fields > 1;
+  std::string v = status_field("NSpid");
+  std::size_t fields = 0;
+  bool in_field = false;
+  for (char c : v) {
+    bool digit = c >= '0' && c <= '9';
+    if (digit && !in_field) ++fields;
+    in_field = digit;
   }
-  return false;  // no NSpid line (kernel < 4.1): no way to tell; assume the root namespace
+  return fields > 1;  // no NSpid line (kernel < 4.1): assume the root namespace
+}
+
+bool SchedExtLink::under_seccomp() {
+  std::string v = status_field("Seccomp");
+  for (char c : v)
+    if (c >= '1' && c <= '9') return true;
+  return false;
 }
 
 SchedExtLink::SchedExtLink(unsigned nworkers) : nworkers_(nworkers) {
-  if (disabled_by_env()) return;
-  // sysfs first, with plain reads: without our scheduler no bpf(2) call is
-  // made at all (a service under a seccomp filter such as systemd's
-  // @system-service, which lacks bpf, would be killed by one).
-  if (!our_scheduler_enabled() || in_child_pid_namespace()) return;
-  int fd = obj_get(PARKWAY_PIN_WORKERS);
-  if (fd < 0) return;  // not pinned (or not permitted): run as if absent
-  bool ok = is_worker_map(fd);
-  void* p = ok ? ::mmap(nullptr, kMapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-  ::close(fd);  // the mapping keeps the map alive
-  if (p == MAP_FAILED) return;
-  tids_fd_ = obj_get(PARKWAY_PIN_TIDS);
-  if (tids_fd_ >= 0 && !is_tids_map(tids_fd_)) {
-    ::close(tids_fd_);
-    tids_fd_ = -1;
+  const char* env = std::getenv("PARKWAY_SCHED_EXT");
+  const bool forced = env && env_is(env, {"1", "on", "true", "yes", "ON", "TRUE", "YES"});
+  // Every check before BPF_OBJ_GET is a plain read: a program that cannot
+  // register makes no bpf(2) call at all, so a service whose seccomp
+  // filter kills on bpf(2) (systemd's SystemCallFilter= default action)
+  // lives on whether the scheduler is loaded or not.
+  if (env && env_is(env, {"0", "off", "false", "no", "OFF", "FALSE", "NO"})) {
+    inactive_ = "PARKWAY_SCHED_EXT turns it off";
+  } else if (!our_scheduler_enabled()) {
+    inactive_ = "the parkway scheduler is not loaded";
+  } else if (in_child_pid_namespace()) {
+    inactive_ = "the process runs in a child pid namespace, where the scheduler's ids do not apply";
+  } else if (::faccessat(AT_FDCWD, PARKWAY_PIN_REGISTER, R_OK | W_OK, AT_EACCESS) != 0) {
+    inactive_ = "no access to the scheduler's registration program " PARKWAY_PIN_REGISTER;
+  } else if (under_seccomp() && !forced) {
+    inactive_ = "a seccomp filter applies, which may forbid bpf(2); PARKWAY_SCHED_EXT=on says it allows it";
   }
-  if (tids_fd_ < 0) {
-    ::munmap(p, kMapBytes);
+  if (inactive_) return;
+  int fd = obj_get(PARKWAY_PIN_REGISTER);
+  if (fd < 0 || !is_register_prog(fd)) {
+    if (fd >= 0) ::close(fd);
+    inactive_ = "the scheduler's registration program could not be opened";
     return;
   }
-  slot_of_ = std::make_unique<int[]>(nworkers);
-  tid_of_ = std::make_unique<std::uint32_t[]>(nworkers);
-  for (unsigned i = 0; i < nworkers; ++i) slot_of_[i] = -1;
-  slots_ = static_cast<parkway_slot*>(p);
+  words_ = std::make_unique<Word[]>(nworkers);
+  prog_fd_ = fd;
 }
 
 SchedExtLink::~SchedExtLink() {
-  if (!slots_) return;
-  for (unsigned i = 0; i < nworkers_; ++i) release(i);  // workers that did not unregister
-  ::munmap(slots_, kMapBytes);
-  ::close(tids_fd_);
+  // The workers have exited (their registrations with them) before the
+  // runtime destroys the link, so no registered thread's word goes away.
+  if (prog_fd_ >= 0) ::close(prog_fd_);
 }
 
 void SchedExtLink::register_worker(unsigned index) noexcept {
-  if (!slots_ || index >= nworkers_ || slot_of_[index] >= 0) return;
-  const auto pid = static_cast<std::uint32_t>(::getpid());
-  const auto tid = static_cast<std::uint32_t>(::gettid());
-  const unsigned start = (pid * 31u + index) % PARKWAY_MAX_SLOTS;
-  for (unsigned i = 0; i < PARKWAY_MAX_SLOTS; ++i) {
-    const unsigned k = (start + i) % PARKWAY_MAX_SLOTS;
-    parkway_slot& s = slots_[k];
-    std::atomic_ref<std::uint32_t> owner(s.owner);
-    std::uint32_t cur = owner.load(std::memory_order_relaxed);
-    if (cur != 0 && (cur == pid || !process_dead(cur))) continue;
-    // acq_rel: pairs with the release in release() of the previous owner,
-    // so our writes below are not overtaken by its late ones.
-    if (!owner.compare_exchange_strong(cur, pid, std::memory_order_acq_rel)) continue;
-    std::atomic_ref<std::uint32_t>(s.state).store(PARKWAY_W_OFF, std::memory_order_relaxed);
-    std::atomic_ref<std::uint32_t>(s.tag).store(0, std::memory_order_relaxed);
-    std::atomic_ref<std::uint32_t>(s.index).store(index, std::memory_order_relaxed);
-    std::atomic_ref<__u64>(s.claims).fetch_add(1, std::memory_order_relaxed);
-    // release: orders the fields above before tid for another process's
-    // reader (`parkway sched status`); the scheduler itself only trusts the
-    // slot once the bpf(2) update below has made tid -> slot visible, and
-    // the syscall orders these stores before that.
-    std::atomic_ref<std::uint32_t>(s.tid).store(tid, std::memory_order_release);
-    if (tids_update(tids_fd_, tid, k, false) != 0) {  // map full or gone: stay unknown
-      std::atomic_ref<std::uint32_t>(s.tid).store(0, std::memory_order_relaxed);
-      owner.store(0, std::memory_order_release);
-      return;
-    }
-    slot_of_[index] = static_cast<int>(k);
-    tid_of_[index] = tid;
+  if (prog_fd_ < 0 || index >= nworkers_ || words_[index].registered.load(std::memory_order_relaxed)) return;
+  parkway_register r{};
+  r.op = PARKWAY_OP_REGISTER;
+  r.index = index;
+  r.state_addr = reinterpret_cast<std::uint64_t>(&words_[index].state);
+  words_[index].state.store(PARKWAY_W_OFF, std::memory_order_relaxed);
+  if (run_register(prog_fd_, r) != 0) {
+    refused_.store("bpf(2) refused to run the scheduler's registration program", std::memory_order_relaxed);
     return;
   }
+  if (r.result != 0) {
+    refused_.store(refusal(r.result), std::memory_order_relaxed);
+    return;
+  }
+  words_[index].registered.store(true, std::memory_order_relaxed);
+  registered_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void SchedExtLink::unregister_worker(unsigned index) noexcept {
-  if (slots_ && index < nworkers_) release(index);
+  if (prog_fd_ < 0 || index >= nworkers_ || !words_[index].registered.load(std::memory_order_relaxed)) return;
+  words_[index].state.store(PARKWAY_W_OFF, std::memory_order_relaxed);
+  parkway_register r{};
+  r.op = PARKWAY_OP_UNREGISTER;
+  r.index = index;
+  run_register(prog_fd_, r);  // failing, the thread's exit drops it in the scheduler
+  words_[index].registered.store(false, std::memory_order_relaxed);
+  registered_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void SchedExtLink::release(unsigned index) noexcept {
-  int k = slot_of_[index];
-  if (k < 0) return;
-  slot_of_[index] = -1;
-  parkway_slot& s = slots_[k];
-  std::atomic_ref<std::uint32_t>(s.state).store(PARKWAY_W_OFF, std::memory_order_relaxed);
-  tids_update(tids_fd_, tid_of_[index], 0, true);
-  // The scheduler may have freed the slot already (thread exit); only free
-  // it if it is still this thread's.
-  if (std::atomic_ref<std::uint32_t>(s.tid).load(std::memory_order_relaxed) != tid_of_[index]) return;
-  std::atomic_ref<std::uint32_t>(s.tid).store(0, std::memory_order_relaxed);
-  std::uint32_t pid = static_cast<std::uint32_t>(::getpid());
-  // release: pairs with the acq_rel CAS of the next claimer.
-  std::atomic_ref<std::uint32_t>(s.owner).compare_exchange_strong(pid, 0, std::memory_order_release,
-                                                                  std::memory_order_relaxed);
+SchedExtStatus SchedExtLink::status() const noexcept {
+  SchedExtStatus s;
+  s.workers = nworkers_;
+  s.registered = registered_.load(std::memory_order_relaxed);
+  if (inactive_) {
+    s.reason = inactive_;
+  } else if (const char* why = refused_.load(std::memory_order_relaxed); why && s.registered < s.workers) {
+    s.reason = why;
+  }
+  return s;
 }
 
 }  // namespace parkway::detail

@@ -67,7 +67,7 @@ void Worker::main_loop() {
   publish(WorkerState::Busy);
   loop(&never, nullptr, /*main=*/true, /*timed=*/false);
   io_.reset();  // on this thread: the ring's owner (its operations are over: [E1])
-  // Not in a forked child: the sched_ext slots are a BPF map shared with
+  // Not in a forked child: the sched_ext registration is the thread's in
   // the parent, where this worker's twin still runs.
   if (!rt_.forked()) rt_.sched_ext.unregister_worker(index_);
   tls_current = nullptr;
@@ -75,8 +75,8 @@ void Worker::main_loop() {
 
 void Worker::run_until(DoneFn done, void* ctx, bool timed) {
   loop(done, ctx, /*main=*/false, timed);
-  // Back to the task that waited; not in a forked child, where the
-  // sched_ext slots are a map shared with the parent (fork.md).
+  // Back to the task that waited; not in a forked child, whose thread is
+  // not the one registered with sched_ext (fork.md).
   if (!rt_.forked()) [[likely]]
     publish(WorkerState::Busy);
 }

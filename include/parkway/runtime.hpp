@@ -95,6 +95,9 @@ class PARKWAY_API Runtime {
   // Counters, per worker and in total (relaxed snapshots).
   Stats stats() const;
 
+  // Whether the sched_ext co-scheduler knows the workers, and why not.
+  SchedExtStatus sched_ext_status() const noexcept;
+
   unsigned workers() const noexcept;
   const Options& options() const noexcept;
 

@@ -46,4 +46,14 @@ struct Stats {
   std::uint64_t external_wakeups = 0;  // idle workers woken by non-worker threads
 };
 
+// Whether the optional sched_ext co-scheduler (`parkway sched load`,
+// docs/design/sched-ext.md) knows this runtime's workers:
+// Runtime::sched_ext_status().
+struct SchedExtStatus {
+  unsigned workers = 0;     // the runtime's workers
+  unsigned registered = 0;  // of those, registered with the scheduler now
+  const char* reason = "";  // "" when every started worker is registered;
+                            // otherwise why not, as a fixed sentence
+};
+
 }  // namespace parkway

@@ -13,18 +13,24 @@
 #endif
 
 static const char usage[] =
-	"usage: parkway sched load [--slice-us N] [--stats SECONDS] [-v]\n"
+	"usage: parkway sched load [--slice-us N] [--penalty-slices N] [--max-workers N]\n"
+	"                          [--stats SECONDS] [-v]\n"
 	"       parkway sched status\n"
 	"       parkway sched unload\n"
 	"       parkway --help\n"
 	"       parkway --version\n"
 	"\n"
 	"sched load    load the parkway sched_ext scheduler (switch-all: every task), pin\n"
-	"              the worker map parkway programs publish into, and stay in the\n"
-	"              foreground; SIGINT/SIGTERM unload it and restore the default\n"
-	"              scheduler (so does this process dying). Exits non-zero, with the\n"
-	"              kernel's reason, if the kernel ejects the scheduler.\n"
-	"  --slice-us N      time slice in microseconds (default 5000, 100..1000000)\n"
+	"              the program parkway workers register with (any user's), and stay\n"
+	"              in the foreground; SIGINT/SIGTERM unload it and restore the\n"
+	"              default scheduler (so does this process dying). Exits non-zero,\n"
+	"              with the kernel's reason, if the kernel ejects the scheduler.\n"
+	"  --slice-us N      longest time slice in microseconds (default 5000,\n"
+	"                    100..1000000; refused above the wait bound: 38461 on\n"
+	"                    2 CPUs, less on more); slices shrink as the queue grows\n"
+	"  --penalty-slices N  slices a searching worker queues behind its program\n"
+	"                    (default 20, 0..64)\n"
+	"  --max-workers N   registered workers per program (default 256, 1..4096)\n"
 	"  --stats SECONDS   print the counters every SECONDS seconds (default: never)\n"
 	"  -v, --verbose     libbpf debug output; the verifier's log tail on rejection\n"
 	"sched status  is sched_ext present and enabled, which scheduler; our counters\n"
@@ -35,9 +41,11 @@ static const char usage[] =
 	"  --debug-stall-comm COMM   never dispatch tasks named COMM (the watchdog must\n"
 	"                            eject the scheduler)\n"
 	"  --debug-bad-verifier      load a program the verifier must reject\n"
+	"  --debug-watchdog-ms N     the kernel's stall timeout (default 30000, its maximum)\n"
 	"\n"
-	"exit codes: 0 ok, 1 failed or ejected, 2 usage, 3 environment (no sched_ext,\n"
-	"not root, another scheduler loaded)\n";
+	"exit codes: 0 ok, 1 failed or ejected, 2 usage (also a slice over the wait\n"
+	"bound), 3 environment (no sched_ext, not root, another scheduler loaded, an\n"
+	"unsafe /run/parkway-sched)\n";
 
 /* Prints "WHERE: WHY (see `parkway --help`)"; WHERE is the command the
  * error is in ("parkway", "parkway sched load"). */
@@ -113,15 +121,19 @@ static int cmd_load(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "slice-us", required_argument, NULL, 's' },
+		{ "penalty-slices", required_argument, NULL, 'P' },
+		{ "max-workers", required_argument, NULL, 'W' },
 		{ "stats", required_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "debug-stall-comm", required_argument, NULL, 'X' },
 		{ "debug-bad-verifier", no_argument, NULL, 'B' },
+		{ "debug-watchdog-ms", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	static const char where[] = "parkway sched load";
-	struct load_opts o = { .slice_us = 5000 };
+	struct load_opts o = { .slice_us = 5000, .penalty_slices = 20,
+			       .max_workers = PARKWAY_DEFAULT_MAX_WORKERS };
 	char opt[64];
 	int c;
 
@@ -134,6 +146,16 @@ static int cmd_load(int argc, char **argv)
 		case 's':
 			if (parse_uint(optarg, 100, 1000000, &o.slice_us))
 				return bad_usage_in(where, "--slice-us takes 100..1000000, not '%s'", optarg);
+			o.slice_given = true;
+			break;
+		case 'P':
+			if (parse_uint(optarg, 0, 64, &o.penalty_slices))
+				return bad_usage_in(where, "--penalty-slices takes 0..64, not '%s'", optarg);
+			break;
+		case 'W':
+			if (parse_uint(optarg, 1, PARKWAY_MAX_WORKERS_LIMIT, &o.max_workers))
+				return bad_usage_in(where, "--max-workers takes 1..%u, not '%s'",
+						    PARKWAY_MAX_WORKERS_LIMIT, optarg);
 			break;
 		case 'S':
 			if (parse_uint(optarg, 0, 86400, &o.stats_s))
@@ -142,6 +164,10 @@ static int cmd_load(int argc, char **argv)
 		case 'v': o.verbose = true; break;
 		case 'X': o.debug_stall_comm = optarg; break;
 		case 'B': o.debug_bad_verifier = true; break;
+		case 'T':
+			if (parse_uint(optarg, 1000, 30000, &o.debug_watchdog_ms))
+				return bad_usage_in(where, "--debug-watchdog-ms takes 1000..30000, not '%s'", optarg);
+			break;
 		case 'h': fputs(usage, stdout); return EXIT_OK;
 		case ':':
 			failed_option(argv, opt, sizeof opt);

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -115,49 +114,18 @@ void print_stats_line(const char *prefix, const uint64_t s[PARKWAY_NR_STATS])
 	fflush(stdout);
 }
 
-/* Registered workers of one tgid, by published state (a scan of the
- * mmapped slots: no syscall per slot). */
-struct worker_count {
-	unsigned total, by_state[4];
-};
-
-static struct worker_count workers_of(const struct parkway_slot *slots, uint32_t tgid)
-{
-	struct worker_count n = { 0 };
-
-	for (uint32_t i = 0; slots && i < PARKWAY_MAX_SLOTS; i++) {
-		uint32_t st = __atomic_load_n(&slots[i].state, __ATOMIC_RELAXED);
-
-		if (__atomic_load_n(&slots[i].owner, __ATOMIC_RELAXED) != tgid)
-			continue;
-		n.total++;
-		if (st < 4)
-			n.by_state[st]++;
-	}
-	return n;
-}
-
 void print_programs(void)
 {
 	int pfd = bpf_obj_get(PARKWAY_PIN_PROCS);
 	int rfd = bpf_obj_get(PARKWAY_PIN_RUNTIME);
-	int wfd = bpf_obj_get(PARKWAY_PIN_WORKERS);
 	int ncpu = libbpf_num_possible_cpus();
 	uint64_t *vals = ncpu > 0 ? calloc((size_t)ncpu, sizeof(uint64_t)) : NULL;
 	uint32_t key, next, *prev = NULL;
 	struct parkway_proc pr;
-	struct worker_count wc;
 	uint64_t total = 0;
-	const size_t wbytes = sizeof(struct parkway_slot) * PARKWAY_MAX_SLOTS;
-	struct parkway_slot *slots = NULL;
 
 	if (pfd < 0 || rfd < 0 || !vals)
 		goto out;
-	if (wfd >= 0) {
-		slots = mmap(NULL, wbytes, PROT_READ, MAP_SHARED, wfd, 0);
-		if (slots == MAP_FAILED)
-			slots = NULL;
-	}
 	/* First pass: all programs' CPU time, for the shares. */
 	while (!bpf_map_get_next_key(rfd, prev, &next)) {
 		key = next;
@@ -178,36 +146,23 @@ void print_programs(void)
 		if (!bpf_map_lookup_elem(rfd, &key, vals))
 			for (int c = 0; c < ncpu; c++)
 				ns += vals[c];
-		wc = workers_of(slots, key);
-		if (ns < 1000000 && !wc.total)
+		if (ns < 1000000 && !pr.workers && !pr.refused)
 			continue; /* keep the table short: skip programs under 1 ms */
 		printf("program %u %.16s cpu_ms=%llu share=%.1f%% workers=%u", key, pr.comm,
 		       (unsigned long long)(ns / 1000000), total ? 100.0 * (double)ns / (double)total : 0.0,
-		       wc.total);
-		if (wc.total)
+		       pr.workers);
+		if (pr.workers)
 			printf(" (busy %u, searching %u, parked %u, off %u)",
-			       wc.by_state[PARKWAY_W_BUSY], wc.by_state[PARKWAY_W_SEARCHING],
-			       wc.by_state[PARKWAY_W_PARKED], wc.by_state[PARKWAY_W_OFF]);
+			       pr.by_state[PARKWAY_W_BUSY], pr.by_state[PARKWAY_W_SEARCHING],
+			       pr.by_state[PARKWAY_W_PARKED], pr.by_state[PARKWAY_W_OFF]);
+		if (pr.refused)
+			printf(" refused=%u", pr.refused);
 		printf("\n");
 	}
-	if (slots)
-		munmap(slots, wbytes);
 out:
 	free(vals);
 	if (pfd >= 0)
 		close(pfd);
 	if (rfd >= 0)
 		close(rfd);
-	if (wfd >= 0)
-		close(wfd);
-}
-
-void unpin_all(void)
-{
-	static const char *pins[] = { PARKWAY_PIN_WORKERS, PARKWAY_PIN_TIDS, PARKWAY_PIN_STATS,
-				      PARKWAY_PIN_PROCS, PARKWAY_PIN_RUNTIME };
-
-	for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++)
-		unlink(pins[i]);
-	rmdir(PARKWAY_PIN_DIR);
 }

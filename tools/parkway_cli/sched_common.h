@@ -38,7 +38,4 @@ void print_stats_line(const char *prefix, const uint64_t s[PARKWAY_NR_STATS]);
 /* Prints the per-program table (CPU time, registered workers). */
 void print_programs(void);
 
-/* Removes the pins of a previous loader. */
-void unpin_all(void);
-
 #endif

@@ -1,9 +1,12 @@
-/* sched_load.c -- `parkway sched load`: open the embedded BPF object with
- * libbpf's object API, set its .rodata.cfg, load, attach the struct_ops
- * link, pin the maps the runtime and `status` need, then wait: print a
- * stats line every --stats seconds, leave on SIGINT/SIGTERM (the kernel
- * goes back to the default scheduler when the link is destroyed, or when
- * this process dies), and report the kernel's exit info if it ejects us. */
+/* sched_load.c -- `parkway sched load`: take the loader's lock, check the
+ * slice settings against the wait bound, open the embedded BPF object with
+ * libbpf's object API, set its .rodata.cfg, load, pin the registration
+ * program and the maps `status` needs into a bpffs of our own, attach the
+ * struct_ops link, then wait: print a stats line every --stats seconds,
+ * leave on SIGINT/SIGTERM (the kernel goes back to the default scheduler
+ * when the link is destroyed, or when this process dies), and report the
+ * kernel's exit info if it ejects us. Every way out after the lock removes
+ * the pins, the mount and the pid file. */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -11,21 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "sched_cli.h"
 #include "sched_common.h"
-
-#ifndef BPF_FS_MAGIC
-#define BPF_FS_MAGIC 0xcafe4a11
-#endif
+#include "sched_pins.h"
 
 /* The scheduler object, linked in by bpf_obj.S. */
 extern const unsigned char parkway_bpf_obj[];
@@ -95,52 +94,106 @@ static void rejected_prog(char *out, size_t len)
 		snprintf(out, len, "%.*s", (int)(fail - p - 6), p + 6);
 }
 
-static bool ensure_bpffs(void)
-{
-	struct statfs st;
-
-	if (statfs("/sys/fs/bpf", &st) == 0 && st.f_type == BPF_FS_MAGIC)
-		return true;
-	if (mount("bpf", "/sys/fs/bpf", "bpf", 0, NULL) == 0)
-		return true;
-	fprintf(stderr, "parkway: /sys/fs/bpf is not a bpf filesystem and mounting one failed: %s\n",
-		strerror(errno));
-	return false;
-}
-
-static bool pin_maps(struct bpf_object *obj)
+/* Pins the registration program (mode 0666: any user may run it; it acts
+ * on the calling thread only) and the maps `parkway sched status` reads
+ * (root only) into PARKWAY_PIN_DIR. */
+static bool pin_all(struct bpf_object *obj)
 {
 	static const struct { const char *map, *path; } pins[] = {
-		{ "workers", PARKWAY_PIN_WORKERS }, { "tids", PARKWAY_PIN_TIDS },
-		{ "stats", PARKWAY_PIN_STATS },     { "procs", PARKWAY_PIN_PROCS },
+		{ "stats", PARKWAY_PIN_STATS }, { "procs", PARKWAY_PIN_PROCS },
 		{ "runtime", PARKWAY_PIN_RUNTIME },
 	};
+	struct bpf_program *reg = bpf_object__find_program_by_name(obj, "pw_register");
+	int err;
 
-	if (!ensure_bpffs())
+	if (!pins_prepare())
 		return false;
-	unpin_all(); /* pins left by a loader that was killed */
-	mkdir(PARKWAY_PIN_DIR, 0755);
 	for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++) {
 		struct bpf_map *m = bpf_object__find_map_by_name(obj, pins[i].map);
-		int err = m ? bpf_map__pin(m, pins[i].path) : -ENOENT;
 
+		err = m ? bpf_map__pin(m, pins[i].path) : -ENOENT;
 		if (err) {
 			fprintf(stderr, "parkway: cannot pin map %s at %s: %s\n", pins[i].map,
 				pins[i].path, strerror(-err));
 			return false;
 		}
 	}
+	err = reg ? bpf_program__pin(reg, PARKWAY_PIN_REGISTER) : -ENOENT;
+	if (!err && chmod(PARKWAY_PIN_REGISTER, 0666) != 0)
+		err = -errno;
+	if (err) {
+		fprintf(stderr, "parkway: cannot pin the registration program at %s: %s\n",
+			PARKWAY_PIN_REGISTER, strerror(-err));
+		return false;
+	}
 	return true;
 }
 
-static void write_pid_file(void)
-{
-	FILE *f = fopen(PARKWAY_PID_FILE, "w");
+/* The slice settings, checked against the wait bound
+ * (docs/design/sched-ext.md, "The wait bound"): with P penalty slices and
+ * C CPUs, a queued task waits at most (P + C + 4) x latency while slices
+ * are above their floor. latency is chosen so that this stays within
+ * WAIT_BUDGET_NS, a fifth of the kernel's 5 s watchdog, and at most
+ * MAX_LATENCY_NS; a longest slice above latency would break the bound. */
+#define WAIT_BUDGET_NS 1000000000ULL
+#define MAX_LATENCY_NS 50000000ULL
+#define SLICE_FLOOR_NS 500000ULL
 
-	if (f) {
-		fprintf(f, "%d\n", (int)getpid());
-		fclose(f);
+static bool plan_slices(const struct load_opts *o, struct parkway_cfg *cfg)
+{
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t c = online > 0 ? (uint64_t)online : 1;
+	uint64_t factor = (uint64_t)o->penalty_slices + c + 4;
+	uint64_t latency = WAIT_BUDGET_NS / factor;
+	uint64_t slice = (uint64_t)o->slice_us * 1000;
+
+	if (latency > MAX_LATENCY_NS)
+		latency = MAX_LATENCY_NS;
+	if (slice > latency && !o->slice_given)
+		slice = latency; /* the default does not fit this many CPUs */
+	if (slice > latency) {
+		fprintf(stderr, "parkway sched load: --slice-us %u breaks the wait bound: with %u CPUs and "
+				"--penalty-slices %u, slices above %llu us let a queued task wait more than "
+				"%llu ms ((%u + %u + 4) slices per program ahead of it; docs/design/sched-ext.md, "
+				"\"The wait bound\")\n",
+			o->slice_us, (unsigned)c, o->penalty_slices, (unsigned long long)(latency / 1000),
+			WAIT_BUDGET_NS / 1000000, o->penalty_slices, (unsigned)c);
+		return false;
 	}
+	cfg->slice_ns = slice;
+	cfg->slice_min_ns = slice < SLICE_FLOOR_NS ? slice : SLICE_FLOOR_NS;
+	cfg->latency_ns = latency;
+	cfg->penalty_slices = o->penalty_slices;
+	cfg->nr_cpus = (uint32_t)c;
+	cfg->max_workers = o->max_workers;
+	return true;
+}
+
+/* Sets the ops' timeout_ms (the kernel's stall watchdog) before load,
+ * finding the field through the object's BTF: this C file has no
+ * struct sched_ext_ops. */
+static bool set_watchdog_ms(struct bpf_object *obj, unsigned ms)
+{
+	struct bpf_map *ops = bpf_object__find_map_by_name(obj, "parkway_ops");
+	struct btf *btf = bpf_object__btf(obj);
+	size_t sz = 0;
+	char *data = ops ? bpf_map__initial_value(ops, &sz) : NULL;
+	int id = btf ? btf__find_by_name_kind(btf, "sched_ext_ops", BTF_KIND_STRUCT) : -1;
+	const struct btf_type *t = id > 0 ? btf__type_by_id(btf, (__u32)id) : NULL;
+	const struct btf_member *m = t ? btf_members(t) : NULL;
+
+	for (int i = 0; data && m && i < btf_vlen(t); i++, m++) {
+		size_t off = btf_member_bit_offset(t, (__u32)i) / 8;
+
+		if (strcmp(btf__name_by_offset(btf, m->name_off), "timeout_ms") != 0)
+			continue;
+		if (off + sizeof(__u32) > sz)
+			break;
+		memcpy(data + off, &ms, sizeof(__u32));
+		return true;
+	}
+	fprintf(stderr, "parkway: cannot find sched_ext_ops.timeout_ms in the BPF object\n");
+	return false;
 }
 
 /* Refuses (naming it) when any sched_ext scheduler is loaded already. */
@@ -196,21 +249,27 @@ int sched_load(const struct load_opts *o)
 	volatile struct parkway_exit_info *uei;
 	uint64_t st[PARKWAY_NR_STATS];
 	size_t sz;
-	int err, rc = EXIT_FAIL;
-	bool pinned = false;
+	int err, lock, rc = EXIT_FAIL;
 	struct timespec last, now;
 
 	verbose = o->verbose;
 	libbpf_set_print(libbpf_print);
 	if (!check_sched_ext_present() || !check_root())
 		return EXIT_ENV;
-	if (!check_not_loaded())
+	lock = pins_lock();
+	if (lock < 0)
 		return EXIT_ENV;
+	/* From here on every way out removes what a loader leaves behind
+	 * (ours, or a killed one's): we hold the lock, so no other loader's. */
+	if (!check_not_loaded()) {
+		rc = EXIT_ENV;
+		goto out;
+	}
 
 	obj = bpf_object__open_mem(parkway_bpf_obj, (size_t)(parkway_bpf_obj_end - parkway_bpf_obj), &oo);
 	if (!obj) {
 		fprintf(stderr, "parkway: cannot open the embedded BPF object: %s\n", strerror(errno));
-		return EXIT_FAIL;
+		goto out;
 	}
 	m = bpf_object__find_map_by_name(obj, ".rodata.cfg");
 	cfg = m ? bpf_map__initial_value(m, &sz) : NULL;
@@ -218,8 +277,12 @@ int sched_load(const struct load_opts *o)
 		fprintf(stderr, "parkway: BPF object has no .rodata.cfg section\n");
 		goto out;
 	}
-	cfg->slice_ns = (uint64_t)o->slice_us * 1000;
-	cfg->search_penalty_ns = 20 * cfg->slice_ns;
+	if (!plan_slices(o, cfg)) {
+		rc = EXIT_USAGE;
+		goto out;
+	}
+	if (o->debug_watchdog_ms && !set_watchdog_ms(obj, o->debug_watchdog_ms))
+		goto out;
 	cfg->bad_verifier = o->debug_bad_verifier;
 	snprintf(cfg->stall_comm, sizeof(cfg->stall_comm), "%s", o->debug_stall_comm ? o->debug_stall_comm : "");
 
@@ -251,9 +314,8 @@ int sched_load(const struct load_opts *o)
 	 * checks again at its next start); pinning after attach left a gap in
 	 * which it could map a killed loader's stale pins while our scheduler
 	 * was already enabled. */
-	if (!pin_maps(obj))
+	if (!pin_all(obj))
 		goto out;
-	pinned = true;
 
 	ops = bpf_object__find_map_by_name(obj, "parkway_ops");
 	link = ops ? bpf_map__attach_struct_ops(ops) : NULL;
@@ -272,9 +334,14 @@ int sched_load(const struct load_opts *o)
 		fprintf(stderr, "parkway: cannot map the exit-info section: %s\n", strerror(errno));
 		goto out;
 	}
-	write_pid_file();
-	printf("parkway: scheduler loaded (pid %d, slice %u us); Ctrl-C or `parkway sched unload` "
-	       "restores the default scheduler\n", (int)getpid(), o->slice_us);
+	if (!pins_write_pid())
+		goto out;
+	printf("parkway: scheduler loaded (pid %d, slice %llu us, down to %llu us as the queue grows; "
+	       "wait bound %llu ms; at most %u workers per program); Ctrl-C or `parkway sched unload` "
+	       "restores the default scheduler\n", (int)getpid(), (unsigned long long)(cfg->slice_ns / 1000),
+	       (unsigned long long)(cfg->slice_min_ns / 1000),
+	       (unsigned long long)((o->penalty_slices + cfg->nr_cpus + 4) * cfg->latency_ns / 1000000),
+	       o->max_workers);
 	fflush(stdout);
 
 	clock_gettime(CLOCK_MONOTONIC, &last);
@@ -302,13 +369,10 @@ int sched_load(const struct load_opts *o)
 out:
 	if (link)
 		bpf_link__destroy(link);
-	if (pinned)
-		unpin_all();
-	if (link) {
-		unlink(PARKWAY_PID_FILE);
-		if (rc == EXIT_OK)
-			printf("parkway: scheduler unloaded\n");
-	}
+	pins_remove();
+	if (link && rc == EXIT_OK)
+		printf("parkway: scheduler unloaded\n");
 	bpf_object__close(obj);
+	close(lock);
 	return rc;
 }

@@ -7,6 +7,7 @@
 
 #include "sched_cli.h"
 #include "sched_common.h"
+#include "sched_pins.h"
 
 static bool ours_loaded(const char *state, const char *ops)
 {
@@ -65,8 +66,12 @@ int sched_unload(void)
 	scx_ops_name(ops, sizeof(ops));
 	pid = loader_pid();
 	if (strcmp(state, "disabled") == 0) {
-		if (!pid)
-			unpin_all(); /* stale pins of a killed loader */
+		int lock = pid ? -1 : pins_lock();
+
+		if (lock >= 0) { /* no loader: remove what a killed one left */
+			pins_remove();
+			close(lock);
+		}
 		printf("parkway: no sched_ext scheduler is loaded\n");
 		return EXIT_OK;
 	}

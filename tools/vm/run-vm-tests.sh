@@ -22,7 +22,7 @@ CACHE=${PARKWAY_VM_CACHE:-/var/cache/parkway-vm}
 if ! mkdir -p "$CACHE" 2>/dev/null || [ ! -w "$CACHE" ]; then
   CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/parkway-vm
 fi
-NCASES=6
+NCASES=11
 TIMEOUT=${VM_TIMEOUT:-420}
 mkdir -p "$BUILD/vm"
 # Each run in its own directory: two runs in one checkout must not share
@@ -58,7 +58,7 @@ else
 fi
 [ -f "$kdir/vmlinuz" ] || skip_all "no vmlinuz in $kdir"
 
-bins=("$BUILD/parkway" "$BUILD/vm/pw_linkprobe" /usr/bin/setpriv)
+bins=("$BUILD/parkway" "$BUILD/vm/pw_linkprobe" "$BUILD/vm/pw_abuse" "$BUILD/vm/pw_seccomp" /usr/bin/setpriv)
 [ -x "$BUILD/vm/pw_vmprog" ] && bins+=("$BUILD/vm/pw_vmprog")
 bash tools/vm/mkinitramfs.sh "$RUN/init.cpio" "${bins[@]}" || { echo "vm-test: initramfs failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 

@@ -2,7 +2,7 @@
 #
 #   make vm-test      fetch Debian sid's cloud kernel (cached in
 #                     $(PARKWAY_VM_CACHE)), boot it under QEMU TCG with the
-#                     tools and test programs, run the 6 cases
+#                     tools and test programs, run the 11 cases
 #                     (VM_TESTS=1,3 runs only some)
 #
 # Prints "N passed, N failed, N skipped"; cases count as skipped (with the
@@ -19,13 +19,21 @@ $(VM_BUILD)/pw_linkprobe: tools/vm/progs/pw_linkprobe.cpp userspace/sched_ext_li
 	@mkdir -p $(dir $@)
 	$(CXX) $(VM_CXXFLAGS) tools/vm/progs/pw_linkprobe.cpp userspace/sched_ext_link.cpp -o $@
 
+$(VM_BUILD)/pw_abuse: tools/vm/progs/pw_abuse.cpp userspace/sched_ext_link.cpp userspace/sched_ext_link.hpp bpf/parkway_sched.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(VM_CXXFLAGS) tools/vm/progs/pw_abuse.cpp userspace/sched_ext_link.cpp -o $@
+
+$(VM_BUILD)/pw_seccomp: tools/vm/progs/pw_seccomp.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(VM_CXXFLAGS) $< -o $@
+
 $(VM_BUILD)/pw_vmprog: tools/vm/progs/pw_vmprog.cpp $(LIB_A) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(VM_CXXFLAGS) $< $(LIB_A) -o $@ $(LDLIBS)
 
 # pw_vmprog needs the runtime; if it does not build, cases 2 and 3 fail
 # (they say why) while the others still run.
-vm-test: $(PARKWAY_BIN) $(VM_BUILD)/pw_linkprobe
+vm-test: $(PARKWAY_BIN) $(VM_BUILD)/pw_linkprobe $(VM_BUILD)/pw_abuse $(VM_BUILD)/pw_seccomp
 	@rm -f $(VM_BUILD)/pw_vmprog
 	@$(MAKE) --no-print-directory $(VM_BUILD)/pw_vmprog || echo "vm-test: pw_vmprog did not build: cases 2 and 3 will fail"
 	@PARKWAY_VM_CACHE=$(PARKWAY_VM_CACHE) bash tools/vm/run-vm-tests.sh $(BUILD)

@@ -186,15 +186,18 @@ mix_run() {
 case3() {
 	if ! [ -x /bin/pw_vmprog ]; then result FAIL "pw_vmprog missing"; return; fi
 	if ! start_loader /tmp/l3.log; then result FAIL "load failed: $(tail -n 3 /tmp/l3.log)"; return; fi
-	pw_vmprog --workers 2 --seconds 4 >/tmp/a.log 2>&1 & apid=$!
-	pw_vmprog --workers 1 --seconds 4 >/tmp/b.log 2>&1 & bpid=$!
+	# --linger 5: the scheduler drops a program's record at its exit.
+	pw_vmprog --workers 2 --seconds 4 --linger 5 >/tmp/a.log 2>&1 & apid=$!
+	pw_vmprog --workers 1 --seconds 4 --linger 5 >/tmp/b.log 2>&1 & bpid=$!
 	up_then_status /tmp/a.log /tmp/b.log
 	wa=$(workers_of $apid)
 	wb=$(workers_of $bpid)
 	[ "$wa" = 2 ] && [ "$wb" = 1 ] || log "status while both ran: $(tr '\n' '|' </tmp/status.log)"
+	wait_for 30 grep -q '^result' /tmp/a.log
+	wait_for 30 grep -q '^result' /tmp/b.log
+	parkway sched status >/tmp/status.log 2>&1
 	wait $apid; arc=$?
 	wait $bpid; brc=$?
-	parkway sched status >/tmp/status.log 2>&1
 	bad=""
 	# 3b: a program with 1 busy + 1 searching spinner against a plain
 	# spinning process. Per program, each should get about one CPU (per
@@ -258,7 +261,7 @@ case4() {
 # ---------------------------------------------------------------- case 5
 case5() {
 	cp /bin/busybox /tmp/busybox-stall
-	if ! start_loader /tmp/l5.log --debug-stall-comm busybox-stall; then
+	if ! start_loader /tmp/l5.log --debug-watchdog-ms 5000 --debug-stall-comm busybox-stall; then
 		result FAIL "load failed: $(tail -n 3 /tmp/l5.log)"; return
 	fi
 	/tmp/busybox-stall sh -c 'while :; do :; done' &
@@ -306,7 +309,237 @@ case6() {
 	else result FAIL "$bad"; fi
 }
 
-for cur in 1 2 3 4 5 6; do
+# ---------------------------------------------------------------- case 7
+# Run as uid 65534. Not a function: `$NOBODY prog &` must leave $! the
+# program's pid (setpriv execs it), not a subshell's.
+NOBODY="/bin/setpriv --reuid=65534 --regid=65534 --clear-groups"
+loader_alive() { kill -0 "$lpid" 2>/dev/null && is_state enabled; }
+
+# A service whose seccomp filter kills on bpf(2), with the scheduler loaded:
+# it must run to the end (unregistered, saying why), as root and not; the
+# same filter with PARKWAY_SCHED_EXT=on must kill it (the filter works).
+case7() {
+	if ! start_loader /tmp/l7.log; then result FAIL "load failed: $(tail -n 3 /tmp/l7.log)"; return; fi
+	bad=""
+	pw_seccomp pw_vmprog --workers 2 --seconds 2 >/tmp/s1.log 2>&1; rc1=$?
+	$NOBODY pw_seccomp pw_vmprog --workers 2 --seconds 2 >/tmp/s2.log 2>&1; rc2=$?
+	PARKWAY_SCHED_EXT=on pw_seccomp pw_vmprog --workers 1 --seconds 1 >/tmp/s3.log 2>&1; rc3=$?
+	log "root under the filter: exit $rc1: $(grep -E '^(sched_ext|result)' /tmp/s1.log | tr '\n' ' ')"
+	log "uid 65534 under the filter: exit $rc2: $(grep -E '^(sched_ext|result)' /tmp/s2.log | tr '\n' ' ')"
+	log "root under the filter with PARKWAY_SCHED_EXT=on: exit $rc3 (159 = SIGSYS)"
+	for n in 1 2; do
+		eval "rc=\$rc$n"
+		{ [ "$rc" -eq 0 ] && grep -q '^result ok' /tmp/s$n.log &&
+		  grep -q 'registered 0 of 2: a seccomp filter applies' /tmp/s$n.log; } || bad="$bad run$n-exit-$rc"
+	done
+	[ $rc3 -eq 159 ] || bad="$bad filter-did-not-kill-bpf($rc3)"
+	loader_alive || bad="$bad scheduler-gone"
+	stop_loader || bad="$bad loader-exit"
+	if [ -z "$bad" ]; then result PASS "hardened services ran to the end with the scheduler loaded, root and uid 65534"
+	else result FAIL "$bad"; fi
+}
+
+# ---------------------------------------------------------------- case 8
+# An unprivileged server takes part; a hostile local user cannot mark,
+# flood or read anything but its own (docs/design/sched-ext.md, threat model).
+case8() {
+	if ! start_loader /tmp/l8.log --max-workers 8; then result FAIL "load failed: $(tail -n 3 /tmp/l8.log)"; return; fi
+	bad=""
+	# 8a: an ordinary server running as its own user registers its workers.
+	$NOBODY pw_vmprog --workers 2 --seconds 3 >/tmp/u1.log 2>&1 & upid=$!
+	up_then_status /tmp/u1.log
+	wk=$(workers_of $upid)
+	wait $upid; urc=$?
+	log "uid 65534 program $upid: workers in the scheduler ${wk:-none}, exit $urc: $(grep -E '^(sched_ext|result)' /tmp/u1.log | tr '\n' ' ')"
+	{ [ "$wk" = 2 ] && grep -q 'registered 2 of 2' /tmp/u1.log && [ $urc -eq 0 ] && grep -q '^result ok' /tmp/u1.log; } ||
+		bad="$bad unprivileged-not-registered(${wk:-none})"
+	# 8b: bad values are refused, from uid 65534 and from root; the maps
+	# stay closed to uid 65534; an out-of-range state reads as Off.
+	parkway sched status >/tmp/status.log 2>&1; bs0=$(stat_of bad_state)
+	$NOBODY pw_abuse bad-register >/tmp/h1.log 2>&1; h1=$?
+	pw_abuse bad-register >/tmp/h2.log 2>&1; h2=$?
+	parkway sched status >/tmp/status.log 2>&1; bs1=$(stat_of bad_state)
+	grep '^abuse' /tmp/h1.log | while read -r l; do log "  65534: $l"; done
+	log "root: $(tail -n 1 /tmp/h2.log); bad_state ${bs0}->${bs1}"
+	[ $h1 -eq 0 ] && [ $h2 -eq 0 ] || bad="$bad bad-values-accepted($h1/$h2)"
+	[ "$(grep -c 'Permission denied' /tmp/h1.log)" = 3 ] || bad="$bad maps-open-to-65534"
+	[ "${bs1:-0}" -gt "${bs0:-0}" ] || bad="$bad out-of-range-state-not-seen"
+	# 8b': a registration does not survive execve (its word named the old
+	# image; carried into a setuid program it would let the caller choose).
+	parkway sched status >/tmp/status.log 2>&1; fr0=$(stat_of slot_freed)
+	$NOBODY pw_abuse exec-registered >/tmp/ex.log 2>&1 & epid=$!
+	sleep 1.5
+	parkway sched status >/tmp/status.log 2>&1; fr1=$(stat_of slot_freed)
+	eline=$(grep "^program $epid " /tmp/status.log)
+	wait $epid; erc=$?
+	log "exec after registering: $(head -n 1 /tmp/ex.log); slot_freed ${fr0}->${fr1} while the new image ran; exit $erc; ${eline:-no status line}"
+	{ grep -q 'registration result 0' /tmp/ex.log && [ $((${fr1:-0} - ${fr0:-0})) -eq 1 ] && [ $erc -eq 0 ]; } ||
+		bad="$bad registration-survived-exec"
+	case "$eline" in *workers=[1-9]*) bad="$bad exec-status($eline)" ;; esac
+	# 8c: a flood from uid 65534, over the cap of 8: its extra threads are
+	# refused and reported; other programs register all they need, and one
+	# over the cap gets the cap and a reason; all results correct.
+	$NOBODY pw_abuse flood 12 8 >/tmp/f.log 2>&1 & fpid=$!
+	wait_for 30 grep -q 'registered' /tmp/f.log
+	pw_vmprog --workers 3 --seconds 2 >/tmp/v3.log 2>&1 & v3=$!
+	pw_vmprog --workers 10 --seconds 2 >/tmp/v10.log 2>&1 & v10=$!
+	up_then_status /tmp/v3.log /tmp/v10.log
+	fline=$(grep "^program $fpid " /tmp/status.log)
+	w3=$(workers_of $v3); w10=$(workers_of $v10)
+	wait $v3; r3=$?; wait $v10; r10=$?
+	log "flood: $(cat /tmp/f.log | tr '\n' ' '); in status: $fline"
+	log "3-worker program: ${w3:-none} in the scheduler, $(grep -E '^(sched_ext|result)' /tmp/v3.log | tr '\n' ' ')"
+	log "10-worker program: ${w10:-none} in the scheduler, $(grep -E '^(sched_ext|result)' /tmp/v10.log | tr '\n' ' ')"
+	grep -q 'registered 8 of 12: the scheduler.s per-program worker cap' /tmp/f.log || bad="$bad flood-not-capped"
+	echo "$fline" | grep -q 'workers=8 .*refused=4' || bad="$bad flood-status"
+	{ [ "$w3" = 3 ] && grep -q 'registered 3 of 3' /tmp/v3.log && [ $r3 -eq 0 ] && grep -q '^result ok' /tmp/v3.log; } ||
+		bad="$bad victim-not-registered(${w3:-none})"
+	{ [ "$w10" = 8 ] && grep -q 'registered 8 of 10: the scheduler.s per-program worker cap' /tmp/v10.log &&
+	  [ $r10 -eq 0 ] && grep -q '^result ok' /tmp/v10.log; } || bad="$bad over-cap-program(${w10:-none})"
+	wait $fpid
+	sleep 0.5
+	parkway sched status >/tmp/status.log 2>&1
+	if grep -q "^program $fpid " /tmp/status.log; then bad="$bad stale-record-of-$fpid"; fi
+	# 8d: a liar (4 threads of uid 65534 publishing Busy while spinning)
+	# against one plain spinner: per program, the spinner keeps about half.
+	sh -c 'while :; do :; done' & qpid=$!
+	q0=$(cpu_ms_of $qpid)
+	$NOBODY pw_abuse liar 4 4 >/tmp/liar.log 2>&1
+	q1=$(cpu_ms_of $qpid)
+	kill $qpid; wait $qpid 2>/dev/null
+	lms=$(sed -n 's/.*cpu_ms=\([0-9]*\).*/\1/p' /tmp/liar.log)
+	qms=$((q1 - q0))
+	share=$(( qms * 100 / (qms + ${lms:-0} + 1) ))
+	log "liar: $(cat /tmp/liar.log); plain spinner ${qms} ms = ${share}% of both"
+	grep -q 'registered 4' /tmp/liar.log || bad="$bad liar-not-registered"
+	[ "$share" -ge 40 ] || bad="$bad liar-took-the-cpu(${share}%)"
+	loader_alive || bad="$bad scheduler-gone"
+	stop_loader || bad="$bad loader-exit"
+	if [ -z "$bad" ]; then result PASS "uid 65534 registers its own; bad values refused; cap 8 enforced and reported; liar bounded (${share}%)"
+	else result FAIL "$bad"; fi
+}
+
+# ---------------------------------------------------------------- case 9
+pins_left() {
+	[ -e /run/parkway-sched/loader.pid ] && echo pid-file
+	grep -q ' /run/parkway-sched/bpf ' /proc/mounts && echo bpffs-mounted
+}
+
+# The loader's directory pre-created by another user or writable by others;
+# two loads at once; what a killed loader leaves is removed.
+case9() {
+	bad=""
+	rm -rf /run/parkway-sched
+	$NOBODY mkdir /run/parkway-sched
+	parkway sched load >/tmp/p1.log 2>&1; rc=$?
+	log "directory made by uid 65534: exit $rc: $(head -n 1 /tmp/p1.log)"
+	{ [ $rc -eq 3 ] && grep -q 'belongs to uid 65534' /tmp/p1.log && is_state disabled; } || bad="$bad foreign-dir-accepted"
+	rmdir /run/parkway-sched
+	mkdir -m 0777 /run/parkway-sched
+	parkway sched load >/tmp/p2.log 2>&1; rc=$?
+	log "directory mode 0777: exit $rc: $(head -n 1 /tmp/p2.log)"
+	{ [ $rc -eq 3 ] && grep -q 'writable by group or others' /tmp/p2.log; } || bad="$bad open-dir-accepted"
+	rmdir /run/parkway-sched
+	# Two loads at once: one runs, the other says so and leaves its pins.
+	parkway sched load >/tmp/o1.log 2>&1 & o1=$!
+	parkway sched load >/tmp/o2.log 2>&1 & o2=$!
+	wait_for 30 is_state enabled
+	sleep 1
+	alive=""; loser=""
+	for p in $o1 $o2; do if kill -0 $p 2>/dev/null; then alive="$alive $p"; else loser=$p; fi; done
+	[ -n "$loser" ] && wait $loser; lrc=$?
+	log "two loads: running:$alive; the other exited $lrc: $(cat /tmp/o1.log /tmp/o2.log | grep -v '^parkway: scheduler loaded' | head -n 1)"
+	[ "$(echo $alive | wc -w)" = 1 ] && [ $lrc -eq 3 ] || bad="$bad overlap($alive/$lrc)"
+	[ -e /run/parkway-sched/bpf/v2/register ] || bad="$bad pins-lost"
+	$NOBODY pw_vmprog --workers 1 --seconds 1 >/tmp/o3.log 2>&1 || bad="$bad program-after-overlap"
+	grep -q 'registered 1 of 1' /tmp/o3.log || bad="$bad not-registered-after-overlap"
+	lpid=$(echo $alive)
+	stop_loader || bad="$bad unload"
+	left=$(pins_left)
+	log "after unload: left behind: ${left:-nothing}"
+	[ -z "$left" ] || bad="$bad left-after-unload($left)"
+	# kill -9: the pins and pid file stay until `unload` or the next load.
+	if start_loader /tmp/p3.log; then
+		kill -9 $lpid; wait $lpid 2>/dev/null
+		wait_for 20 is_state disabled
+		left9=$(pins_left | tr '\n' ' ')
+		parkway sched unload >/tmp/p4.log 2>&1
+		left=$(pins_left)
+		log "after kill -9: ${left9:-nothing}; after unload: ${left:-nothing}"
+		[ -z "$left" ] || bad="$bad stale-after-unload($left)"
+	else
+		bad="$bad load"
+	fi
+	if [ -z "$bad" ]; then result PASS "foreign or open directory refused; one of two loads runs; nothing left behind"
+	else result FAIL "$bad"; fi
+}
+
+# ---------------------------------------------------------------- case 10
+# The wait bound: slices over it refused; the largest allowed slice with a
+# searching worker among spinners; thousands of spinning threads for longer
+# than the watchdog's 30 s. The scheduler must stay loaded throughout.
+case10() {
+	bad=""
+	parkway sched load --slice-us 250000 >/tmp/w0.log 2>&1; rc=$?
+	log "--slice-us 250000: exit $rc: $(head -n 1 /tmp/w0.log)"
+	{ [ $rc -eq 2 ] && grep -q 'breaks the wait bound' /tmp/w0.log && is_state disabled; } || bad="$bad big-slice-accepted"
+	most=$(sed -n 's/.*slices above \([0-9]*\) us.*/\1/p' /tmp/w0.log)
+	if ! start_loader /tmp/l10.log --stats 1 --slice-us "${most:-5000}"; then result FAIL "$bad load-${most}us: $(tail -n 2 /tmp/l10.log)"; return; fi
+	log "$(head -n 1 /tmp/l10.log)"
+	spids=""
+	for i in 1 2 3 4 5 6; do sh -c 'while :; do :; done' & spids="$spids $!"; done
+	pw_linkprobe bws 1 1 8 >/tmp/wb.log 2>&1; brc=$?
+	kill $spids; wait $spids 2>/dev/null
+	sms=$(sed -n 's/.*searching_ms=\([0-9]*\).*/\1/p' /tmp/wb.log)
+	log "${most} us slices, 1 busy + 1 searching worker and 6 spinning programs for 8 s: $(tail -n 1 /tmp/wb.log) (exit $brc)"
+	{ [ $brc -eq 0 ] && [ "${sms:-0}" -gt 0 ]; } || bad="$bad searcher-starved"
+	loader_alive || bad="$bad ejected-with-50ms-slices"
+	pw_abuse spin 2000 32 >/tmp/sp.log 2>&1; src=$?
+	ran=$(sed -n 's/.* \([0-9]*\) got CPU.*/\1/p' /tmp/sp.log)
+	parkway sched status >/tmp/status.log 2>&1
+	log "2000 spinning threads for 32 s: $(tail -n 1 /tmp/sp.log) (exit $src); $(grep '^counters' /tmp/status.log)"
+	{ [ $src -eq 0 ] && [ "$ran" = 2000 ]; } || bad="$bad spinners(${ran:-none}-ran)"
+	grep '^parkway: dispatch' /tmp/l10.log | tail -n 12 | while read -r l; do log "  $l"; done
+	loader_alive || bad="$bad ejected-by-the-spinners: $(grep -E 'reason|message' /tmp/l10.log | tr '\n' ' ')"
+	stop_loader || bad="$bad loader-exit"
+	if [ -z "$bad" ]; then result PASS "big slice refused; largest allowed slice and 2000 spinners (longest wait $(sed -n 's/.*longest_wait_ms=\([0-9]*\).*/\1/p' /tmp/sp.log) ms) did not trip the watchdog"
+	else result FAIL "$bad"; fi
+}
+
+# ---------------------------------------------------------------- case 11
+# A parkway program keeps running, with correct results, across an unload,
+# a watchdog ejection and a reload.
+case11() {
+	if ! start_loader /tmp/l11.log; then result FAIL "load failed: $(tail -n 3 /tmp/l11.log)"; return; fi
+	bad=""
+	pw_vmprog --workers 2 --seconds 45 >/tmp/x.log 2>&1 & xpid=$!
+	wait_for 20 grep -q '^runtime up' /tmp/x.log || bad="$bad no-runtime-up"
+	stop_loader || bad="$bad unload"
+	cp /bin/busybox /tmp/busybox-stall
+	if start_loader /tmp/l11b.log --debug-watchdog-ms 5000 --debug-stall-comm busybox-stall; then
+		/tmp/busybox-stall sh -c 'while :; do :; done' & spid=$!
+		wait_for 60 loader_gone $lpid || bad="$bad not-ejected"
+		wait $lpid; erc=$?
+		kill -9 $spid 2>/dev/null; wait $spid 2>/dev/null
+		[ $erc -eq 1 ] || bad="$bad eject-exit-$erc"
+	else
+		bad="$bad load-2"
+	fi
+	if start_loader /tmp/l11c.log; then
+		sleep 2
+		kill -0 $xpid 2>/dev/null || bad="$bad program-ended-early"
+		stop_loader || bad="$bad unload-3"
+	else
+		bad="$bad reload"
+	fi
+	wait $xpid; xrc=$?
+	log "program $xpid across unload, ejection, reload: exit $xrc: $(grep -E '^(sched_ext|result)' /tmp/x.log | tr '\n' ' ')"
+	{ [ $xrc -eq 0 ] && grep -q '^result ok' /tmp/x.log; } || bad="$bad program-result($xrc)"
+	if [ -z "$bad" ]; then result PASS "program correct across unload, ejection and reload"
+	else result FAIL "$bad"; fi
+}
+
+for cur in 1 2 3 4 5 6 7 8 9 10 11; do
 	case $cur in
 	1) name="load-enable-unload" ;;
 	2) name="workers-registered" ;;
@@ -314,6 +547,11 @@ for cur in 1 2 3 4 5 6; do
 	4) name="kill-9-loader" ;;
 	5) name="watchdog-ejects" ;;
 	6) name="clear-errors" ;;
+	7) name="seccomp-hardened" ;;
+	8) name="unprivileged-and-hostile" ;;
+	9) name="loader-directory-and-lock" ;;
+	10) name="wait-bound" ;;
+	11) name="across-reload" ;;
 	esac
 	if want $cur; then
 		case$cur

@@ -1,5 +1,8 @@
-// pw_vmprog --workers N --seconds S [--idle I] -- a parkway program for the
-// VM tests (--idle: first sit idle for I seconds after start-up):
+// pw_vmprog --workers N --seconds S [--idle I] [--linger L] -- a parkway
+// program for the VM tests (--idle: first sit idle for I seconds after
+// start-up; --linger: sleep L seconds after the result, so that the
+// scheduler's record of it, removed at exit, can still be read); prints
+// what Runtime::sched_ext_status() says once every worker has run, then:
 // repeats a parallel sum with a known answer for about S seconds, checks
 // every answer, prints "result ok ..." (or "result WRONG ...") and the CPU
 // time the process used (the scheduler's per-program figure is compared
@@ -16,17 +19,20 @@
 
 int main(int argc, char** argv) {
   unsigned workers = 2;
-  int seconds = 3, idle = 0;
+  int seconds = 3, idle = 0, linger = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--workers")) workers = static_cast<unsigned>(std::atoi(argv[i + 1]));
     if (!std::strcmp(argv[i], "--seconds")) seconds = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--idle")) idle = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--linger")) linger = std::atoi(argv[i + 1]);
   }
   std::printf("pw_vmprog pid %d, %u workers, %d s\n", static_cast<int>(getpid()), workers, seconds);
   std::fflush(stdout);
   parkway::Runtime rt(parkway::Options{.workers = workers});
   // Warm up (every worker has run), then tell the harness it may look.
   for (int i = 0; i < 3; ++i) parkway::parallel_for(rt, 0, 4 * workers, 1, [](std::size_t) {});
+  parkway::SchedExtStatus se = rt.sched_ext_status();
+  std::printf("sched_ext registered %u of %u: %s\n", se.registered, se.workers, se.reason[0] ? se.reason : "all");
   std::printf("runtime up\n");
   std::fflush(stdout);
   if (idle) {  // --idle S: no work for S seconds (the workers should park)
@@ -54,5 +60,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(st.total.steals),
               static_cast<unsigned long long>(st.total.parks));
   std::printf("result %s rounds=%u wrong=%u cpu_ms=%ld\n", wrong || !rounds ? "WRONG" : "ok", rounds, wrong, cpu_ms);
+  std::fflush(stdout);
+  if (linger) sleep(static_cast<unsigned>(linger));
   return wrong || !rounds ? 1 : 0;
 }
