@@ -1,0 +1,21 @@
+// trace_tool.hpp -- the `parkway trace` commands' parts: the text report,
+// the Chrome trace-event JSON, the SVG timeline.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "trace_file.hpp"
+#include "trace_model.hpp"
+
+namespace parkway::tracetool {
+
+void write_report(const std::string& path, const TraceFile& tf, const Model& m, std::FILE* out);
+// Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing).
+void write_chrome_json(const TraceFile& tf, const Model& m, std::FILE* out);
+void write_svg(const std::string& title, const Model& m, std::FILE* out);
+
+// A duration in ns as "812 ns", "4.5 us", "12.3 ms", "1.20 s".
+std::string fmt_ns(double ns);
+
+}  // namespace parkway::tracetool
