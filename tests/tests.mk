@@ -130,3 +130,17 @@ test-io-eventfd: $(TEST_BIN)
 	@PARKWAY_IO_WAKE=eventfd bash tests/run-gtest.sh $(TEST_BIN) --gtest_filter='Io.*'
 
 TEST_SUITES += test-io-eventfd
+
+# The in-process trace (PARKWAY_TRACE) and `parkway trace`: a program with
+# a known schedule whose report must show it, the format's robustness
+# (truncated and corrupt files), the exports, the messages.
+TRACE_GT_BIN := $(BUILD)/tests/trace_ground_truth
+$(TRACE_GT_BIN): tests/trace_ground_truth.cpp $(LIB_A) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
+
+.PHONY: test-trace
+test-trace: $(TRACE_GT_BIN) $(PARKWAY_BIN)
+	@python3 tests/check-trace.py $(PARKWAY_BIN) $(TRACE_GT_BIN)
+
+TEST_SUITES += test-trace

@@ -133,6 +133,9 @@ TraceFile read_trace(const std::string& path, bool allow_cut) {
         s.id = r.stream;
         std::memcpy(&s.info, pl, sizeof s.info);
         s.info.name[sizeof s.info.name - 1] = 0;
+        // Printed in the report and written into JSON and SVG: plain ASCII only.
+        for (char& c : s.info.name)
+          if (c && (c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&')) c = '?';
         if (s.info.worker < -1 || s.info.worker >= 4096)
           bad(path, off, "corrupt: stream " + std::to_string(r.stream) + " names worker " +
                              std::to_string(s.info.worker));
