@@ -137,10 +137,27 @@ TEST_SUITES += test-io-eventfd
 TRACE_GT_BIN := $(BUILD)/tests/trace_ground_truth
 $(TRACE_GT_BIN): tests/trace_ground_truth.cpp $(LIB_A) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB_A) -luring $(LDLIBS)
 
 .PHONY: test-trace
 test-trace: $(TRACE_GT_BIN) $(PARKWAY_BIN)
 	@python3 tests/check-trace.py $(PARKWAY_BIN) $(TRACE_GT_BIN)
 
 TEST_SUITES += test-trace
+
+# The recorder under ThreadSanitizer and AddressSanitizer + UBSan: the
+# ground-truth program (library and all built with the sanitizer, as in
+# test-tsan and test-asan) traced at the task level, with small chunks so
+# that hand-overs, drops and reused streams all happen.
+TSAN_MAKE := $(MAKE) --no-print-directory BUILD=build/tsan OPT="-O1 -g -fsanitize=thread" LDLIBS="-pthread -fsanitize=thread"
+ASAN_MAKE := $(MAKE) --no-print-directory BUILD=build/asan \
+  OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+  LDLIBS="-pthread -fsanitize=address,undefined"
+
+.PHONY: test-trace-san
+test-trace-san: $(PARKWAY_BIN)
+	+@$(TSAN_MAKE) build/tsan/tests/trace_ground_truth
+	+@$(ASAN_MAKE) build/asan/tests/trace_ground_truth
+	@bash tests/check-trace-san.sh $(PARKWAY_BIN) build/tsan/tests/trace_ground_truth build/asan/tests/trace_ground_truth
+
+TEST_SUITES += test-trace-san
