@@ -56,7 +56,7 @@ constexpr std::uint32_t kFree = 0, kFilling = 1, kFull = 2;
 struct Slot {
   Event* events = nullptr;
   std::atomic<std::uint32_t> state{kFree};
-  std::atomic<std::uint32_t> len{0};  // events committed (release: they are written)
+  std::atomic<Event*> committed{nullptr};  // events[0, committed) are written (release)
   std::uint64_t dropped_before = 0;
 };
 
@@ -64,7 +64,7 @@ struct Stream {
   // The owning thread's cursor.
   Event* pos = nullptr;
   Event* end = nullptr;
-  std::atomic<std::uint32_t>* len = nullptr;  // the filling slot's
+  std::atomic<Event*>* committed = nullptr;  // the filling slot's
   unsigned cur = 0;                           // the slot filled (or, while dropping, the one awaited)
   bool dropping = false;
   std::uint64_t dropped = 0;  // since the last chunk this thread started
@@ -195,8 +195,7 @@ bool drain() noexcept {
     for (;;) {
       Slot& slot = s->slots[s->next_write];
       if (slot.state.load(std::memory_order_acquire) != kFull) break;
-      write_chunk(*s, slot, slot.len.load(std::memory_order_relaxed));
-      slot.len.store(0, std::memory_order_relaxed);
+      write_chunk(*s, slot, std::uint32_t(slot.committed.load(std::memory_order_relaxed) - slot.events));
       slot.state.store(kFree, std::memory_order_release);  // pairs with the owner's acquire in next_slot
       s->next_write = (s->next_write + 1) % kSlots;
       any = true;
@@ -235,13 +234,13 @@ bool claim_slot(Stream& s, unsigned i) noexcept {
   if (slot.state.load(std::memory_order_acquire) != kFree) return false;
   slot.dropped_before = s.dropped;
   s.dropped = 0;
-  slot.len.store(0, std::memory_order_relaxed);
+  slot.committed.store(slot.events, std::memory_order_relaxed);
   slot.state.store(kFilling, std::memory_order_relaxed);
   s.cur = i;
   s.dropping = false;
   s.pos = slot.events;
   s.end = slot.events + g_rec.chunk_events;
-  s.len = &slot.len;
+  s.committed = &slot.committed;
   return true;
 }
 
@@ -331,21 +330,40 @@ Stream* adopt_stream() noexcept {
   return nullptr;
 }
 
-[[gnu::always_inline]] inline void append(EventType type, std::uint8_t a8, std::uint16_t a16,
-                                          std::uint32_t a32) noexcept {
+// One event: the type and arguments as one 8-byte word after the timestamp.
+constexpr std::uint64_t pack(EventType type, std::uint8_t a8, std::uint16_t a16, std::uint32_t a32) noexcept {
+  return std::uint64_t(type) | std::uint64_t(a8) << 8 | std::uint64_t(a16) << 16 | std::uint64_t(a32) << 32;
+}
+
+void put(Stream* s, std::uint64_t ticks, std::uint64_t word) noexcept {
+  Event* e = s->pos;
+  e->ticks = ticks;
+  std::memcpy(&e->type, &word, sizeof word);
+  s->pos = e + 1;
+  s->committed->store(e + 1, std::memory_order_release);  // pairs with the writer's acquire (finish)
+}
+
+// append() when it needs a call: a new stream, a full chunk, dropping, or
+// the CLOCK_MONOTONIC clock. Kept out of append so that its common path
+// saves no register.
+[[gnu::noinline]] void append_slow(std::uint64_t word) noexcept {
   Stream* s = tls_stream;
-  if (!s || s->pos == s->end) [[unlikely]] {
+  if (!s || s->pos == s->end) {
     s = make_room();
     if (!s) return;
   }
-  Event* e = s->pos;
-  e->ticks = now();
-  e->type = std::uint8_t(type);
-  e->a8 = a8;
-  e->a16 = a16;
-  e->a32 = a32;
-  s->pos = e + 1;
-  s->len->store(std::uint32_t(s->pos - s->slots[s->cur].events), std::memory_order_release);
+  put(s, now(), word);
+}
+
+[[gnu::always_inline]] inline void append(std::uint64_t word) noexcept {
+  Stream* s = tls_stream;
+#if defined(__x86_64__)
+  if (s && s->pos != s->end && g_rec.tsc) [[likely]] {
+    put(s, __rdtsc(), word);
+    return;
+  }
+#endif
+  append_slow(word);
 }
 
 // ---- start and end -------------------------------------------------------
@@ -363,7 +381,7 @@ void finish() noexcept {
   for (Stream* s = g_rec.streams.load(std::memory_order_acquire); s; s = s->next_in_list) {
     for (Slot& slot : s->slots) {  // at most one is filling, the newest
       if (slot.state.load(std::memory_order_acquire) != kFilling) continue;
-      const std::uint32_t n = slot.len.load(std::memory_order_acquire);
+      const auto n = std::uint32_t(slot.committed.load(std::memory_order_acquire) - slot.events);
       if (n || slot.dropped_before) write_chunk(*s, slot, n);
     }
   }
@@ -472,12 +490,12 @@ __attribute__((init_priority(101))) const Start g_start;
 }  // namespace
 
 void record(EventType type, std::uint8_t a8, std::uint16_t a16, std::uint32_t a32) noexcept {
-  append(type, a8, a16, a32);
+  append(pack(type, a8, a16, a32));
 }
 
 void record_task(EventType type, const void* task) noexcept {
   const auto a = std::uint64_t(reinterpret_cast<std::uintptr_t>(task));
-  append(type, 0, std::uint16_t(a >> 32), std::uint32_t(a));
+  append(pack(type, 0, std::uint16_t(a >> 32), std::uint32_t(a)));
 }
 
 bool run_traced(Task* t) noexcept {
