@@ -57,6 +57,17 @@ $(BUILD)/obj/$(CLI_DIR)/bpf_obj.o: $(CLI_DIR)/bpf_obj.S $(BPF_OBJ)
 $(PARKWAY_BIN): $(CLI_OBJS) $(TRACE_OBJS)
 	$(CXX) -o $@ $^ $(CLI_LIBS)
 
+# The command as it is built without clang-19 or libbpf (sched_absent.c),
+# linked from the same objects: test-cli checks it too.
+PARKWAY_NOSCHED_BIN := $(BUILD)/parkway-nosched
+$(PARKWAY_NOSCHED_BIN): $(BUILD)/obj/$(CLI_DIR)/main.o $(BUILD)/obj/$(CLI_DIR)/sched_absent.o $(TRACE_OBJS)
+	$(CXX) -o $@ $^
+
 TEST_SUITES += test-cli
-test-cli: $(PARKWAY_BIN)
-	@bash tests/check-cli.sh $(PARKWAY_BIN) $(VERSION)
+test-cli: $(PARKWAY_BIN) $(PARKWAY_NOSCHED_BIN)
+	@log=$$(mktemp); rc=0; \
+	bash tests/check-cli.sh $(PARKWAY_BIN) $(VERSION) >$$log 2>&1 || rc=1; \
+	bash tests/check-cli.sh $(PARKWAY_NOSCHED_BIN) $(VERSION) --no-sched >>$$log 2>&1 || rc=1; \
+	grep -vE '^[0-9]+ passed, [0-9]+ failed' $$log; \
+	awk '/^[0-9]+ passed, [0-9]+ failed/ {p+=$$1; f+=$$3; s+=$$5} END {printf "%d passed, %d failed, %d skipped\n", p, f, s}' $$log; \
+	rm -f $$log; exit $$rc
