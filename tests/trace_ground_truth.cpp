@@ -9,6 +9,9 @@
 //       has started one of them, which it can only have stolen; then
 //       idle for kIdleMs again.
 //   trace_ground_truth fib N      fib(N) by spawning: many task events
+//   trace_ground_truth rounds N   N rounds 20 ms apart, each a task whose
+//       child the other worker must steal: a process that lives N * 20 ms
+//       with a known number of steals, for `parkway trace record -p`
 #include <parkway/parkway.hpp>
 
 #include <atomic>
@@ -103,11 +106,38 @@ int fib_mode(int n) {
   return 0;
 }
 
+int rounds(int n) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  int stolen = 0;
+  for (int r = 0; r < n; ++r) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    rt.run([&] {
+      const int me = parkway::Runtime::current_worker_index();
+      std::atomic<int> ran_on{-1};
+      parkway::TaskGroup g;
+      g.spawn([&] { ran_on.store(parkway::Runtime::current_worker_index()); });
+      const auto deadline = Clock::now() + std::chrono::seconds(30);
+      while (ran_on.load() < 0) {  // only a thief can run it while we spin
+        if (Clock::now() > deadline) {
+          std::fprintf(stderr, "trace_ground_truth: no child was stolen within 30 s\n");
+          std::exit(1);
+        }
+      }
+      g.wait();
+      stolen += ran_on.load() != me;
+    });
+  }
+  rt.shutdown();
+  std::printf("rounds=%d\nstolen=%d\nsteals_at_least=%d\n", n, stolen, stolen);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 2 && !std::strcmp(argv[1], "schedule")) return schedule();
   if (argc == 3 && !std::strcmp(argv[1], "fib")) return fib_mode(std::atoi(argv[2]));
-  std::fprintf(stderr, "usage: trace_ground_truth schedule | fib N\n");
+  if (argc == 3 && !std::strcmp(argv[1], "rounds")) return rounds(std::atoi(argv[2]));
+  std::fprintf(stderr, "usage: trace_ground_truth schedule | fib N | rounds N\n");
   return 2;
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "trace_tool.hpp"
 
@@ -15,6 +16,7 @@ using namespace parkway::tracetool;
 extern "C" const char parkway_trace_usage[] =
     "usage: parkway trace report [--partial] FILE\n"
     "       parkway trace export [--partial] [--json OUT] [--svg OUT] FILE\n"
+    "       parkway trace record [-o FILE] -p PID | -- COMMAND [ARGS...]\n"
     "\n"
     "FILE is written by a program run with PARKWAY_TRACE=FILE in its environment\n"
     "(PARKWAY_TRACE_LEVEL=task adds every task's spawn and run; docs/tracing.md).\n"
@@ -23,7 +25,10 @@ extern "C" const char parkway_trace_usage[] =
     "trace export  Chrome trace-event JSON for ui.perfetto.dev or chrome://tracing\n"
     "              (default FILE.json) and an SVG timeline (default FILE.svg)\n"
     "  --partial   read a file without its end record (the process did not exit)\n"
-    "  --json OUT, --svg OUT   where to write (- for stdout)\n";
+    "  --json OUT, --svg OUT   where to write (- for stdout)\n"
+    "trace record  the scheduling events of a running process (-p, until Ctrl-C)\n"
+    "              or of COMMAND, from the USDT probes under bpftrace (root),\n"
+    "              into FILE (default parkway.pwt); no restart with PARKWAY_TRACE\n";
 
 namespace {
 
@@ -116,16 +121,49 @@ int run(int argc, char** argv) {
   return kOk;
 }
 
+int record(int argc, char** argv) {
+  const char* where = "parkway trace record";
+  std::string out = "parkway.pwt";
+  int pid = 0;
+  std::vector<std::string> cmd;
+  for (int i = 2; i < argc; ++i) {
+    const char* s = argv[i];
+    if (!std::strcmp(s, "--")) {
+      for (++i; i < argc; ++i) cmd.push_back(argv[i]);
+      if (cmd.empty()) return usage_error(where, "missing COMMAND after --");
+    } else if (!std::strcmp(s, "-o") || !std::strcmp(s, "-p")) {
+      if (i + 1 >= argc) return usage_error(where, "option %s needs a value", s);
+      const char* v = argv[++i];
+      if (s[1] == 'o') {
+        out = v;
+      } else {
+        char* end;
+        long p = std::strtol(v, &end, 10);
+        if (!*v || *end || p <= 0 || p > 4194304) return usage_error(where, "-p takes a process id, not '%s'", v);
+        pid = int(p);
+      }
+    } else if (s[0] == '-') {
+      return usage_error(where, "unknown option '%s'", s);
+    } else {
+      return usage_error(where, "unexpected argument '%s' (a command goes after --)", s);
+    }
+  }
+  if ((pid > 0) == !cmd.empty())
+    return usage_error(where, pid > 0 ? "-p and a command: give one" : "missing -p PID or -- COMMAND");
+  return record_main(where, pid, cmd, out);
+}
+
 }  // namespace
 
 extern "C" int parkway_trace_main(int argc, char** argv) {
-  if (argc < 2) return usage_error("parkway trace", "missing trace subcommand (report or export)");
+  if (argc < 2) return usage_error("parkway trace", "missing trace subcommand (report, export or record)");
   if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::fputs(parkway_trace_usage, stdout);
     return kOk;
   }
+  if (!std::strcmp(argv[1], "record")) return record(argc, argv);
   if (std::strcmp(argv[1], "report") != 0 && std::strcmp(argv[1], "export") != 0)
-    return usage_error("parkway trace", "unknown trace subcommand '%s' (report or export)", argv[1]);
+    return usage_error("parkway trace", "unknown trace subcommand '%s' (report, export or record)", argv[1]);
   try {
     return run(argc, argv);
   } catch (const FormatError& e) {

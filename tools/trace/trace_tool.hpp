@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "trace_file.hpp"
 #include "trace_model.hpp"
@@ -14,6 +15,9 @@ void write_report(const std::string& path, const TraceFile& tf, const Model& m, 
 // Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing).
 void write_chrome_json(const TraceFile& tf, const Model& m, std::FILE* out);
 void write_svg(const std::string& title, const Model& m, std::FILE* out);
+
+// `parkway trace record`: -p PID (pid > 0) or the command `cmd`, into `out`.
+int record_main(const char* where, int pid, const std::vector<std::string>& cmd, const std::string& out);
 
 // A duration in ns as "812 ns", "4.5 us", "12.3 ms", "1.20 s".
 std::string fmt_ns(double ns);
