@@ -44,6 +44,7 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
   std::vector<std::size_t> stack;  // indices into tr.spans
   std::uint64_t t_prev = tr.first;
   State cur = kOther;
+  std::uint64_t last_inject = 0;  // an inject not yet followed by a wake
   auto set_state = [&](std::uint64_t at) {
     State s = stack.empty() ? kOther : state_of(tr.spans[stack.back()].kind);
     if (s == cur && !tr.states.empty()) return;
@@ -111,11 +112,14 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
         w.track = track;
         w.waker = std::int32_t(e->a32);
         w.wakee = int(e->a16);
+        w.injected = last_inject;
+        last_inject = 0;
         m.wakes.push_back(w);
         break;
       }
       case EventType::kInject:
         ++m.injected;
+        last_inject = at;
         queue.push_back({at, -1, 0, +1});
         break;
       case EventType::kInjectTake: tr.injected_taken += e->a32; break;

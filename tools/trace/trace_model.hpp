@@ -57,6 +57,7 @@ struct Wake {
   bool asleep = false;        // the wakee was parked when woken
   std::uint64_t unpark = 0;   // its unpark (asleep only)
   std::uint64_t run = 0;      // its first task start after that (task level), else 0
+  std::uint64_t injected = 0; // the waker's inject just before this wake (a submission), else 0
   bool found_nothing = false; // it parked again before finding work
 };
 

@@ -126,6 +126,31 @@ void section_parks_wakes(std::FILE* o, const Model& m) {
     std::fprintf(o, "  %-26s needs PARKWAY_TRACE_LEVEL=task\n", "wake -> first task start");
   std::fprintf(o, "  woken, then parked again before finding work: %zu of %zu (%s)\n", nothing, asleep,
                pct(double(nothing), double(asleep)).c_str());
+  // A submission that woke a sleeper, step by step: the submitter's push
+  // and wake (its FUTEX_WAKE included), the kernel bringing the sleeper
+  // back, the sleeper finding the task.
+  std::vector<std::uint64_t> sub_wake, sub_unpark, unpark_run, sub_run;
+  for (const Wake& w : m.wakes) {
+    if (!w.injected || !w.asleep) continue;
+    sub_wake.push_back(w.at - w.injected);
+    sub_unpark.push_back(w.unpark - w.injected);
+    if (w.run) {
+      unpark_run.push_back(w.run - w.unpark);
+      sub_run.push_back(w.run - w.injected);
+    }
+  }
+  if (!sub_wake.empty()) {
+    std::fprintf(o, "  submissions from outside that woke a sleeping worker: %zu, step by step\n", sub_wake.size());
+    percentiles(o, "  submit -> wake", sub_wake);
+    std::vector<std::uint64_t> wake_unpark;
+    for (const Wake& w : m.wakes)
+      if (w.injected && w.asleep) wake_unpark.push_back(w.unpark - w.at);
+    percentiles(o, "  wake -> unpark", wake_unpark);
+    if (m.task_level) {
+      percentiles(o, "  unpark -> task start", unpark_run);
+      percentiles(o, "  submit -> task start", sub_run);
+    }
+  }
   if (m.wakes.empty()) return;
   std::vector<int> rows, cols;
   for (const auto& [k, n] : pair_n) {
