@@ -133,15 +133,16 @@ TEST_SUITES += test-io-eventfd
 
 # The in-process trace (PARKWAY_TRACE) and `parkway trace`: a program with
 # a known schedule whose report must show it, the format's robustness
-# (truncated and corrupt files), the exports, the messages.
+# (truncated and corrupt files), the exports, the messages. build/parkway
+# is named by path: tools/tools.mk, which sets PARKWAY_BIN, is read later.
 TRACE_GT_BIN := $(BUILD)/tests/trace_ground_truth
 $(TRACE_GT_BIN): tests/trace_ground_truth.cpp $(LIB_A) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB_A) -luring $(LDLIBS)
 
 .PHONY: test-trace
-test-trace: $(TRACE_GT_BIN) $(PARKWAY_BIN)
-	@python3 tests/check-trace.py $(PARKWAY_BIN) $(TRACE_GT_BIN)
+test-trace: $(TRACE_GT_BIN) $(BUILD)/parkway
+	@python3 tests/check-trace.py $(BUILD)/parkway $(TRACE_GT_BIN)
 
 TEST_SUITES += test-trace
 
@@ -155,9 +156,9 @@ ASAN_MAKE := $(MAKE) --no-print-directory BUILD=build/asan \
   LDLIBS="-pthread -fsanitize=address,undefined"
 
 .PHONY: test-trace-san
-test-trace-san: $(PARKWAY_BIN)
+test-trace-san: $(BUILD)/parkway
 	+@$(TSAN_MAKE) build/tsan/tests/trace_ground_truth
 	+@$(ASAN_MAKE) build/asan/tests/trace_ground_truth
-	@bash tests/check-trace-san.sh $(PARKWAY_BIN) build/tsan/tests/trace_ground_truth build/asan/tests/trace_ground_truth
+	@bash tests/check-trace-san.sh $(BUILD)/parkway build/tsan/tests/trace_ground_truth build/asan/tests/trace_ground_truth
 
 TEST_SUITES += test-trace-san
