@@ -85,10 +85,11 @@ def parse_report(text):
     m = re.search(r"level (\w+), clock (\w+), (\d+) workers, .*?, (\d+) events, (\d+) dropped", text)
     r["level"], r["clock"], r["nworkers"], r["events"], r["dropped"] = m.group(1), m.group(2), int(m.group(3)), int(m.group(4)), int(m.group(5))
     for line in text.splitlines():
-        m = re.match(r"^\s+(w\d+)\s+(\S+ \S+)\s+(\S+)\s+(\S+%)\s+(\S+%)\s+(\S+%)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$", line)
+        m = re.match(r"^\s+(w\d+)\s+(\S+ \S+)\s+(\S+)\s+(\S+%)\s+(\S+%)\s+(\S+%)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$", line)
         if m:
-            r["workers"][m.group(1)] = {"traced": ns(m.group(2)), "tasks": int(m.group(7)), "spawns": int(m.group(8)),
-                                        "stole": int(m.group(9))}
+            r["workers"][m.group(1)] = {"traced": ns(m.group(2)), "tasks": int(m.group(8)), "spawns": int(m.group(9)),
+                                        "stole": int(m.group(10)), "parked": float(m.group(5)[:-1]),
+                                        "desched": None if m.group(7) == "-" else float(m.group(7)[:-1])}
     sec = text.split("Steals:")[1].split("Parks and wakes")[0].splitlines()
     cols = sec[1].split() if len(sec) > 1 else []
     for line in sec[2:]:
@@ -391,8 +392,8 @@ def record_skip_reason():
 skipped = 0
 why = record_skip_reason()
 if why:
-    print("SKIP: parkway trace record (2 checks): " + why)
-    skipped += 2
+    print("SKIP: parkway trace record (3 checks): " + why)
+    skipped += 3
 else:
     # A command started under bpftrace: every event of the known schedule.
     path = os.path.join(TMP, "record-cmd.pwt")
@@ -407,6 +408,11 @@ else:
               and p["max"] >= 0.9 * float(facts["idle_ms"]) * 1e6)
         err = "steals %s, parks %s" % (r["steals"], p)
     check(ok, "record -- COMMAND: the schedule's steal and parks, from the USDT probes", err[-300:])
+    desched = [w["desched"] for w in r["workers"].values()] if ok else []
+    check(desched and all(d is not None for d in desched),
+          "record -- COMMAND: the kernel's view (sched_switch) is in the file: desched %s" % desched)
+    if ok:
+        check_export("export-record", path, {})
     # A running process (-p), stopped with SIGINT: its steals while attached.
     path = os.path.join(TMP, "record-pid.pwt")
     prog = subprocess.Popen([GT, "rounds", "1500"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -27,6 +27,7 @@ const char* span_name(SpanKind k) {
     case SpanKind::kTask: return "task";
     case SpanKind::kSearch: return "search";
     case SpanKind::kPark: return "park";
+    case SpanKind::kDescheduled: return "descheduled";
   }
   return "?";
 }
@@ -135,7 +136,7 @@ void write_svg(const std::string& title, const Model& m, std::FILE* o) {
   const int height = plot_top + plot_h + 60;
   const auto [t0, t1] = active_window(m);  // from the first event to the last
   const double ns_per_px = double(t1 - t0) / cols;
-  const char* color[kStates] = {"#2e9d4a", "#f0a030", "#8aa0c8", m.task_level ? "#d8d8d8" : "#9fd3a8"};
+  const char* color[kStates] = {"#2e9d4a", "#f0a030", "#8aa0c8", m.task_level ? "#d8d8d8" : "#9fd3a8", "#d04040"};
   std::fprintf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n",
                width, height);
   std::fprintf(o, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
@@ -201,12 +202,14 @@ void write_svg(const std::string& title, const Model& m, std::FILE* o) {
     std::fprintf(o, "%d,%.1f ", left + c, plot_top + plot_h - par[c] / ymax * plot_h);
   std::fprintf(o, "\"/>\n");
   // Legend.
-  const char* names[kStates] = {"task", "searching", "parked", m.task_level ? "between tasks" : "running (tasks and loop)"};
+  const char* names[kStates] = {"task", "searching", "parked", m.task_level ? "between tasks" : "running (tasks and loop)",
+                                "descheduled by the OS"};
   int lx = left;
   for (int s = 0; s < kStates; ++s) {
+    if (s == kDescheduled && !m.kernel_view) continue;
     std::fprintf(o, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>", lx, height - 30, color[s]);
     std::fprintf(o, "<text x=\"%d\" y=\"%d\">%s</text>\n", lx + 16, height - 20, names[s]);
-    lx += 200;
+    lx += 190;
   }
   std::fprintf(o, "</svg>\n");
 }

@@ -21,6 +21,7 @@ State state_of(SpanKind k) {
     case SpanKind::kTask: return kRunning;
     case SpanKind::kSearch: return kSearching;
     case SpanKind::kPark: return kParked;
+    case SpanKind::kDescheduled: return kDescheduled;
   }
   return kOther;
 }
@@ -133,6 +134,14 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
       case EventType::kStealFence: ++tr.steal_fences; break;
       case EventType::kParkFence: ++tr.park_fences; break;
       case EventType::kNotify: ++tr.notifies; break;
+      case EventType::kOffCpu:
+        m.kernel_view = true;
+        if (e->a8) push(at, SpanKind::kDescheduled, 0);  // preempted; a thread that blocked is in its park or task
+        break;
+      case EventType::kOnCpu:
+        m.kernel_view = true;
+        if (!stack.empty() && tr.spans[stack.back()].kind == SpanKind::kDescheduled) pop(at);
+        break;
     }
   }
   tr.time_in[cur] += tr.last - t_prev;
@@ -207,7 +216,7 @@ void idle_with_work(Model& m, std::vector<QueuePoint>& q) {
   std::stable_sort(q.begin(), q.end(), [](const QueuePoint& a, const QueuePoint& b) { return a.at < b.at; });
   std::vector<std::int8_t> st(m.workers, kOther);
   std::int64_t queued = 0;
-  unsigned searching = 0, parked = 0;
+  unsigned searching = 0, parked = 0, descheduled = 0;
   std::uint64_t prev = 0;
   const std::uint64_t step = m.end_ns / 4000 + 1;
   for (const QueuePoint& p : q) {
@@ -216,6 +225,7 @@ void idle_with_work(Model& m, std::vector<QueuePoint>& q) {
     if (queued > 0) {
       m.idle_with_work_searching += (p.at - prev) * searching;
       m.idle_with_work_parked += (p.at - prev) * parked;
+      m.idle_with_work_descheduled += (p.at - prev) * descheduled;
     }
     prev = p.at;
     if (p.worker < 0) {
@@ -226,9 +236,11 @@ void idle_with_work(Model& m, std::vector<QueuePoint>& q) {
     std::int8_t& s = st[p.worker];
     if (s == kSearching) --searching;
     if (s == kParked) --parked;
+    if (s == kDescheduled) --descheduled;
     s = p.state;
     if (s == kSearching) ++searching;
     if (s == kParked) ++parked;
+    if (s == kDescheduled) ++descheduled;
   }
 }
 

@@ -11,7 +11,7 @@
 
 namespace parkway::tracetool {
 
-enum class SpanKind : std::uint8_t { kTask, kSearch, kPark };
+enum class SpanKind : std::uint8_t { kTask, kSearch, kPark, kDescheduled };
 
 // A span on one track, [begin, end) in ns since the trace start. Spans of
 // a track nest: a task may hold a search or park (a helping wait) and the
@@ -26,8 +26,9 @@ struct Span {
 
 // What a worker did with its time, by the innermost span at each instant.
 // "other": inside none (between tasks: the scheduler, or at the scheduling
-// level, tasks too, which it does not record).
-enum State { kRunning = 0, kSearching = 1, kParked = 2, kOther = 3, kStates = 4 };
+// level, tasks too, which it does not record). "descheduled": preempted by
+// the OS while runnable (only in traces with the kernel's view).
+enum State { kRunning = 0, kSearching = 1, kParked = 2, kOther = 3, kDescheduled = 4, kStates = 5 };
 
 struct Track {
   std::string label;    // "w0", or "outside tid 1234"
@@ -82,7 +83,8 @@ struct Model {
   std::uint64_t work_ns = 0;                 // sum of task time, nested tasks counted once
   std::vector<Migration> migrations;
   // Idle while work was queued elsewhere (task level): worker-ns.
-  std::uint64_t idle_with_work_searching = 0, idle_with_work_parked = 0;
+  std::uint64_t idle_with_work_searching = 0, idle_with_work_parked = 0, idle_with_work_descheduled = 0;
+  bool kernel_view = false;  // off_cpu/on_cpu events are in the trace
   // Tasks queued (spawned or injected, not started), pool-wide, sampled:
   // (ns, count) at most one point per 1/4000 of the trace.
   std::vector<std::pair<std::uint64_t, std::int64_t>> queued;

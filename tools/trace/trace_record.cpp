@@ -6,13 +6,16 @@
 // bpftrace prints one line per probe hit: "NS TID NAME ARGS..." (NS from
 // bpftrace's nsecs, CLOCK_MONOTONIC); each thread becomes a stream, named
 // by the worker index its worker-side probes carry. Task-level events are
-// not recorded this way: a uprobe costs about 5 us per hit.
+// not recorded this way: a uprobe costs about 5 us per hit. The kernel's
+// view comes with them: sched_switch of the process's threads, as off_cpu
+// (preempted while runnable, or blocked) and on_cpu.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -39,14 +42,22 @@ struct Probe {
   EventType type;
   int args;
   int worker_arg;  // -1: none
+  bool usdt;       // else a line of the sched_switch part of the program
 };
 constexpr Probe kProbes[] = {
-    {"steal", EventType::kSteal, 3, 0},           {"steal_fence", EventType::kStealFence, 2, 0},
-    {"inject_take", EventType::kInjectTake, 2, 0}, {"search_begin", EventType::kSearchBegin, 1, 0},
-    {"search_end", EventType::kSearchEnd, 2, 0},   {"park", EventType::kPark, 2, 0},
-    {"unpark", EventType::kUnpark, 3, 0},         {"wake", EventType::kWake, 2, 0},
-    {"notify", EventType::kNotify, 3, 0},         {"park_fence", EventType::kParkFence, 1, 0},
-    {"inject", EventType::kInject, 1, -1},
+    {"steal", EventType::kSteal, 3, 0, true},
+    {"steal_fence", EventType::kStealFence, 2, 0, true},
+    {"inject_take", EventType::kInjectTake, 2, 0, true},
+    {"search_begin", EventType::kSearchBegin, 1, 0, true},
+    {"search_end", EventType::kSearchEnd, 2, 0, true},
+    {"park", EventType::kPark, 2, 0, true},
+    {"unpark", EventType::kUnpark, 3, 0, true},
+    {"wake", EventType::kWake, 2, 0, true},
+    {"notify", EventType::kNotify, 3, 0, true},
+    {"park_fence", EventType::kParkFence, 1, 0, true},
+    {"inject", EventType::kInject, 1, -1, true},
+    {"off_cpu", EventType::kOffCpu, 1, -1, false},  // arg: prev_state (0: preempted)
+    {"on_cpu", EventType::kOnCpu, 0, -1, false},
 };
 
 std::string which(const std::string& prog) {
@@ -104,8 +115,15 @@ std::string probe_target_of_cmd(const std::string& exe) {
 }
 
 std::string bpftrace_program(const std::string& target, const std::string& filter) {
-  std::string s;
+  // A thread of the process leaving its CPU marks it (@pw), so that its
+  // return is seen too (sched_switch names the next thread by tid only).
+  std::string s =
+      "tracepoint:sched:sched_switch /" + filter +
+      "/ { @pw[tid] = 1; printf(\"%llu %d off_cpu %lld\\n\", nsecs, tid, (int64)args->prev_state); }\n"
+      "tracepoint:sched:sched_switch /@pw[args->next_pid]/ { printf(\"%llu %d on_cpu\\n\", nsecs, "
+      "args->next_pid); }\n";
   for (const Probe& p : kProbes) {
+    if (!p.usdt) continue;
     s += "usdt:" + target + ":parkway:" + p.name + " /" + filter + "/ { printf(\"%llu %d " + p.name;
     for (int i = 0; i < p.args; ++i) s += " %lld";
     s += "\\n\", nsecs, tid";
@@ -153,6 +171,7 @@ void take_line(const char* line, Collected& c) {
       e.a16 = std::uint16_t(std::uint64_t(a[0]) >> 32);
       e.a32 = std::uint32_t(a[0]);
       break;
+    case EventType::kOffCpu: e.a8 = a[0] == 0; break;
     default: break;
   }
   if (p->worker_arg >= 0 && a[p->worker_arg] >= 0 && a[p->worker_arg] < 4096) c.worker_of[tid] = int(a[p->worker_arg]);
@@ -197,6 +216,9 @@ bool write_file(const std::string& path, int pid, std::uint64_t start_ns, Collec
   std::uint32_t id = 0;
   constexpr std::size_t kChunk = 1 << 20;
   for (auto& [tid, evs] : c.by_tid) {
+    // bpftrace prints each CPU's buffer in turn: a thread that moved
+    // between CPUs can come out of order.
+    std::stable_sort(evs.begin(), evs.end(), [](const Event& a, const Event& b) { return a.ticks < b.ticks; });
     StreamInfo si{};
     auto w = c.worker_of.find(tid);
     si.worker = w == c.worker_of.end() ? -1 : w->second;

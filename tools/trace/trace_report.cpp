@@ -60,22 +60,27 @@ void matrix(std::FILE* o, const std::vector<int>& rows, const std::vector<int>& 
 void section_workers(std::FILE* o, const Model& m) {
   std::fprintf(o, "\nWorkers: share of each worker's traced time (first to last event)\n");
   const char* other = m.task_level ? "between" : "running*";
-  std::fprintf(o, "    %-6s %10s %9s %9s %9s %9s %9s %9s %10s %9s\n", "worker", "traced", "running", "searching",
-               "parked", other, "tasks", "spawns", "stole", "dropped");
+  std::fprintf(o, "    %-6s %10s %9s %9s %9s %9s %9s %9s %9s %10s %9s\n", "worker", "traced", "running", "searching",
+               "parked", other, "desched", "tasks", "spawns", "stole", "dropped");
   for (unsigned w = 0; w < m.workers; ++w) {
     const Track& t = m.tracks[w];
     double total = double(t.last - t.first);
-    std::fprintf(o, "    %-6s %10s %9s %9s %9s %9s %9llu %9llu %10llu %9llu\n", t.label.c_str(), fmt_ns(total).c_str(),
+    std::fprintf(o, "    %-6s %10s %9s %9s %9s %9s %9s %9llu %9llu %10llu %9llu\n", t.label.c_str(), fmt_ns(total).c_str(),
                  m.task_level ? pct(double(t.time_in[kRunning]), total).c_str() : "-",
                  pct(double(t.time_in[kSearching]), total).c_str(), pct(double(t.time_in[kParked]), total).c_str(),
-                 pct(double(t.time_in[kOther]), total).c_str(), (unsigned long long)t.runs,
+                 pct(double(t.time_in[kOther]), total).c_str(),
+                 m.kernel_view ? pct(double(t.time_in[kDescheduled]), total).c_str() : "-", (unsigned long long)t.runs,
                  (unsigned long long)t.spawns, (unsigned long long)t.stolen, (unsigned long long)t.dropped);
   }
   if (m.task_level)
     std::fprintf(o, "    running: inside a task; between: the worker loop between tasks\n");
   else
     std::fprintf(o, "    running*: neither searching nor parked (tasks and the loop; PARKWAY_TRACE_LEVEL=task splits them)\n");
-  std::fprintf(o, "    descheduled by the OS: not seen by in-process capture (it counts as the state the worker was in)\n");
+  if (m.kernel_view)
+    std::fprintf(o, "    desched: preempted by the OS while runnable (sched_switch)\n");
+  else
+    std::fprintf(o, "    desched: not seen by in-process capture (it counts as the state the worker was in; "
+                    "`parkway trace record` sees it)\n");
   for (std::size_t i = m.workers; i < m.tracks.size(); ++i) {
     const Track& t = m.tracks[i];
     std::fprintf(o, "    outside: %s, %llu events (parked %s)\n", t.label.c_str(), (unsigned long long)t.events,

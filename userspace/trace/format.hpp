@@ -95,6 +95,9 @@ enum class EventType : std::uint8_t {
   kInject = 11,      // task (a16:a32 = 48-bit task address)
   kIoSubmit = 12,    // a8 = io_uring opcode
   kIoComplete = 13,  // a32 = result (int32)
+  // The kernel's view (`parkway trace record`, from sched_switch).
+  kOffCpu = 14,  // the thread left its CPU; a8 = 1: preempted (still runnable), 0: it blocked
+  kOnCpu = 15,   // the thread runs again
   // Task level.
   kSpawn = 20,     // task
   kRunBegin = 21,  // task
