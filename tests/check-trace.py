@@ -233,6 +233,12 @@ if facts:
           "64-event chunks: written + dropped (%d + %d) account for every task event (>= %d)" %
           (r["events"], r["dropped"], floor))
 
+facts, path = ground_truth("fork", ["fork"], "task")
+if facts:
+    rc, out, err = report(path)
+    check(facts.get("child_status") == "0" and facts.get("fib") == "610" and rc == 0,
+          "a forked child that exits normally leaves the parent's trace complete", "%s %d %s" % (facts, rc, err))
+
 # ---- the environment's mistakes ---------------------------------------------
 
 for var, val, want in (("PARKWAY_TRACE_LEVEL", "tasks", "PARKWAY_TRACE_LEVEL must be 'sched' or 'task', got 'tasks'"),

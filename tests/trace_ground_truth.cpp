@@ -9,6 +9,9 @@
 //       has started one of them, which it can only have stolen; then
 //       idle for kIdleMs again.
 //   trace_ground_truth fib N      fib(N) by spawning: many task events
+//   trace_ground_truth fork       a task forks; the child exits normally
+//       (its atexit handlers run) while the parent goes on: the parent's
+//       trace must still be complete
 //   trace_ground_truth rounds N   N rounds 20 ms apart, each a task whose
 //       child the other worker must steal: a process that lives N * 20 ms
 //       with a known number of steals, for `parkway trace record -p`
@@ -20,6 +23,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace {
 
@@ -106,6 +112,16 @@ int fib_mode(int n) {
   return 0;
 }
 
+int fork_mode() {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  pid_t child = rt.run([] { return fork(); });
+  if (child == 0) std::exit(0);  // the child: atexit handlers, the trace's included
+  int status = 0;
+  waitpid(child, &status, 0);
+  std::printf("fib=%ld\nchild_status=%d\n", rt.run([] { return fib(15); }), status);
+  return 0;
+}
+
 int rounds(int n) {
   parkway::Runtime rt(parkway::Options{.workers = 2});
   int stolen = 0;
@@ -138,6 +154,7 @@ int main(int argc, char** argv) {
   if (argc == 2 && !std::strcmp(argv[1], "schedule")) return schedule();
   if (argc == 3 && !std::strcmp(argv[1], "fib")) return fib_mode(std::atoi(argv[2]));
   if (argc == 3 && !std::strcmp(argv[1], "rounds")) return rounds(std::atoi(argv[2]));
-  std::fprintf(stderr, "usage: trace_ground_truth schedule | fib N | rounds N\n");
+  if (argc == 2 && !std::strcmp(argv[1], "fork")) return fork_mode();
+  std::fprintf(stderr, "usage: trace_ground_truth schedule | fib N | rounds N | fork\n");
   return 2;
 }

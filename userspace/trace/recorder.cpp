@@ -394,8 +394,12 @@ void finish() noexcept {
                  static_cast<unsigned long long>(end.dropped), g_rec.path);
 }
 
-// A forked child has no writer thread: it records nothing.
-void in_forked_child() noexcept { g_level.store(0, std::memory_order_relaxed); }
+// A forked child has no writer thread: it records nothing, and its exit
+// neither joins the parent's writer nor writes to the parent's file.
+void in_forked_child() noexcept {
+  g_level.store(0, std::memory_order_relaxed);
+  g_rec.writer_started = false;
+}
 
 bool parse_env(std::uint8_t* level) {
   const char* path = std::getenv("PARKWAY_TRACE");
