@@ -233,6 +233,14 @@ if facts:
           "64-event chunks: written + dropped (%d + %d) account for every task event (>= %d)" %
           (r["events"], r["dropped"], floor))
 
+facts, path = ground_truth("io", ["io", "25"], "sched")
+if facts:
+    rc, out, err = report(path)
+    m = re.search(r"I/O operations \(io_uring\) submitted/completed:.* all (\d+)/(\d+)", out)
+    check(rc == 0 and m and int(m.group(1)) == int(facts["io_ops"]) and int(m.group(2)) == int(facts["io_ok"]),
+          "25 io::sleep_for: 25 submitted and 25 completed in the trace",
+          m.group(0) if m else out[-300:])
+
 facts, path = ground_truth("fork", ["fork"], "task")
 if facts:
     rc, out, err = report(path)

@@ -9,12 +9,15 @@
 //       has started one of them, which it can only have stolen; then
 //       idle for kIdleMs again.
 //   trace_ground_truth fib N      fib(N) by spawning: many task events
+//   trace_ground_truth io N       a coroutine sleeps N times through the
+//       io_uring layer: N operations submitted and completed
 //   trace_ground_truth fork       a task forks; the child exits normally
 //       (its atexit handlers run) while the parent goes on: the parent's
 //       trace must still be complete
 //   trace_ground_truth rounds N   N rounds 20 ms apart, each a task whose
 //       child the other worker must steal: a process that lives N * 20 ms
 //       with a known number of steals, for `parkway trace record -p`
+#include <parkway/io.hpp>
 #include <parkway/parkway.hpp>
 
 #include <atomic>
@@ -112,6 +115,23 @@ int fib_mode(int n) {
   return 0;
 }
 
+parkway::Task<int> sleeps(int n) {
+  int ok = 0;
+  for (int i = 0; i < n; ++i) {
+    auto r = co_await parkway::io::sleep_for(std::chrono::microseconds(200));
+    ok += r.ok();
+  }
+  co_return ok;
+}
+
+int io_mode(int n) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  const int ok = parkway::sync_wait(rt, sleeps(n));
+  rt.shutdown();
+  std::printf("io_ops=%d\nio_ok=%d\n", n, ok);
+  return ok == n ? 0 : 1;
+}
+
 int fork_mode() {
   parkway::Runtime rt(parkway::Options{.workers = 2});
   pid_t child = rt.run([] { return fork(); });
@@ -155,6 +175,7 @@ int main(int argc, char** argv) {
   if (argc == 3 && !std::strcmp(argv[1], "fib")) return fib_mode(std::atoi(argv[2]));
   if (argc == 3 && !std::strcmp(argv[1], "rounds")) return rounds(std::atoi(argv[2]));
   if (argc == 2 && !std::strcmp(argv[1], "fork")) return fork_mode();
-  std::fprintf(stderr, "usage: trace_ground_truth schedule | fib N | rounds N | fork\n");
+  if (argc == 3 && !std::strcmp(argv[1], "io")) return io_mode(std::atoi(argv[2]));
+  std::fprintf(stderr, "usage: trace_ground_truth schedule | fib N | rounds N | fork | io N\n");
   return 2;
 }

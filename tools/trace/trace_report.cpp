@@ -81,6 +81,15 @@ void section_workers(std::FILE* o, const Model& m) {
   else
     std::fprintf(o, "    desched: not seen by in-process capture (it counts as the state the worker was in; "
                     "`parkway trace record` sees it)\n");
+  std::uint64_t io_sub = 0, io_done = 0;
+  for (const Track& t : m.tracks) io_sub += t.io_submits, io_done += t.io_completes;
+  if (io_sub || io_done) {
+    std::fprintf(o, "    I/O operations (io_uring) submitted/completed:");
+    for (unsigned w = 0; w < m.workers; ++w)
+      std::fprintf(o, " %s %llu/%llu", m.tracks[w].label.c_str(), (unsigned long long)m.tracks[w].io_submits,
+                   (unsigned long long)m.tracks[w].io_completes);
+    std::fprintf(o, ", all %llu/%llu\n", (unsigned long long)io_sub, (unsigned long long)io_done);
+  }
   for (std::size_t i = m.workers; i < m.tracks.size(); ++i) {
     const Track& t = m.tracks[i];
     std::fprintf(o, "    outside: %s, %llu events (parked %s)\n", t.label.c_str(), (unsigned long long)t.events,
