@@ -6,7 +6,7 @@
 // bpftrace prints one line per probe hit: "NS TID NAME ARGS..." (NS from
 // bpftrace's nsecs, CLOCK_MONOTONIC); each thread becomes a stream, named
 // by the worker index its worker-side probes carry. Task-level events are
-// not recorded this way: a uprobe costs about 5 us per hit. The kernel's
+// not recorded this way: a uprobe hit costs microseconds. The kernel's
 // view comes with them: sched_switch of the process's threads, as off_cpu
 // (preempted while runnable, or blocked) and on_cpu.
 #include <fcntl.h>
