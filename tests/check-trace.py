@@ -373,6 +373,13 @@ def check_export(tag, path, want_flows):
     for name, want in want_flows.items():
         n = sum(1 for e in ev if e.get("ph") == "s" and e["name"] == name)
         check(n == want, "%s: %d '%s' arrows (want %d)" % (tag, n, name, want))
+    if want_flows.get("stolen task"):  # task level: every queue's length ends at zero (every task ran)
+        last = {}
+        for e in ev:
+            if e.get("ph") == "C" and (e["name"].startswith("deque ") or e["name"] == "injection queue"):
+                last[e["name"]] = e["args"]["value"]
+        check({"deque w0", "deque w1"} <= set(last) and all(v == 0 for v in last.values()),
+              tag + ": per-queue length counters, all empty at the end", str(last))
     try:
         doc = xml.dom.minidom.parse(svg)
         rects = len(doc.getElementsByTagName("rect"))

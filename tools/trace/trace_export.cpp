@@ -125,6 +125,10 @@ void write_chrome_json(const TraceFile& tf, const Model& m, std::FILE* o) {
   for (std::size_t k = 0; k < par.size(); ++k)
     j.counter(pid, m.task_level ? "workers running tasks" : "workers not idle", m.end_ns * k / par.size(), par[k]);
   for (const auto& [at, n] : m.queued) j.counter(pid, "queued tasks", at, double(n));
+  for (std::size_t q = 0; q < m.queue_len.size(); ++q) {
+    const std::string name = q < m.workers ? "deque " + m.tracks[q].label : std::string("injection queue");
+    for (const auto& [at, n] : m.queue_len[q]) j.counter(pid, name.c_str(), at, double(n));
+  }
   std::fputs("\n]}\n", o);
 }
 

@@ -39,9 +39,15 @@ struct QueuePoint {  // for the idleness sweep
   std::int8_t queued; // +1 spawn/inject, -1 a task started
 };
 
+struct QueueMove {  // a change of one queue's length
+  std::uint64_t at;
+  int queue;  // a worker's deque, or -1: the injection queue
+  std::int32_t delta;
+};
+
 // Walks one track's events (its streams' events, in time order).
 void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*>& evs, std::vector<TaskPoint>& tasks,
-          std::vector<QueuePoint>& queue) {
+          std::vector<QueuePoint>& queue, std::vector<QueueMove>& moves) {
   std::vector<std::size_t> stack;  // indices into tr.spans
   std::uint64_t t_prev = tr.first;
   State cur = kOther;
@@ -80,6 +86,7 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
         if (tr.worker >= 0) {
           tasks.push_back({at, event_task(*e), tr.worker, false});
           queue.push_back({at, -1, 0, -1});
+          moves.push_back({at, tr.worker, -1});
         }
         break;
       case EventType::kRunEnd: {
@@ -105,7 +112,11 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
       case EventType::kSteal:
         ++tr.steals;
         tr.stolen += e->a32;
-        if (tr.worker >= 0) m.steals.push_back({at, tr.worker, int(e->a16), e->a32});
+        if (tr.worker >= 0) {
+          m.steals.push_back({at, tr.worker, int(e->a16), e->a32});
+          moves.push_back({at, int(e->a16), -std::int32_t(e->a32)});
+          moves.push_back({at, tr.worker, std::int32_t(e->a32)});
+        }
         break;
       case EventType::kWake: {
         Wake w;
@@ -122,11 +133,21 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
         ++m.injected;
         last_inject = at;
         queue.push_back({at, -1, 0, +1});
+        moves.push_back({at, -1, +1});
         break;
-      case EventType::kInjectTake: tr.injected_taken += e->a32; break;
+      case EventType::kInjectTake:
+        tr.injected_taken += e->a32;
+        if (tr.worker >= 0) {
+          moves.push_back({at, -1, -std::int32_t(e->a32)});
+          moves.push_back({at, tr.worker, std::int32_t(e->a32)});
+        }
+        break;
       case EventType::kSpawn:
         ++tr.spawns;
-        if (tr.worker >= 0) tasks.push_back({at, event_task(*e), tr.worker, true});
+        if (tr.worker >= 0) {
+          tasks.push_back({at, event_task(*e), tr.worker, true});
+          moves.push_back({at, tr.worker, +1});
+        }
         queue.push_back({at, -1, 0, +1});
         break;
       case EventType::kIoSubmit: ++tr.io_submits; break;
@@ -244,6 +265,26 @@ void idle_with_work(Model& m, std::vector<QueuePoint>& q) {
   }
 }
 
+// Each queue's length over time, sampled as m.queued is. A length that
+// would go below zero (a task no recorded event queued: an I/O
+// continuation) stays at zero.
+void queue_lengths(Model& m, std::vector<QueueMove>& moves) {
+  std::stable_sort(moves.begin(), moves.end(), [](const QueueMove& a, const QueueMove& b) { return a.at < b.at; });
+  m.queue_len.assign(m.workers + 1, {});
+  std::vector<std::int64_t> len(m.workers + 1, 0);
+  const std::uint64_t step = m.end_ns / 4000 + 1;
+  for (const QueueMove& mv : moves) {
+    const std::size_t q = mv.queue < 0 ? m.workers : std::size_t(mv.queue);
+    if (q > m.workers) continue;
+    len[q] = std::max<std::int64_t>(0, len[q] + mv.delta);
+    auto& series = m.queue_len[q];
+    if (!series.empty() && series.back().first / step == mv.at / step)
+      series.back().second = len[q];  // the bucket's last value
+    else
+      series.emplace_back(mv.at, len[q]);
+  }
+}
+
 }  // namespace
 
 Model build_model(const TraceFile& tf) {
@@ -275,6 +316,7 @@ Model build_model(const TraceFile& tf) {
   m.workers = unsigned(of_worker.size());
   std::vector<TaskPoint> tasks;
   std::vector<QueuePoint> queue;
+  std::vector<QueueMove> moves;
   auto add_track = [&](std::vector<const Stream*> streams, int worker, std::string label) {
     Track tr;
     tr.worker = worker;
@@ -295,7 +337,7 @@ Model build_model(const TraceFile& tf) {
       tr.first = evs.front()->ticks;
       tr.last = evs.back()->ticks;
     }
-    walk(m, m.tracks.size(), tr, evs, tasks, queue);
+    walk(m, m.tracks.size(), tr, evs, tasks, queue, moves);
     m.tracks.push_back(std::move(tr));
   };
   for (unsigned w = 0; w < m.workers; ++w) add_track(of_worker[w], int(w), "w" + std::to_string(w));
@@ -309,6 +351,7 @@ Model build_model(const TraceFile& tf) {
   if (m.task_level) {
     match_migrations(m, tasks);
     idle_with_work(m, queue);
+    queue_lengths(m, moves);
   }
   return m;
 }

@@ -88,6 +88,9 @@ struct Model {
   // Tasks queued (spawned or injected, not started), pool-wide, sampled:
   // (ns, count) at most one point per 1/4000 of the trace.
   std::vector<std::pair<std::uint64_t, std::int64_t>> queued;
+  // The same per queue, [0, workers) each worker's deque and [workers] the
+  // injection queue (task level: spawns, steals, injection takes, starts).
+  std::vector<std::vector<std::pair<std::uint64_t, std::int64_t>>> queue_len;
   std::uint64_t injected = 0, dropped = 0, events = 0;
   bool complete = true;
 };
