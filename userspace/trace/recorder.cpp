@@ -318,6 +318,7 @@ Stream* adopt_stream() noexcept {
     }
     describe(*s);
     s->dropping = true;
+    s->dropped = 0;  // a reused stream's last owner's drops are in g_rec.dropped already
     (void)&tls_retirer;  // registers the thread-exit hand-over
     tls_stream = s;
     s->id.store(g_rec.next_stream.fetch_add(1, std::memory_order_relaxed), std::memory_order_release);
