@@ -10,7 +10,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for bin in "$@"; do
   san=$(basename "$(dirname "$(dirname "$bin")")")
-  for args in "schedule" "fib 18"; do
+  for args in "schedule" "fib 18" "runtimes 12"; do
     for chunk in "" 64; do
       what="$san: trace_ground_truth $args${chunk:+, PARKWAY_TRACE_CHUNK=$chunk}"
       env PARKWAY_TRACE=$tmp/t.pwt PARKWAY_TRACE_LEVEL=task ${chunk:+PARKWAY_TRACE_CHUNK=$chunk} \

@@ -241,6 +241,16 @@ if facts:
           "25 io::sleep_for: 25 submitted and 25 completed in the trace",
           m.group(0) if m else out[-300:])
 
+# Threads that end hand their buffers to the next: twelve runtimes one
+# after another, every task of each in the file (the events of all of
+# them: the report covers one runtime, so count the file's events).
+facts, path = ground_truth("runtimes", ["runtimes", "12"], "task")
+if facts:
+    r = parse_report(report(path)[1])
+    want = 3 * int(facts["executed"])  # each task: spawn (all but the roots), run begin, run end
+    check(r["dropped"] == 0 and r["events"] >= want - 12,
+          "12 runtimes in turn: %d events for %s tasks (threads' buffers reused)" % (r["events"], facts["executed"]))
+
 facts, path = ground_truth("fork", ["fork"], "task")
 if facts:
     rc, out, err = report(path)

@@ -11,6 +11,9 @@
 //   trace_ground_truth fib N      fib(N) by spawning: many task events
 //   trace_ground_truth io N       a coroutine sleeps N times through the
 //       io_uring layer: N operations submitted and completed
+//   trace_ground_truth runtimes N N runtimes one after another, each
+//       running fib(12): threads end and new ones take their trace
+//       buffers over
 //   trace_ground_truth fork       a task forks; the child exits normally
 //       (its atexit handlers run) while the parent goes on: the parent's
 //       trace must still be complete
@@ -132,6 +135,18 @@ int io_mode(int n) {
   return ok == n ? 0 : 1;
 }
 
+int runtimes_mode(int n) {
+  unsigned long long executed = 0;
+  for (int i = 0; i < n; ++i) {
+    parkway::Runtime rt(parkway::Options{.workers = 2});
+    if (rt.run([] { return fib(12); }) != 144) return 1;
+    rt.shutdown();
+    executed += rt.stats().total.executed;
+  }
+  std::printf("runtimes=%d\nexecuted=%llu\n", n, executed);
+  return 0;
+}
+
 int fork_mode() {
   parkway::Runtime rt(parkway::Options{.workers = 2});
   pid_t child = rt.run([] { return fork(); });
@@ -175,7 +190,8 @@ int main(int argc, char** argv) {
   if (argc == 3 && !std::strcmp(argv[1], "fib")) return fib_mode(std::atoi(argv[2]));
   if (argc == 3 && !std::strcmp(argv[1], "rounds")) return rounds(std::atoi(argv[2]));
   if (argc == 2 && !std::strcmp(argv[1], "fork")) return fork_mode();
+  if (argc == 3 && !std::strcmp(argv[1], "runtimes")) return runtimes_mode(std::atoi(argv[2]));
   if (argc == 3 && !std::strcmp(argv[1], "io")) return io_mode(std::atoi(argv[2]));
-  std::fprintf(stderr, "usage: trace_ground_truth schedule | fib N | rounds N | fork | io N\n");
+  std::fprintf(stderr, "usage: trace_ground_truth schedule | fib N | rounds N | fork | io N | runtimes N\n");
   return 2;
 }
