@@ -330,10 +330,15 @@ if base:
     # Random damage: never a crash, always exit 0 or 1 with one line.
     rng = random.Random(18)
     crashes = []
-    for i in range(150):
+    chunks = [r for r in recs if r[1] == 2]
+    for i in range(200):
         d = bytearray(base)
         for _ in range(rng.randint(1, 4)):
-            d[rng.randrange(len(d))] = rng.randrange(256)
+            if i % 2:  # inside a chunk's events: timestamps, types, arguments
+                c = rng.choice(chunks)
+                d[rng.randrange(c[0] + REC + 8, c[0] + REC + c[2])] = rng.randrange(256)
+            else:
+                d[rng.randrange(len(d))] = rng.randrange(256)
         if rng.random() < 0.3:
             d = d[:rng.randrange(len(d))]
         path = os.path.join(TMP, "fuzz.pwt")
@@ -341,7 +346,13 @@ if base:
         rc, out, err = report(path)
         if rc not in (0, 1) or (rc == 1 and len(err.strip().splitlines()) != 1):
             crashes.append((i, rc, err[-200:]))
-    check(not crashes, "150 randomly damaged files: exit 0 or 1 with one line, never a crash", str(crashes[:3]))
+        if i % 4 == 1:  # and the exporter on the same file
+            rc, out, err = run([PARKWAY, "trace", "export", "--json", os.path.join(TMP, "fuzz.json"),
+                                "--svg", os.path.join(TMP, "fuzz.svg"), path])
+            if rc not in (0, 1):
+                crashes.append((i, "export", rc, err[-200:]))
+    check(not crashes, "200 randomly damaged files (half of them inside events; 50 exported too): exit 0 or 1, never a crash",
+          str(crashes[:3]))
 
 # ---- exports ----------------------------------------------------------------
 

@@ -214,7 +214,8 @@ TraceFile read_trace(const std::string& path, bool allow_cut) {
   }
   auto to_ns = [&](std::uint64_t t) -> std::uint64_t {
     if (t <= a.ticks) return 0;
-    return std::uint64_t(double(t - a.ticks) * ns_per_tick + 0.5);
+    const double ns = double(t - a.ticks) * ns_per_tick + 0.5;
+    return ns < 9.0e18 ? std::uint64_t(ns) : std::uint64_t(9.0e18);  // a damaged tick count: no overflow
   };
   std::uint64_t last = 0;
   for (Stream& s : tf.streams) {
