@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -15,7 +16,7 @@ using namespace parkway::tracetool;
 
 extern "C" const char parkway_trace_usage[] =
     "usage: parkway trace report [--partial] FILE\n"
-    "       parkway trace export [--partial] [--json OUT] [--svg OUT] FILE\n"
+    "       parkway trace export [--partial] [--json OUT] [--svg OUT] [--window MS:MS] FILE\n"
     "       parkway trace record [-o FILE] -p PID | -- COMMAND [ARGS...]\n"
     "\n"
     "FILE is written by a program run with PARKWAY_TRACE=FILE in its environment\n"
@@ -26,6 +27,7 @@ extern "C" const char parkway_trace_usage[] =
     "              (default FILE.json) and an SVG timeline (default FILE.svg)\n"
     "  --partial   read a file without its end record (the process did not exit)\n"
     "  --json OUT, --svg OUT   where to write (- for stdout)\n"
+    "  --window A:B  the SVG shows ms A to B of the trace (default: first to last event)\n"
     "trace record  the scheduling events of a running process (-p, until Ctrl-C)\n"
     "              or of COMMAND, from the USDT probes under bpftrace (root),\n"
     "              into FILE (default parkway.pwt); no restart with PARKWAY_TRACE\n";
@@ -48,7 +50,21 @@ int usage_error(const char* where, const char* fmt, ...) {
 struct Args {
   bool partial = false;
   std::string file, json, svg;
+  std::uint64_t from_ns = 0, to_ns = 0;  // --window
 };
+
+// "A:B" in ms, A < B; false if it is not that.
+bool parse_window(const char* s, Args* a) {
+  char* end;
+  const double from = std::strtod(s, &end);
+  if (end == s || *end != ':') return false;
+  const char* rest = end + 1;
+  const double to = std::strtod(rest, &end);
+  if (end == rest || *end || !(from >= 0) || !(to > from) || to > 1e12) return false;
+  a->from_ns = std::uint64_t(from * 1e6);
+  a->to_ns = std::uint64_t(to * 1e6);
+  return true;
+}
 
 // Parses argv[2..]; `outputs`: --json and --svg are allowed.
 int parse(int argc, char** argv, const char* where, bool outputs, Args* a) {
@@ -56,6 +72,10 @@ int parse(int argc, char** argv, const char* where, bool outputs, Args* a) {
     const char* s = argv[i];
     if (!std::strcmp(s, "--partial")) {
       a->partial = true;
+    } else if (outputs && !std::strcmp(s, "--window")) {
+      if (i + 1 >= argc) return usage_error(where, "option %s needs a value", s);
+      if (!parse_window(argv[++i], a))
+        return usage_error(where, "--window takes A:B in ms with A < B, not '%s'", argv[i]);
     } else if (outputs && (!std::strcmp(s, "--json") || !std::strcmp(s, "--svg"))) {
       if (i + 1 >= argc) return usage_error(where, "option %s needs a value", s);
       (s[2] == 'j' ? a->json : a->svg) = argv[++i];
@@ -114,7 +134,7 @@ int run(int argc, char** argv) {
   if (!close_out(where, a.json, j)) return kFail;
   std::FILE* s = open_out(where, a.svg);
   if (!s) return kFail;
-  write_svg(a.file, m, s);
+  write_svg(a.file, m, s, a.from_ns, a.to_ns);
   if (!close_out(where, a.svg, s)) return kFail;
   if (a.json != "-" && a.svg != "-")
     std::fprintf(stderr, "%s: wrote %s (ui.perfetto.dev) and %s\n", where, a.json.c_str(), a.svg.c_str());

@@ -132,13 +132,14 @@ void write_chrome_json(const TraceFile& tf, const Model& m, std::FILE* o) {
   std::fputs("\n]}\n", o);
 }
 
-void write_svg(const std::string& title, const Model& m, std::FILE* o) {
+void write_svg(const std::string& title, const Model& m, std::FILE* o, std::uint64_t from, std::uint64_t to) {
   const int width = 1200, left = 150, right = 20, row = 22, plot_h = 120;
   const int cols = width - left - right;
   const int rows = int(m.tracks.size());
   const int top = 40, plot_top = top + rows * row + 40;
   const int height = plot_top + plot_h + 60;
-  const auto [t0, t1] = active_window(m);  // from the first event to the last
+  auto [t0, t1] = active_window(m);  // from the first event to the last, unless a window is asked for
+  if (to > from) t0 = from, t1 = to;
   const double ns_per_px = double(t1 - t0) / cols;
   const char* color[kStates] = {"#2e9d4a", "#f0a030", "#8aa0c8", m.task_level ? "#d8d8d8" : "#9fd3a8", "#d04040"};
   std::fprintf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n",
@@ -157,7 +158,7 @@ void write_svg(const std::string& title, const Model& m, std::FILE* o) {
     std::vector<std::array<double, kStates>> share(cols, std::array<double, kStates>{});
     for (std::size_t i = 0; i < tr.states.size(); ++i) {
       double b = std::max(double(tr.states[i].first), double(t0)) - double(t0);
-      const double e = double(i + 1 < tr.states.size() ? tr.states[i + 1].first : tr.last) - double(t0);
+      const double e = std::min(double(i + 1 < tr.states.size() ? tr.states[i + 1].first : tr.last), double(t1)) - double(t0);
       const int s = tr.states[i].second;
       for (int c = int(b / ns_per_px); c < cols && b < e; ++c) {
         const double upto = std::min(e, (c + 1) * ns_per_px);
