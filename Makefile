@@ -77,9 +77,9 @@ define write_cmake
 	sed -e 's|@PARKWAY_PREFIX@|$(1)|g' -e 's|@PARKWAY_VERSION@|$(VERSION)|g' cmake/$(3).in > $(2)/$(3)
 endef
 
-# build/parkway (the `parkway` command) is installed when tools/tools.mk can
-# build it (clang-19 and libbpf present: it adds the prerequisite and sets
-# PARKWAY_TOOL_OK); otherwise install says why it was skipped.
+# build/parkway (the `parkway` command) is installed when tools/tools.mk is
+# there (it adds the prerequisite and sets PARKWAY_TOOL_OK); its `trace`
+# commands need only the compiler, its `sched` ones clang-19 and libbpf.
 install: lib httpd
 	rm -rf $(DESTDIR)$(PREFIX)/include/parkway  # no header of an older version stays
 	install -d $(DESTDIR)$(PREFIX)/include/parkway $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
@@ -109,7 +109,7 @@ clean:
 
 help:
 	@echo "make deps            install the Debian packages the targets below need"
-	@echo "make, make all       the library (and build/parkway when clang-19 and libbpf exist)"
+	@echo "make, make all       the library and build/parkway"
 	@echo "make lib             libparkway.a, libparkway.so, parkway.pc in $(BUILD)/"
 	@echo "make demo            build and run the demo (parallel work, then idle CPU)"
 	@echo "make test            every test suite below, then one total line"
@@ -123,7 +123,7 @@ help:
 	@echo "make uninstall       remove what make install PREFIX=... installed"
 	@echo "make httpd           build $(BUILD)/parkway-httpd, the example HTTP server"
 	@echo "make vm-test         sched_ext tests in a QEMU guest running a sched_ext kernel"
-	@echo "make parkway-tool    build $(BUILD)/parkway, the sched_ext scheduler command"
+	@echo "make parkway-tool    build $(BUILD)/parkway: trace reports and exports, the sched_ext scheduler"
 	@echo "make clean           remove $(BUILD)/"
 	@echo "test suites (make test runs them all): $(TEST_SUITES)"
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# check-cli.sh PARKWAY VERSION -- the `parkway` command's answers to what a
+# check-cli.sh PARKWAY VERSION [--no-sched] -- the `parkway` command's answers to what a
 # user gets wrong, none of which needs root or sched_ext: each is one line
 # on stderr naming the word or option at fault, exit code 2 (usage), and
 # nothing of getopt's own wording. Also --version and --help.
 # One line per check, then "N passed, N failed, N skipped".
 set -u
 bin=$1; version=$2
+no_sched=${3:-}  # --no-sched: a build without the BPF scheduler (sched_absent.c)
 pass=0; fail=0
 ok() { echo "ok: $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
@@ -79,6 +80,19 @@ usage_error "parkway sched load: --penalty-slices takes 0..64, not '65'" sched l
 usage_error "parkway sched load: --max-workers takes 1..4096, not '0'" sched load --max-workers 0
 usage_error "parkway sched load: --debug-watchdog-ms takes 1000..30000, not '999'" sched load --debug-watchdog-ms 999
 usage_error "parkway sched load: option --debug is ambiguous" sched load --debug 5
+
+# Built without the scheduler: each sched subcommand says what was missing
+# at build time, exit 3 (environment).
+if [ "$no_sched" = --no-sched ]; then
+  for sub in status unload load; do
+    run sched $sub
+    if [ "$rc" -eq 3 ] && [[ "$err" == "parkway sched $sub: this parkway was built without the sched_ext scheduler"* ]]; then
+      ok "no-sched build: parkway sched $sub: exit 3, says why"
+    else
+      bad "no-sched build: parkway sched $sub: exit $rc, '$err'"
+    fi
+  done
+fi
 
 echo "$pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]

@@ -130,3 +130,35 @@ test-io-eventfd: $(TEST_BIN)
 	@PARKWAY_IO_WAKE=eventfd bash tests/run-gtest.sh $(TEST_BIN) --gtest_filter='Io.*'
 
 TEST_SUITES += test-io-eventfd
+
+# The in-process trace (PARKWAY_TRACE) and `parkway trace`: a program with
+# a known schedule whose report must show it, the format's robustness
+# (truncated and corrupt files), the exports, the messages. build/parkway
+# is named by path: tools/tools.mk, which sets PARKWAY_BIN, is read later.
+TRACE_GT_BIN := $(BUILD)/tests/trace_ground_truth
+$(TRACE_GT_BIN): tests/trace_ground_truth.cpp $(LIB_A) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB_A) -luring $(LDLIBS)
+
+.PHONY: test-trace
+test-trace: $(TRACE_GT_BIN) $(BUILD)/parkway
+	@python3 tests/check-trace.py $(BUILD)/parkway $(TRACE_GT_BIN)
+
+TEST_SUITES += test-trace
+
+# The recorder under ThreadSanitizer and AddressSanitizer + UBSan: the
+# ground-truth program (library and all built with the sanitizer, as in
+# test-tsan and test-asan) traced at the task level, with small chunks so
+# that hand-overs, drops and reused streams all happen.
+TSAN_MAKE := $(MAKE) --no-print-directory BUILD=build/tsan OPT="-O1 -g -fsanitize=thread" LDLIBS="-pthread -fsanitize=thread"
+ASAN_MAKE := $(MAKE) --no-print-directory BUILD=build/asan \
+  OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+  LDLIBS="-pthread -fsanitize=address,undefined"
+
+.PHONY: test-trace-san
+test-trace-san: $(BUILD)/parkway
+	+@$(TSAN_MAKE) build/tsan/tests/trace_ground_truth
+	+@$(ASAN_MAKE) build/asan/tests/trace_ground_truth
+	@bash tests/check-trace-san.sh $(BUILD)/parkway build/tsan/tests/trace_ground_truth build/asan/tests/trace_ground_truth
+
+TEST_SUITES += test-trace-san

@@ -14,10 +14,28 @@
 //   notify(waker, park_id, woke)   a task's completion woke its waiter
 //   steal_fence(thief, victim)     the thief called membarrier(2) (deque.md)
 //   park_fence(worker)             membarrier(2) before a parking recheck
+//
+// Each probe also records its event in the in-process trace when
+// PARKWAY_TRACE is set (trace/recorder.hpp: on_<name>, one branch while
+// off). The arguments are evaluated twice: pass only plain values.
 #pragma once
 
 #include <sys/sdt.h>
 
-#define PW_PROBE1(name, a) DTRACE_PROBE1(parkway, name, a)
-#define PW_PROBE2(name, a, b) DTRACE_PROBE2(parkway, name, a, b)
-#define PW_PROBE3(name, a, b, c) DTRACE_PROBE3(parkway, name, a, b, c)
+#include "trace/recorder.hpp"
+
+#define PW_PROBE1(name, a)              \
+  do {                                  \
+    DTRACE_PROBE1(parkway, name, a);    \
+    ::parkway::detail::trace::on_##name(a); \
+  } while (0)
+#define PW_PROBE2(name, a, b)              \
+  do {                                     \
+    DTRACE_PROBE2(parkway, name, a, b);    \
+    ::parkway::detail::trace::on_##name(a, b); \
+  } while (0)
+#define PW_PROBE3(name, a, b, c)              \
+  do {                                        \
+    DTRACE_PROBE3(parkway, name, a, b, c);    \
+    ::parkway::detail::trace::on_##name(a, b, c); \
+  } while (0)

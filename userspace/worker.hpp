@@ -55,6 +55,14 @@ class alignas(64) Worker {
   // searches. Owner thread only.
   [[gnu::always_inline]] void spawn(Task* t) {
     PW_PROBE2(spawn, int(index_), t);  // before the push: a thief may run t at once
+    if (trace::tasks_on()) [[unlikely]] return spawn_traced(t);  // a tail call: no frame here
+    push_spawned(t);
+  }
+  [[gnu::noinline]] void spawn_traced(Task* t) {
+    trace::record_task(trace::EventType::kSpawn, t);
+    push_spawned(t);
+  }
+  [[gnu::always_inline]] void push_spawned(Task* t) {
     if (!deque_.try_push(t)) [[unlikely]] {  // [Q2]
       spawn_at_limit(t);  // a tail call: the common path needs no frame
       return;
@@ -134,6 +142,7 @@ class alignas(64) Worker {
   [[gnu::always_inline]] bool execute(Task* t) noexcept {
     WorkerCounters::bump(counters_.executed);
     PW_PROBE2(run, int(index_), t);
+    if (trace::tasks_on()) [[unlikely]] return trace::run_traced(t);  // run begin and end in the trace
     return t->invoke(t);
   }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../trace/trace_cli.h"
 #include "sched_cli.h"
 #include "sched_common.h"
 
@@ -13,13 +14,16 @@
 #endif
 
 static const char usage[] =
-	"usage: parkway sched load [--slice-us N] [--penalty-slices N] [--max-workers N]\n"
+	"usage: parkway trace report|export ... FILE   (parkway trace --help)\n"
+	"       parkway sched load [--slice-us N] [--penalty-slices N] [--max-workers N]\n"
 	"                          [--stats SECONDS] [-v]\n"
 	"       parkway sched status\n"
 	"       parkway sched unload\n"
 	"       parkway --help\n"
 	"       parkway --version\n"
 	"\n"
+	"trace         read a trace written with PARKWAY_TRACE=FILE: a report, or a\n"
+	"              timeline for ui.perfetto.dev and an SVG (docs/tracing.md)\n"
 	"sched load    load the parkway sched_ext scheduler (switch-all: every task), pin\n"
 	"              the program parkway workers register with (any user's), and stay\n"
 	"              in the foreground; SIGINT/SIGTERM unload it and restore the\n"
@@ -185,6 +189,8 @@ int main(int argc, char **argv)
 {
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		fputs(usage, stdout);
+		fputs("\n", stdout);
+		fputs(parkway_trace_usage, stdout);
 		return EXIT_OK;
 	}
 	if (argc == 2 && !strcmp(argv[1], "--version")) {
@@ -199,6 +205,8 @@ int main(int argc, char **argv)
 		return bad_usage("missing command");
 	if (argv[1][0] == '-')
 		return bad_usage("unknown option '%s'", argv[1]);
+	if (!strcmp(argv[1], "trace"))
+		return parkway_trace_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "sched") != 0)
 		return bad_usage("unknown command '%s'", argv[1]);
 	if (argc < 3)

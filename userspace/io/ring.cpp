@@ -154,6 +154,7 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
   st->ring = this;
   st->cqes_left = 1;
+  ::parkway::detail::trace::on_io_submit(a.opcode);
   if (linked) {
     sqe->flags |= IOSQE_IO_LINK;
     io_uring_sqe* t = io_uring_get_sqe(&ring_);  // room for two was checked
@@ -182,6 +183,7 @@ int IoRing::submit_multishot_accept(int fd, std::uint64_t tagged) noexcept {
   io_uring_sqe* sqe = get_sqe();
   if (!sqe) return -EBUSY;
   io_uring_prep_multishot_accept(sqe, fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  ::parkway::detail::trace::on_io_submit(IORING_OP_ACCEPT);
   io_uring_sqe_set_data64(sqe, tagged);
   ++ops_;
   ++submitted_;
@@ -313,6 +315,7 @@ void IoRing::complete(OpState* st) noexcept {
   --ops_;
   // A linked timeout that fired cancelled the operation: say so.
   if (st->res == -ECANCELED && st->timeout_res == -ETIME) st->res = -ETIMEDOUT;
+  ::parkway::detail::trace::on_io_complete(st->res);
   scope_remove(st, 0);
   scope_remove(st, 1);
   const std::uintptr_t was = st->phase.exchange(kFired, std::memory_order_acq_rel);

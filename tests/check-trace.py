@@ -1,0 +1,500 @@
+#!/usr/bin/env python3
+"""check-trace.py PARKWAY GROUND_TRUTH -- the in-process trace and
+`parkway trace`, held against a program whose schedule is known
+(tests/trace_ground_truth.cpp prints what it knows; the report must show
+the same numbers), and against broken files (each error is one line
+naming the byte offset, exit 1, never a crash). One line per check, then
+"N passed, N failed, N skipped". The checks of `parkway trace record`
+need root, bpftrace and tracefs (mounted here if it is not); without them
+they are skipped.
+"""
+import json
+import os
+import random
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+import xml.dom.minidom
+
+PARKWAY, GT = sys.argv[1], sys.argv[2]
+TMP = tempfile.mkdtemp(prefix="check-trace.")
+passed = failed = 0
+
+HEADER = 48      # FileHeader
+REC = 16         # RecordHeader
+EVENT = 16       # Event
+KIND = {1: "stream", 2: "chunk", 3: "clock", 4: "end"}
+
+
+PENDING = None  # a list while a check_schedule attempt collects its results
+
+
+def check(cond, name, why=""):
+    global passed, failed
+    if PENDING is not None:
+        PENDING.append((bool(cond), name, why))
+        return cond
+    if cond:
+        passed += 1
+        print("ok: " + name)
+    else:
+        failed += 1
+        print("FAIL: " + name + (": " + why if why else ""))
+    return cond
+
+
+def run(cmd, env_extra=None, timeout=120):
+    env = dict(os.environ)
+    for k in ("PARKWAY_TRACE", "PARKWAY_TRACE_LEVEL", "PARKWAY_TRACE_CLOCK", "PARKWAY_TRACE_CHUNK"):
+        env.pop(k, None)
+    env.update(env_extra or {})
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=env, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def ground_truth(name, mode, level, extra=None):
+    """Runs the ground-truth program traced; returns (facts, trace path)."""
+    path = os.path.join(TMP, name + ".pwt")
+    env = {"PARKWAY_TRACE": path, "PARKWAY_TRACE_LEVEL": level}
+    env.update(extra or {})
+    rc, out, err = run([GT] + mode, env)
+    if rc != 0:
+        check(False, name + ": trace_ground_truth " + " ".join(mode), "exit %d: %s" % (rc, err.strip()))
+        return None, path
+    facts = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    facts["stderr"] = err
+    return facts, path
+
+
+def report(path, *opts):
+    return run([PARKWAY, "trace", "report"] + list(opts) + [path])
+
+
+UNITS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def ns(text):
+    v, u = text.split()
+    return float(v) * UNITS[u]
+
+
+def parse_report(text):
+    r = {"workers": {}, "steals": {}, "wakers": set()}
+    m = re.search(r"level (\w+), clock (\w+), (\d+) workers, .*?, (\d+) events, (\d+) dropped", text)
+    r["level"], r["clock"], r["nworkers"], r["events"], r["dropped"] = m.group(1), m.group(2), int(m.group(3)), int(m.group(4)), int(m.group(5))
+    for line in text.splitlines():
+        m = re.match(r"^\s+(w\d+)\s+(\S+ \S+)\s+(\S+)\s+(\S+%)\s+(\S+%)\s+(\S+%)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$", line)
+        if m:
+            r["workers"][m.group(1)] = {"traced": ns(m.group(2)), "tasks": int(m.group(8)), "spawns": int(m.group(9)),
+                                        "stole": int(m.group(10)), "parked": float(m.group(5)[:-1]),
+                                        "desched": None if m.group(7) == "-" else float(m.group(7)[:-1])}
+    sec = text.split("Steals:")[1].split("Parks and wakes")[0].splitlines()
+    cols = sec[1].split() if len(sec) > 1 else []
+    for line in sec[2:]:
+        f = line.split()
+        if f and f[0].startswith("w"):
+            for c, cell in zip(cols, f[1:]):
+                if cell != "-":
+                    r["steals"][(f[0], c)] = int(cell.split("/")[0])
+    wk = text.split("waker (row")
+    if len(wk) > 1:
+        for line in wk[1].split("Tasks")[0].splitlines()[2:]:
+            f = line.split()
+            if f:
+                r["wakers"].add(f[0])
+    for key, label in (("park", "park duration"), ("task", "task duration"), ("wake_unpark", r"wake -> unpark")):
+        m = re.search(label + r"\s+n=(\d+)\s+p50 (\S+ \S+)\s+p90 (\S+ \S+)\s+p99 (\S+ \S+)\s+max (\S+ \S+)", text)
+        if m:
+            r[key] = {"n": int(m.group(1)), "p50": ns(m.group(2)), "p90": ns(m.group(3)), "max": ns(m.group(5))}
+    m = re.search(r"tasks started on another worker than the one that spawned them: (\d+)", text)
+    r["migrated"] = int(m.group(1)) if m else None
+    m = re.search(r"work \(time inside tasks, all workers\): (\S+ \S+) over", text)
+    r["work"] = ns(m.group(1)) if m else None
+    return r
+
+
+def quantile(v, q):  # the report's: nearest rank, k = round(q * (n - 1))
+    v = sorted(v)
+    return v[int(q * (len(v) - 1) + 0.5)]
+
+
+def close(got, want, rel=0.02, abs_ns=20e3):
+    """Within 2% or 20 us (the report prints ms with two decimals)."""
+    return abs(got - want) <= max(abs_ns, rel * want)
+
+
+# ---- the known schedule, task level -----------------------------------
+
+def check_schedule(tag, extra_env=None):
+    facts, path = ground_truth("schedule-" + tag, ["schedule"], "task", extra_env)
+    if facts is None:
+        return None
+    rc, out, err = report(path)
+    if not check(rc == 0 and not err, tag + ": report exits 0, nothing on stderr", "exit %d: %s" % (rc, err)):
+        return None
+    r = parse_report(out)
+    root, other = "w" + facts["root_worker"], "w" + facts["other_worker"]
+    check(r["level"] == "task" and r["nworkers"] == 2 and r["dropped"] == 0, tag + ": level task, 2 workers, 0 dropped",
+          "%s %d %d" % (r["level"], r["nworkers"], r["dropped"]))
+    for w in (root, other):
+        want = int(facts["tasks_" + w])
+        got = r["workers"].get(w, {}).get("tasks")
+        check(got == want, "%s: %s ran %d tasks (the program counted %d)" % (tag, w, got or -1, want))
+    check(r["workers"][root]["spawns"] == int(facts["children"]),
+          "%s: %s spawned %s children" % (tag, root, facts["children"]), str(r["workers"][root]["spawns"]))
+    check(r["migrated"] == int(facts["stolen_children"]),
+          "%s: %s tasks started away from their spawner (the program saw %s on the other worker)" %
+          (tag, r["migrated"], facts["stolen_children"]))
+    check(r["steals"].get((other, root), 0) >= 1, "%s: the steal matrix has %s stealing from %s" % (tag, other, root),
+          str(r["steals"]))
+    durs = [float(x) * 1e6 for x in facts["task_ms"].split(",")]
+    t = r.get("task")
+    check(t is not None and t["n"] == len(durs), tag + ": %d task durations" % len(durs), str(t))
+    if t:
+        for q, k in ((0.5, "p50"), (0.9, "p90")):
+            want = quantile(durs, q)
+            check(close(t[k], want), "%s: task duration %s %.3f ms (the program measured %.3f ms)" %
+                  (tag, k, t[k] / 1e6, want / 1e6))
+        check(close(t["max"], max(durs)), "%s: longest task %.3f ms (the root: %.3f ms)" % (tag, t["max"] / 1e6, max(durs) / 1e6))
+    # The program cannot time the root's moments between children in its
+    # wait (a pop, a preemption there): a little more is allowed above.
+    want = float(facts["work_ms"]) * 1e6
+    check(r["work"] is not None and want - 20e3 <= r["work"] <= want * 1.03 + 200e3,
+          "%s: work %.3f ms (the program measured %.3f ms)" % (tag, (r["work"] or 0) / 1e6, want / 1e6))
+    p = r.get("park")
+    idle = float(facts["idle_ms"]) * 1e6
+    check(p is not None and p["n"] >= 4 and p["max"] >= 0.9 * idle,
+          "%s: at least 4 parks (two idle periods, two workers), the longest >= 90%% of %s ms" % (tag, facts["idle_ms"]),
+          str(p))
+    check("out" in r["wakers"], tag + ": the submission from main woke a worker (waker 'out')", str(r["wakers"]))
+    return facts, path, r
+
+
+def schedule_with_retries(tag, extra_env=None, tries=3):
+    """check_schedule, again (up to `tries` times) when a check failed: the
+    program times each task inside its body, the trace around it, and a
+    preemption in between (milliseconds on a loaded 2-CPU machine) makes a
+    task longer in the trace than the program saw. The last try counts."""
+    global PENDING
+    for attempt in range(1, tries + 1):
+        PENDING = []
+        res = check_schedule(tag, extra_env)
+        results, PENDING = PENDING, None
+        if all(ok for ok, _, _ in results) or attempt == tries:
+            break
+        print("note: %s: try %d failed (%s); running the schedule again" %
+              (tag, attempt, "; ".join(n for ok, n, _ in results if not ok)))
+    for ok, name, why in results:
+        check(ok, name + (" (try %d)" % attempt if attempt > 1 else ""), why)
+    return res
+
+
+res = schedule_with_retries("tsc")
+schedule_with_retries("monotonic", {"PARKWAY_TRACE_CLOCK": "monotonic"})
+rc, out, _ = report(os.path.join(TMP, "schedule-monotonic.pwt"))
+check("clock monotonic" in out, "PARKWAY_TRACE_CLOCK=monotonic is recorded in the file")
+
+# ---- the same schedule at the scheduling level ---------------------------
+
+facts, path = ground_truth("schedule-sched", ["schedule"], "sched")
+if facts:
+    rc, out, err = report(path)
+    r = parse_report(out)
+    root, other = "w" + facts["root_worker"], "w" + facts["other_worker"]
+    check(rc == 0 and r["level"] == "sched", "sched level: report exits 0")
+    check(all(w["tasks"] == 0 and w["spawns"] == 0 for w in r["workers"].values()),
+          "sched level: no task events recorded")
+    check(r["steals"].get((other, root), 0) >= 1, "sched level: %s stole from %s" % (other, root), str(r["steals"]))
+    p = r.get("park")
+    check(p is not None and p["n"] >= 4 and p["max"] >= 0.9 * float(facts["idle_ms"]) * 1e6,
+          "sched level: the forced parks are there", str(p))
+    check("needs PARKWAY_TRACE_LEVEL=task" in out, "sched level: the report says what needs the task level")
+
+# ---- counts: nothing accepted is silently lost ------------------------------
+
+facts, path = ground_truth("fib-small", ["fib", "18"], "task")
+if facts:
+    r = parse_report(report(path)[1])
+    tasks = sum(w["tasks"] for w in r["workers"].values())
+    spawns = sum(w["spawns"] for w in r["workers"].values())
+    check(r["dropped"] == 0 and tasks == int(facts["executed"]) and spawns == int(facts["spawned"]),
+          "fib(18): every spawn (%s) and run (%s) is in the trace" % (facts["spawned"], facts["executed"]),
+          "dropped %d, tasks %d, spawns %d" % (r["dropped"], tasks, spawns))
+
+facts, path = ground_truth("fib-drops", ["fib", "24"], "task", {"PARKWAY_TRACE_CHUNK": "64"})
+if facts:
+    r = parse_report(report(path)[1])
+    floor = int(facts["spawned"]) + 2 * int(facts["executed"])
+    check(r["dropped"] > 0 and "events dropped" in facts["stderr"],
+          "64-event chunks: the program says events were dropped (%d)" % r["dropped"], facts["stderr"].strip())
+    check(r["events"] + r["dropped"] >= floor,
+          "64-event chunks: written + dropped (%d + %d) account for every task event (>= %d)" %
+          (r["events"], r["dropped"], floor))
+
+facts, path = ground_truth("io", ["io", "25"], "sched")
+if facts:
+    rc, out, err = report(path)
+    m = re.search(r"I/O operations \(io_uring\) submitted/completed:.* all (\d+)/(\d+)", out)
+    check(rc == 0 and m and int(m.group(1)) == int(facts["io_ops"]) and int(m.group(2)) == int(facts["io_ok"]),
+          "25 io::sleep_for: 25 submitted and 25 completed in the trace",
+          m.group(0) if m else out[-300:])
+
+# Threads that end hand their buffers to the next: twelve runtimes one
+# after another, every task of each in the file (the events of all of
+# them: the report covers one runtime, so count the file's events).
+facts, path = ground_truth("runtimes", ["runtimes", "12"], "task")
+if facts:
+    r = parse_report(report(path)[1])
+    want = 3 * int(facts["executed"])  # each task: spawn (all but the roots), run begin, run end
+    check(r["dropped"] == 0 and r["events"] >= want - 12,
+          "12 runtimes in turn: %d events for %s tasks (threads' buffers reused)" % (r["events"], facts["executed"]))
+
+facts, path = ground_truth("fork", ["fork"], "task")
+if facts:
+    rc, out, err = report(path)
+    check(facts.get("child_status") == "0" and facts.get("fib") == "610" and rc == 0,
+          "a forked child that exits normally leaves the parent's trace complete", "%s %d %s" % (facts, rc, err))
+
+# ---- the environment's mistakes ---------------------------------------------
+
+for var, val, want in (("PARKWAY_TRACE_LEVEL", "tasks", "PARKWAY_TRACE_LEVEL must be 'sched' or 'task', got 'tasks'"),
+                       ("PARKWAY_TRACE_CLOCK", "rdtsc", "PARKWAY_TRACE_CLOCK must be 'tsc' or 'monotonic'"),
+                       ("PARKWAY_TRACE_CHUNK", "5", "PARKWAY_TRACE_CHUNK must be 64..16777216")):
+    path = os.path.join(TMP, "env-%s.pwt" % var)
+    rc, out, err = run([GT, "fib", "10"], {"PARKWAY_TRACE": path, var: val})
+    check(rc == 0 and want in err and not os.path.exists(path),
+          "%s=%s: the program runs untraced and says why" % (var, val), "exit %d, stderr %r" % (rc, err))
+rc, out, err = run([GT, "fib", "10"], {"PARKWAY_TRACE": "/nonexistent-dir/t.pwt"})
+check(rc == 0 and "cannot open /nonexistent-dir/t.pwt" in err, "an unwritable PARKWAY_TRACE: the program runs and says why", err)
+
+# ---- broken files -----------------------------------------------------------
+
+base = open(os.path.join(TMP, "schedule-tsc.pwt"), "rb").read() if res else b""
+
+
+def records(data):
+    """(offset, kind, payload_bytes) of each record."""
+    out, off = [], HEADER
+    while off + REC <= len(data):
+        magic, kind, _, n, _ = struct.unpack_from("<IHHII", data, off)
+        out.append((off, kind, n))
+        off += REC + n
+    return out
+
+
+def broken(name, data, want_byte, want_text):
+    path = os.path.join(TMP, "broken-" + name + ".pwt")
+    open(path, "wb").write(data)
+    rc, out, err = report(path)
+    lines = err.strip().splitlines()
+    prefix = "parkway trace: %s: byte %d: " % (path, want_byte)
+    check(rc == 1 and not out and len(lines) == 1 and lines[0].startswith(prefix) and want_text in lines[0],
+          "%s: exit 1, one line naming byte %d" % (name, want_byte), "exit %d, stderr %r" % (rc, err))
+
+
+if base:
+    recs = records(base)
+    chunk = next(r for r in recs if r[1] == 2 and r[2] > 8 + EVENT)
+    end = recs[-1]
+    check(KIND.get(end[1]) == "end" and end[0] + REC + end[2] == len(base), "the file ends with its end record")
+    broken("empty", b"", 0, "truncated: the file header needs 48 bytes")
+    broken("cut-header", base[:20], 20, "truncated: the file header")
+    broken("not-a-trace", b"GIF89a" + base[6:], 0, "not a parkway trace")
+    broken("version", base[:8] + struct.pack("<I", 7) + base[12:], 8, "format version 7")
+    broken("cut-record-header", base[:chunk[0] + 5], chunk[0], "truncated: a record header needs 16 bytes, 5 left")
+    broken("cut-chunk", base[:chunk[0] + REC + 30], chunk[0], "truncated: a chunk record of %d bytes, 30 left" % chunk[2])
+    broken("no-end", base[:end[0]], end[0], "the file ends without its end record")
+    bad_marker = bytearray(base)
+    bad_marker[chunk[0]] ^= 0xFF
+    broken("record-marker", bytes(bad_marker), chunk[0], "no record marker")
+    bad_type = bytearray(base)
+    ev_type_at = chunk[0] + REC + 8 + 8  # the chunk's first event's type byte
+    bad_type[ev_type_at] = 99
+    broken("event-type", bytes(bad_type), ev_type_at, "unknown event type 99")
+    bad_kind = bytearray(base)
+    struct.pack_into("<H", bad_kind, chunk[0] + 4, 9)
+    broken("record-kind", bytes(bad_kind), chunk[0], "unknown record kind 9")
+    huge = bytearray(base)
+    struct.pack_into("<I", huge, chunk[0] + 8, 0x7FFFFFF0)
+    broken("huge-record", bytes(huge), chunk[0], "truncated: a chunk record of 2147483632 bytes")
+    miscount = bytearray(base)
+    struct.pack_into("<Q", miscount, end[0] + REC, 5)
+    broken("end-count", bytes(miscount), end[0], "the end record counts 5 events")
+    # A file cut at a record boundary reads with --partial.
+    path = os.path.join(TMP, "partial.pwt")
+    open(path, "wb").write(base[:end[0]])
+    rc, out, err = report(path, "--partial")
+    check(rc == 0 and "file cut: no end record" in out, "--partial reads a file without its end record", err)
+    # Random damage: never a crash, always exit 0 or 1 with one line.
+    rng = random.Random(18)
+    crashes = []
+    chunks = [r for r in recs if r[1] == 2]
+    for i in range(200):
+        d = bytearray(base)
+        for _ in range(rng.randint(1, 4)):
+            if i % 2:  # inside a chunk's events: timestamps, types, arguments
+                c = rng.choice(chunks)
+                d[rng.randrange(c[0] + REC + 8, c[0] + REC + c[2])] = rng.randrange(256)
+            else:
+                d[rng.randrange(len(d))] = rng.randrange(256)
+        if rng.random() < 0.3:
+            d = d[:rng.randrange(len(d))]
+        path = os.path.join(TMP, "fuzz.pwt")
+        open(path, "wb").write(d)
+        rc, out, err = report(path)
+        if rc not in (0, 1) or (rc == 1 and len(err.strip().splitlines()) != 1):
+            crashes.append((i, rc, err[-200:]))
+        if i % 4 == 1:  # and the exporter on the same file
+            rc, out, err = run([PARKWAY, "trace", "export", "--json", os.path.join(TMP, "fuzz.json"),
+                                "--svg", os.path.join(TMP, "fuzz.svg"), path])
+            if rc not in (0, 1):
+                crashes.append((i, "export", rc, err[-200:]))
+    check(not crashes, "200 randomly damaged files (half of them inside events; 50 exported too): exit 0 or 1, never a crash",
+          str(crashes[:3]))
+
+# ---- exports ----------------------------------------------------------------
+
+
+def check_export(tag, path, want_flows):
+    js, svg = os.path.join(TMP, tag + ".json"), os.path.join(TMP, tag + ".svg")
+    rc, out, err = run([PARKWAY, "trace", "export", "--json", js, "--svg", svg, path])
+    if not check(rc == 0, tag + ": export exits 0", err):
+        return
+    try:
+        d = json.load(open(js))
+    except ValueError as e:
+        check(False, tag + ": the JSON parses", str(e))
+        return
+    ev = d["traceEvents"]
+    names = {e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"}
+    check({"w0", "w1"} <= names, tag + ": one track per worker", str(names))
+    # Slices on one track nest: sorted by start (longer first), each ends
+    # inside the one that holds it.
+    bad = []
+    by_tid = {}
+    for e in ev:
+        if e.get("ph") == "X":
+            b = round(float(e["ts"]) * 1000)
+            by_tid.setdefault(e["tid"], []).append((b, b + round(float(e["dur"]) * 1000), e["name"]))
+    for tid, sl in by_tid.items():
+        sl.sort(key=lambda s: (s[0], -(s[1] - s[0])))
+        stack = []
+        for s in sl:
+            while stack and stack[-1][1] <= s[0] and not (stack[-1][1] == s[0] and s[1] == s[0]):
+                stack.pop()
+            if stack and s[1] > stack[-1][1]:
+                bad.append((tid, stack[-1], s))
+            stack.append(s)
+    check(not bad, tag + ": slices on each track nest", str(bad[:3]))
+    starts = {e["id"] for e in ev if e.get("ph") == "s"}
+    ends = {e["id"] for e in ev if e.get("ph") == "f"}
+    check(starts == ends, tag + ": every flow arrow has both ends")
+    for name, want in want_flows.items():
+        n = sum(1 for e in ev if e.get("ph") == "s" and e["name"] == name)
+        check(n == want, "%s: %d '%s' arrows (want %d)" % (tag, n, name, want))
+    if want_flows.get("stolen task"):  # task level: every queue's length ends at zero (every task ran)
+        last = {}
+        for e in ev:
+            if e.get("ph") == "C" and (e["name"].startswith("deque ") or e["name"] == "injection queue"):
+                last[e["name"]] = e["args"]["value"]
+        check({"deque w0", "deque w1"} <= set(last) and all(v == 0 for v in last.values()),
+              tag + ": per-queue length counters, all empty at the end", str(last))
+    try:
+        doc = xml.dom.minidom.parse(svg)
+        rects = len(doc.getElementsByTagName("rect"))
+        check(rects > 6, tag + ": the SVG parses and draws the workers (%d rects)" % rects)
+    except Exception as e:
+        check(False, tag + ": the SVG parses", str(e))
+
+
+if res:
+    facts, path, r = res
+    check_export("export-task", path, {"stolen task": int(facts["stolen_children"])})
+spath = os.path.join(TMP, "schedule-sched.pwt")
+if os.path.exists(spath):
+    r = parse_report(report(spath)[1])
+    check_export("export-sched", spath, {"steal": sum(r["steals"].values())})
+
+# ---- kernel-side capture: parkway trace record (bpftrace, root) ------------
+
+def record_skip_reason():
+    if os.geteuid() != 0:
+        return "not root"
+    if not any(os.access(os.path.join(d, "bpftrace"), os.X_OK) for d in os.environ.get("PATH", "").split(":")):
+        return "bpftrace is not installed"
+    if not os.path.exists("/sys/kernel/tracing/uprobe_events"):
+        subprocess.run(["mount", "-t", "tracefs", "tracefs", "/sys/kernel/tracing"], capture_output=True)
+    if not os.path.exists("/sys/kernel/tracing/uprobe_events"):
+        return "tracefs is not available"
+    return None
+
+
+skipped = 0
+why = record_skip_reason()
+if why:
+    print("SKIP: parkway trace record (3 checks): " + why)
+    skipped += 3
+else:
+    # A command started under bpftrace: every event of the known schedule.
+    path = os.path.join(TMP, "record-cmd.pwt")
+    rc, out, err = run([PARKWAY, "trace", "record", "-o", path, "--", GT, "schedule"], timeout=180)
+    facts = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    ok = rc == 0 and "root_worker" in facts
+    if ok:
+        r = parse_report(report(path)[1])
+        root, other = "w" + facts["root_worker"], "w" + facts["other_worker"]
+        p = r.get("park")
+        ok = (r["level"] == "sched" and r["steals"].get((other, root), 0) >= 1 and p is not None and p["n"] >= 4
+              and p["max"] >= 0.9 * float(facts["idle_ms"]) * 1e6)
+        err = "steals %s, parks %s" % (r["steals"], p)
+    check(ok, "record -- COMMAND: the schedule's steal and parks, from the USDT probes", err[-300:])
+    desched = [w["desched"] for w in r["workers"].values()] if ok else []
+    check(desched and all(d is not None for d in desched),
+          "record -- COMMAND: the kernel's view (sched_switch) is in the file: desched %s" % desched)
+    if ok:
+        check_export("export-record", path, {})
+    # A running process (-p), stopped with SIGINT: its steals while attached.
+    path = os.path.join(TMP, "record-pid.pwt")
+    prog = subprocess.Popen([GT, "rounds", "1500"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rec = subprocess.Popen([PARKWAY, "trace", "record", "-o", path, "-p", str(prog.pid)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+    import time
+    time.sleep(5)
+    rec.send_signal(2)
+    out, err = rec.communicate(timeout=60)
+    prog.kill()
+    prog.wait()
+    steals = 0
+    if rec.returncode == 0:
+        r = parse_report(report(path)[1])
+        steals = sum(r["steals"].values())
+    check(rec.returncode == 0 and steals >= 10,
+          "record -p PID, stopped by SIGINT: %d steals (each 20 ms round has one)" % steals, err[-300:])
+
+# ---- the command's messages -------------------------------------------------
+
+for args, want in ((["trace"], "parkway trace: missing trace subcommand"),
+                   (["trace", "bogus"], "parkway trace: unknown trace subcommand 'bogus'"),
+                   (["trace", "report"], "parkway trace report: missing FILE"),
+                   (["trace", "report", "--bogus", "f"], "parkway trace report: unknown option '--bogus'"),
+                   (["trace", "report", "a", "b"], "parkway trace report: unexpected argument 'b'"),
+                   (["trace", "export", "f", "--json"], "parkway trace export: option --json needs a value"),
+                   (["trace", "export", "--window", "5:2", "f"], "parkway trace export: --window takes A:B in ms with A < B, not '5:2'"),
+                   (["trace", "report", "--json", "x", "f"], "parkway trace report: unknown option '--json'"),
+                   (["trace", "record"], "parkway trace record: missing -p PID or -- COMMAND"),
+                   (["trace", "record", "-p", "x1"], "parkway trace record: -p takes a process id, not 'x1'"),
+                   (["trace", "record", "-p", "1", "--", "ls"], "parkway trace record: -p and a command: give one"),
+                   (["trace", "record", "--"], "parkway trace record: missing COMMAND after --"),
+                   (["trace", "record", "ls"], "parkway trace record: unexpected argument 'ls'")):
+    rc, out, err = run([PARKWAY] + args)
+    check(rc == 2 and not out and err.count("\n") == 1 and err.startswith(want),
+          "parkway %s: exit 2, '%s'" % (" ".join(args), want), "exit %d: %r" % (rc, err))
+rc, out, err = run([PARKWAY, "trace", "report", os.path.join(TMP, "missing.pwt")])
+check(rc == 1 and "cannot open" in err, "a missing file: exit 1 and says so", err)
+rc, out, err = run([PARKWAY, "trace", "--help"])
+check(rc == 0 and "trace export" in out, "parkway trace --help")
+
+print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+sys.exit(1 if failed else 0)

@@ -1,0 +1,197 @@
+// trace_ground_truth.cpp -- a program whose schedule is known, for
+// check-trace.py to hold `parkway trace report` against (run it with
+// PARKWAY_TRACE=FILE). It prints what it knows as key=value lines.
+//
+//   trace_ground_truth schedule   two workers; both idle (parked) for
+//       kIdleMs; then one root task spawns kChildren children of kChildMs
+//       each (busy for that long by the clock, so a preemption does not
+//       change their length) and stays busy itself until the other worker
+//       has started one of them, which it can only have stolen; then
+//       idle for kIdleMs again.
+//   trace_ground_truth fib N      fib(N) by spawning: many task events
+//   trace_ground_truth io N       a coroutine sleeps N times through the
+//       io_uring layer: N operations submitted and completed
+//   trace_ground_truth runtimes N N runtimes one after another, each
+//       running fib(12): threads end and new ones take their trace
+//       buffers over
+//   trace_ground_truth fork       a task forks; the child exits normally
+//       (its atexit handlers run) while the parent goes on: the parent's
+//       trace must still be complete
+//   trace_ground_truth rounds N   N rounds 20 ms apart, each a task whose
+//       child the other worker must steal: a process that lives N * 20 ms
+//       with a known number of steals, for `parkway trace record -p`
+#include <parkway/io.hpp>
+#include <parkway/parkway.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kChildren = 12;
+constexpr double kChildMs = 1.5;
+constexpr double kRootMinMs = 10.0;
+constexpr int kIdleMs = 60;
+
+void busy_for(double ms) {
+  const auto until = Clock::now() + std::chrono::duration<double, std::milli>(ms);
+  while (Clock::now() < until) {
+  }
+}
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+int schedule() {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  std::this_thread::sleep_for(std::chrono::milliseconds(kIdleMs));  // both workers park
+  std::atomic<int> on[2] = {0, 0};
+  double child_ms[kChildren] = {};  // each child's own measure of its length
+  int root = -1;
+  double root_busy_ms = 0, root_total_ms = 0;
+  rt.run([&] {
+    root = parkway::Runtime::current_worker_index();
+    const auto t0 = Clock::now();
+    parkway::TaskGroup g;
+    for (int i = 0; i < kChildren; ++i)
+      g.spawn([&, i] {
+        const auto c0 = Clock::now();
+        const int w = parkway::Runtime::current_worker_index();
+        on[w].fetch_add(1);
+        busy_for(kChildMs);
+        child_ms[i] = ms_since(c0);
+      });
+    // Busy until the other worker has started a child (it stole it), and
+    // at least kRootMinMs.
+    const auto deadline = t0 + std::chrono::seconds(30);
+    while (ms_since(t0) < kRootMinMs || on[1 - root].load() == 0) {
+      if (Clock::now() > deadline) {
+        std::fprintf(stderr, "trace_ground_truth: no child was stolen within 30 s\n");
+        std::exit(1);
+      }
+    }
+    root_busy_ms = ms_since(t0);
+    g.wait();
+    root_total_ms = ms_since(t0);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(kIdleMs));  // parked again
+  rt.shutdown();
+  // Work (time inside tasks, not counting a task's time searching or
+  // parked in its wait): the root's busy part and every child; the root's
+  // few microseconds between children in its wait are not in it.
+  double work = root_busy_ms;
+  for (int i = 0; i < kChildren; ++i) work += child_ms[i];
+  std::printf("workers=2\nroot_worker=%d\nother_worker=%d\nchildren=%d\nroot_busy_ms=%.3f\nroot_total_ms=%.3f\n", root,
+              1 - root, kChildren, root_busy_ms, root_total_ms);
+  std::printf("tasks_w%d=%d\ntasks_w%d=%d\nstolen_children=%d\nidle_ms=%d\nwork_ms=%.3f\nchild_min_ms=%.3f\n", root,
+              1 + on[root].load(), 1 - root, on[1 - root].load(), on[1 - root].load(), kIdleMs, work, kChildMs);
+  std::printf("task_ms=%.4f", root_total_ms);
+  for (double c : child_ms) std::printf(",%.4f", c);
+  std::printf("\n");
+  return 0;
+}
+
+long fib(int n) {
+  if (n < 2) return n;
+  long a = 0;
+  parkway::TaskGroup g;
+  g.spawn([&] { a = fib(n - 1); });
+  long b = fib(n - 2);
+  g.wait();
+  return a + b;
+}
+
+int fib_mode(int n) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  long r = rt.run([n] { return fib(n); });
+  rt.shutdown();
+  parkway::Stats s = rt.stats();
+  std::printf("fib=%ld\nspawned=%llu\nexecuted=%llu\n", r, (unsigned long long)s.total.spawned,
+              (unsigned long long)s.total.executed);
+  return 0;
+}
+
+parkway::Task<int> sleeps(int n) {
+  int ok = 0;
+  for (int i = 0; i < n; ++i) {
+    auto r = co_await parkway::io::sleep_for(std::chrono::microseconds(200));
+    ok += r.ok();
+  }
+  co_return ok;
+}
+
+int io_mode(int n) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  const int ok = parkway::sync_wait(rt, sleeps(n));
+  rt.shutdown();
+  std::printf("io_ops=%d\nio_ok=%d\n", n, ok);
+  return ok == n ? 0 : 1;
+}
+
+int runtimes_mode(int n) {
+  unsigned long long executed = 0;
+  for (int i = 0; i < n; ++i) {
+    parkway::Runtime rt(parkway::Options{.workers = 2});
+    if (rt.run([] { return fib(12); }) != 144) return 1;
+    rt.shutdown();
+    executed += rt.stats().total.executed;
+  }
+  std::printf("runtimes=%d\nexecuted=%llu\n", n, executed);
+  return 0;
+}
+
+int fork_mode() {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  pid_t child = rt.run([] { return fork(); });
+  if (child == 0) std::exit(0);  // the child: atexit handlers, the trace's included
+  int status = 0;
+  waitpid(child, &status, 0);
+  std::printf("fib=%ld\nchild_status=%d\n", rt.run([] { return fib(15); }), status);
+  return 0;
+}
+
+int rounds(int n) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  int stolen = 0;
+  for (int r = 0; r < n; ++r) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    rt.run([&] {
+      const int me = parkway::Runtime::current_worker_index();
+      std::atomic<int> ran_on{-1};
+      parkway::TaskGroup g;
+      g.spawn([&] { ran_on.store(parkway::Runtime::current_worker_index()); });
+      const auto deadline = Clock::now() + std::chrono::seconds(30);
+      while (ran_on.load() < 0) {  // only a thief can run it while we spin
+        if (Clock::now() > deadline) {
+          std::fprintf(stderr, "trace_ground_truth: no child was stolen within 30 s\n");
+          std::exit(1);
+        }
+      }
+      g.wait();
+      stolen += ran_on.load() != me;
+    });
+  }
+  rt.shutdown();
+  std::printf("rounds=%d\nstolen=%d\nsteals_at_least=%d\n", n, stolen, stolen);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && !std::strcmp(argv[1], "schedule")) return schedule();
+  if (argc == 3 && !std::strcmp(argv[1], "fib")) return fib_mode(std::atoi(argv[2]));
+  if (argc == 3 && !std::strcmp(argv[1], "rounds")) return rounds(std::atoi(argv[2]));
+  if (argc == 2 && !std::strcmp(argv[1], "fork")) return fork_mode();
+  if (argc == 3 && !std::strcmp(argv[1], "runtimes")) return runtimes_mode(std::atoi(argv[2]));
+  if (argc == 3 && !std::strcmp(argv[1], "io")) return io_mode(std::atoi(argv[2]));
+  std::fprintf(stderr, "usage: trace_ground_truth schedule | fib N | rounds N | fork | io N | runtimes N\n");
+  return 2;
+}

@@ -1,0 +1,195 @@
+// trace_cli.cpp -- `parkway trace report|export`: arguments, then the
+// file read, the model built, and the chosen output written.
+#include "trace_cli.h"
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "trace_tool.hpp"
+
+using namespace parkway::tracetool;
+
+extern "C" const char parkway_trace_usage[] =
+    "usage: parkway trace report [--partial] FILE\n"
+    "       parkway trace export [--partial] [--json OUT] [--svg OUT] [--window MS:MS] FILE\n"
+    "       parkway trace record [-o FILE] -p PID | -- COMMAND [ARGS...]\n"
+    "\n"
+    "FILE is written by a program run with PARKWAY_TRACE=FILE in its environment\n"
+    "(PARKWAY_TRACE_LEVEL=task adds every task's spawn and run; docs/tracing.md).\n"
+    "trace report  per worker running/searching/parked shares, steals, parks and\n"
+    "              wake latencies, task durations, parallelism over time\n"
+    "trace export  Chrome trace-event JSON for ui.perfetto.dev or chrome://tracing\n"
+    "              (default FILE.json) and an SVG timeline (default FILE.svg)\n"
+    "  --partial   read a file without its end record (the process did not exit)\n"
+    "  --json OUT, --svg OUT   where to write (- for stdout)\n"
+    "  --window A:B  the SVG shows ms A to B of the trace (default: first to last event)\n"
+    "trace record  the scheduling events of a running process (-p, until Ctrl-C)\n"
+    "              or of COMMAND, from the USDT probes under bpftrace (root),\n"
+    "              into FILE (default parkway.pwt); no restart with PARKWAY_TRACE\n";
+
+namespace {
+
+constexpr int kOk = 0, kFail = 1, kUsage = 2;
+
+int usage_error(const char* where, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+int usage_error(const char* where, const char* fmt, ...) {
+  std::fprintf(stderr, "%s: ", where);
+  va_list ap;
+  va_start(ap, fmt);
+  std::vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  std::fputs(" (see `parkway trace --help`)\n", stderr);
+  return kUsage;
+}
+
+struct Args {
+  bool partial = false;
+  std::string file, json, svg;
+  std::uint64_t from_ns = 0, to_ns = 0;  // --window
+};
+
+// "A:B" in ms, A < B; false if it is not that.
+bool parse_window(const char* s, Args* a) {
+  char* end;
+  const double from = std::strtod(s, &end);
+  if (end == s || *end != ':') return false;
+  const char* rest = end + 1;
+  const double to = std::strtod(rest, &end);
+  if (end == rest || *end || !(from >= 0) || !(to > from) || to > 1e12) return false;
+  a->from_ns = std::uint64_t(from * 1e6);
+  a->to_ns = std::uint64_t(to * 1e6);
+  return true;
+}
+
+// Parses argv[2..]; `outputs`: --json and --svg are allowed.
+int parse(int argc, char** argv, const char* where, bool outputs, Args* a) {
+  for (int i = 2; i < argc; ++i) {
+    const char* s = argv[i];
+    if (!std::strcmp(s, "--partial")) {
+      a->partial = true;
+    } else if (outputs && !std::strcmp(s, "--window")) {
+      if (i + 1 >= argc) return usage_error(where, "option %s needs a value", s);
+      if (!parse_window(argv[++i], a))
+        return usage_error(where, "--window takes A:B in ms with A < B, not '%s'", argv[i]);
+    } else if (outputs && (!std::strcmp(s, "--json") || !std::strcmp(s, "--svg"))) {
+      if (i + 1 >= argc) return usage_error(where, "option %s needs a value", s);
+      (s[2] == 'j' ? a->json : a->svg) = argv[++i];
+    } else if (s[0] == '-' && s[1] != 0) {
+      return usage_error(where, "unknown option '%s'", s);
+    } else if (a->file.empty()) {
+      a->file = s;
+    } else {
+      return usage_error(where, "unexpected argument '%s'", s);
+    }
+  }
+  if (a->file.empty()) return usage_error(where, "missing FILE");
+  return kOk;
+}
+
+// Opens `path` for writing ("-": stdout); null after printing why.
+std::FILE* open_out(const char* where, const std::string& path) {
+  if (path == "-") return stdout;
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) std::fprintf(stderr, "%s: cannot write %s: %s\n", where, path.c_str(), std::strerror(errno));
+  return f;
+}
+
+bool close_out(const char* where, const std::string& path, std::FILE* f) {
+  bool ok = !std::ferror(f);
+  if (f == stdout) return std::fflush(f) == 0 && ok;
+  if (std::fclose(f) != 0) ok = false;
+  if (!ok) std::fprintf(stderr, "%s: writing %s failed\n", where, path.c_str());
+  return ok;
+}
+
+std::string with_ext(const std::string& file, const char* ext) {
+  std::string base = file;
+  auto slash = base.rfind('/');
+  auto dot = base.rfind('.');
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) base.resize(dot);
+  return base + ext;
+}
+
+int run(int argc, char** argv) {
+  const bool report = !std::strcmp(argv[1], "report");
+  const char* where = report ? "parkway trace report" : "parkway trace export";
+  Args a;
+  if (int rc = parse(argc, argv, where, !report, &a); rc != kOk) return rc;
+  TraceFile tf = read_trace(a.file, a.partial);
+  Model m = build_model(tf);
+  if (report) {
+    write_report(a.file, tf, m, stdout);
+    return std::fflush(stdout) == 0 ? kOk : kFail;
+  }
+  if (a.json.empty()) a.json = with_ext(a.file, ".json");
+  if (a.svg.empty()) a.svg = with_ext(a.file, ".svg");
+  std::FILE* j = open_out(where, a.json);
+  if (!j) return kFail;
+  write_chrome_json(tf, m, j);
+  if (!close_out(where, a.json, j)) return kFail;
+  std::FILE* s = open_out(where, a.svg);
+  if (!s) return kFail;
+  write_svg(a.file, m, s, a.from_ns, a.to_ns);
+  if (!close_out(where, a.svg, s)) return kFail;
+  if (a.json != "-" && a.svg != "-")
+    std::fprintf(stderr, "%s: wrote %s (ui.perfetto.dev) and %s\n", where, a.json.c_str(), a.svg.c_str());
+  return kOk;
+}
+
+int record(int argc, char** argv) {
+  const char* where = "parkway trace record";
+  std::string out = "parkway.pwt";
+  int pid = 0;
+  std::vector<std::string> cmd;
+  for (int i = 2; i < argc; ++i) {
+    const char* s = argv[i];
+    if (!std::strcmp(s, "--")) {
+      for (++i; i < argc; ++i) cmd.push_back(argv[i]);
+      if (cmd.empty()) return usage_error(where, "missing COMMAND after --");
+    } else if (!std::strcmp(s, "-o") || !std::strcmp(s, "-p")) {
+      if (i + 1 >= argc) return usage_error(where, "option %s needs a value", s);
+      const char* v = argv[++i];
+      if (s[1] == 'o') {
+        out = v;
+      } else {
+        char* end;
+        long p = std::strtol(v, &end, 10);
+        if (!*v || *end || p <= 0 || p > 4194304) return usage_error(where, "-p takes a process id, not '%s'", v);
+        pid = int(p);
+      }
+    } else if (s[0] == '-') {
+      return usage_error(where, "unknown option '%s'", s);
+    } else {
+      return usage_error(where, "unexpected argument '%s' (a command goes after --)", s);
+    }
+  }
+  if ((pid > 0) == !cmd.empty())
+    return usage_error(where, pid > 0 ? "-p and a command: give one" : "missing -p PID or -- COMMAND");
+  return record_main(where, pid, cmd, out);
+}
+
+}  // namespace
+
+extern "C" int parkway_trace_main(int argc, char** argv) {
+  if (argc < 2) return usage_error("parkway trace", "missing trace subcommand (report, export or record)");
+  if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fputs(parkway_trace_usage, stdout);
+    return kOk;
+  }
+  if (!std::strcmp(argv[1], "record")) return record(argc, argv);
+  if (std::strcmp(argv[1], "report") != 0 && std::strcmp(argv[1], "export") != 0)
+    return usage_error("parkway trace", "unknown trace subcommand '%s' (report, export or record)", argv[1]);
+  try {
+    return run(argc, argv);
+  } catch (const FormatError& e) {
+    std::fprintf(stderr, "parkway trace: %s\n", e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "parkway trace: %s\n", e.what());
+  }
+  return kFail;
+}

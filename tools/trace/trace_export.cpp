@@ -1,0 +1,222 @@
+// trace_export.cpp -- `parkway trace export`: the Chrome trace-event JSON
+// that ui.perfetto.dev and chrome://tracing load. One thread track per
+// worker (and per outside thread) with its task, search and park slices,
+// which nest as the spans do; flow arrows from a spawn to the start of the
+// task on another worker (task level) or from victim to thief of a steal
+// (scheduling level), and from a wake to the wakee's unpark; counters for
+// the running workers and the queued tasks.
+#include <algorithm>
+#include <array>
+#include <cinttypes>
+#include <vector>
+
+#include "trace_tool.hpp"
+
+namespace parkway::tracetool {
+
+namespace {
+
+constexpr std::size_t kMaxFlows = 200000;  // per kind: beyond this the viewer bogs down
+
+int tid_of(const Model& m, std::size_t track) {
+  return track < m.workers ? int(track) : int(100000 + track);
+}
+
+const char* span_name(SpanKind k) {
+  switch (k) {
+    case SpanKind::kTask: return "task";
+    case SpanKind::kSearch: return "search";
+    case SpanKind::kPark: return "park";
+    case SpanKind::kDescheduled: return "descheduled";
+  }
+  return "?";
+}
+
+struct Json {
+  std::FILE* o;
+  bool first = true;
+  void sep() {
+    std::fputs(first ? "\n" : ",\n", o);
+    first = false;
+  }
+  // ns -> the format's microseconds, exact to the ns.
+  static void us(std::FILE* o, std::uint64_t ns) {
+    std::fprintf(o, "%" PRIu64 ".%03u", ns / 1000, unsigned(ns % 1000));
+  }
+  void slice(int pid, int tid, const char* name, std::uint64_t b, std::uint64_t e, const char* args = nullptr) {
+    sep();
+    std::fprintf(o, "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":", name, pid, tid);
+    us(o, b);
+    std::fputs(",\"dur\":", o);
+    us(o, e - b);
+    if (args) std::fprintf(o, ",\"args\":{%s}", args);
+    std::fputs("}", o);
+  }
+  void flow(int pid, const char* name, std::uint64_t id, int tid_from, std::uint64_t at_from, int tid_to,
+            std::uint64_t at_to) {
+    sep();
+    std::fprintf(o, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"s\",\"id\":%" PRIu64 ",\"pid\":%d,\"tid\":%d,\"ts\":", name,
+                 name, id, pid, tid_from);
+    us(o, at_from);
+    std::fputs("}", o);
+    sep();
+    std::fprintf(o,
+                 "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"f\",\"bp\":\"e\",\"id\":%" PRIu64 ",\"pid\":%d,\"tid\":%d,\"ts\":",
+                 name, name, id, pid, tid_to);
+    us(o, at_to);
+    std::fputs("}", o);
+  }
+  void counter(int pid, const char* name, std::uint64_t at, double v) {
+    sep();
+    std::fprintf(o, "{\"name\":\"%s\",\"ph\":\"C\",\"pid\":%d,\"ts\":", name, pid);
+    us(o, at);
+    std::fprintf(o, ",\"args\":{\"value\":%.3f}}", v);
+  }
+};
+
+}  // namespace
+
+void write_chrome_json(const TraceFile& tf, const Model& m, std::FILE* o) {
+  const int pid = int(tf.header.pid);
+  Json j{o};
+  std::fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", o);
+  j.sep();
+  std::fprintf(o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"parkway pid %d\"}}", pid, pid);
+  for (std::size_t i = 0; i < m.tracks.size(); ++i) {
+    j.sep();
+    std::fprintf(o, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", pid,
+                 tid_of(m, i), m.tracks[i].label.c_str());
+    j.sep();
+    std::fprintf(o, "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%zu}}",
+                 pid, tid_of(m, i), i);
+  }
+  char args[64];
+  for (std::size_t i = 0; i < m.tracks.size(); ++i) {
+    for (const Span& s : m.tracks[i].spans) {
+      if (s.kind == SpanKind::kTask) std::snprintf(args, sizeof args, "\"task\":\"0x%" PRIx64 "\"", s.task);
+      j.slice(pid, tid_of(m, i), span_name(s.kind), s.begin, s.end, s.kind == SpanKind::kTask ? args : nullptr);
+    }
+  }
+  std::uint64_t id = 1;
+  if (m.task_level) {
+    for (std::size_t k = 0; k < m.migrations.size() && k < kMaxFlows; ++k) {
+      const Migration& g = m.migrations[k];
+      j.slice(pid, g.from, "spawn", g.spawned_at, g.spawned_at);
+      j.flow(pid, "stolen task", id++, g.from, g.spawned_at, g.to, g.started_at);
+    }
+  } else {
+    for (std::size_t k = 0; k < m.steals.size() && k < kMaxFlows; ++k) {
+      const Steal& s = m.steals[k];
+      if (s.victim < 0 || unsigned(s.victim) >= m.workers) continue;
+      std::snprintf(args, sizeof args, "\"thief\":\"w%d\",\"tasks\":%u", s.thief, s.count);
+      j.slice(pid, s.victim, "stolen from", s.at, s.at, args);
+      j.flow(pid, "steal", id++, s.victim, s.at, s.thief, s.at);
+    }
+  }
+  std::size_t wakes = 0;
+  for (const Wake& w : m.wakes) {
+    if (!w.asleep || wakes++ >= kMaxFlows) continue;
+    std::snprintf(args, sizeof args, "\"wakee\":\"w%d\"", w.wakee);
+    j.slice(pid, tid_of(m, w.track), "wake", w.at, w.at, args);
+    // Bound to the wakee's park slice, which ends at the unpark.
+    j.flow(pid, "wake", id++, tid_of(m, w.track), w.at, w.wakee, w.unpark > w.at ? w.unpark - 1 : w.unpark);
+  }
+  std::vector<double> par = parallelism(m, 2000);
+  for (std::size_t k = 0; k < par.size(); ++k)
+    j.counter(pid, m.task_level ? "workers running tasks" : "workers not idle", m.end_ns * k / par.size(), par[k]);
+  for (const auto& [at, n] : m.queued) j.counter(pid, "queued tasks", at, double(n));
+  for (std::size_t q = 0; q < m.queue_len.size(); ++q) {
+    const std::string name = q < m.workers ? "deque " + m.tracks[q].label : std::string("injection queue");
+    for (const auto& [at, n] : m.queue_len[q]) j.counter(pid, name.c_str(), at, double(n));
+  }
+  std::fputs("\n]}\n", o);
+}
+
+void write_svg(const std::string& title, const Model& m, std::FILE* o, std::uint64_t from, std::uint64_t to) {
+  const int width = 1200, left = 150, right = 20, row = 22, plot_h = 120;
+  const int cols = width - left - right;
+  const int rows = int(m.tracks.size());
+  const int top = 40, plot_top = top + rows * row + 40;
+  const int height = plot_top + plot_h + 60;
+  auto [t0, t1] = active_window(m);  // from the first event to the last, unless a window is asked for
+  if (to > from) t0 = from, t1 = to;
+  const double ns_per_px = double(t1 - t0) / cols;
+  const char* color[kStates] = {"#2e9d4a", "#f0a030", "#8aa0c8", m.task_level ? "#d8d8d8" : "#9fd3a8", "#d04040"};
+  std::fprintf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n",
+               width, height);
+  std::fprintf(o, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+  std::string t = title;
+  for (char& c : t)
+    if (c == '<' || c == '>' || c == '&') c = '_';
+  std::fprintf(o, "<text x=\"10\" y=\"20\" font-size=\"14\">%s: %s to %s of the trace, %s level</text>\n",
+               t.c_str(), fmt_ns(double(t0)).c_str(), fmt_ns(double(t1)).c_str(), m.task_level ? "task" : "scheduling");
+  for (int r = 0; r < rows; ++r) {
+    const Track& tr = m.tracks[r];
+    const int y = top + r * row;
+    std::fprintf(o, "<text x=\"10\" y=\"%d\">%s</text>\n", y + 15, tr.label.substr(0, 20).c_str());
+    // Per pixel column, the state that held most of its time.
+    std::vector<std::array<double, kStates>> share(cols, std::array<double, kStates>{});
+    for (std::size_t i = 0; i < tr.states.size(); ++i) {
+      double b = std::max(double(tr.states[i].first), double(t0)) - double(t0);
+      const double e = std::min(double(i + 1 < tr.states.size() ? tr.states[i + 1].first : tr.last), double(t1)) - double(t0);
+      const int s = tr.states[i].second;
+      for (int c = int(b / ns_per_px); c < cols && b < e; ++c) {
+        const double upto = std::min(e, (c + 1) * ns_per_px);
+        if (upto > b) share[c][s] += upto - b;
+        b = std::max(b, upto);
+      }
+    }
+    int run_start = -1, run_state = -1;
+    auto flush = [&](int end_col) {
+      if (run_state >= 0)
+        std::fprintf(o, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n", left + run_start, y + 2,
+                     end_col - run_start, row - 4, color[run_state]);
+    };
+    for (int c = 0; c < cols; ++c) {
+      int best = -1;
+      double most = 0;
+      for (int s = 0; s < kStates; ++s)
+        if (share[c][s] > most) most = share[c][s], best = s;
+      if (best != run_state) {
+        flush(c);
+        run_start = c;
+        run_state = best;
+      }
+    }
+    flush(cols);
+  }
+  // Time axis.
+  const int axis_y = top + rows * row + 5;
+  for (int k = 0; k <= 5; ++k) {
+    const int x = left + cols * k / 5;
+    std::fprintf(o, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n", x, top, x, axis_y);
+    std::fprintf(o, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", x, axis_y + 14,
+                 fmt_ns(double(t0) + double(t1 - t0) * k / 5).c_str());
+  }
+  // Parallelism plot.
+  std::vector<double> par = parallelism(m, unsigned(cols), t0, t1);
+  const double ymax = std::max(1u, m.workers);
+  std::fprintf(o, "<text x=\"10\" y=\"%d\">%s</text>\n", plot_top + 12,
+               m.task_level ? "workers running tasks" : "workers not idle");
+  std::fprintf(o, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888\"/>\n", left, plot_top,
+               cols, plot_h);
+  std::fprintf(o, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%u</text>\n", left - 4, plot_top + 10, m.workers);
+  std::fprintf(o, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">0</text>\n", left - 4, plot_top + plot_h);
+  std::fprintf(o, "<polyline fill=\"none\" stroke=\"#2e9d4a\" points=\"");
+  for (int c = 0; c < cols; ++c)
+    std::fprintf(o, "%d,%.1f ", left + c, plot_top + plot_h - par[c] / ymax * plot_h);
+  std::fprintf(o, "\"/>\n");
+  // Legend.
+  const char* names[kStates] = {"task", "searching", "parked", m.task_level ? "between tasks" : "running (tasks and loop)",
+                                "descheduled by the OS"};
+  int lx = left;
+  for (int s = 0; s < kStates; ++s) {
+    if (s == kDescheduled && !m.kernel_view) continue;
+    std::fprintf(o, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>", lx, height - 30, color[s]);
+    std::fprintf(o, "<text x=\"%d\" y=\"%d\">%s</text>\n", lx + 16, height - 20, names[s]);
+    lx += 190;
+  }
+  std::fprintf(o, "</svg>\n");
+}
+
+}  // namespace parkway::tracetool

@@ -1,0 +1,370 @@
+// trace_record.cpp -- `parkway trace record`: the scheduling-level events
+// of a process that was not started with PARKWAY_TRACE, from its USDT
+// probes under bpftrace, written as a trace file (format.hpp) that
+// `parkway trace report|export` read like an in-process one.
+//
+// bpftrace prints one line per probe hit: "NS TID NAME ARGS..." (NS from
+// bpftrace's nsecs, CLOCK_MONOTONIC); each thread becomes a stream, named
+// by the worker index its worker-side probes carry. Task-level events are
+// not recorded this way: a uprobe hit costs microseconds. The kernel's
+// view comes with them: sched_switch of the process's threads, as off_cpu
+// (preempted while runnable, or blocked) and on_cpu.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "trace_tool.hpp"
+
+namespace parkway::tracetool {
+
+using namespace trace_format;
+
+namespace {
+
+// probe name, its EventType, how many arguments it has, and which
+// argument (if any) is the worker index of the thread that fired it.
+struct Probe {
+  const char* name;
+  EventType type;
+  int args;
+  int worker_arg;  // -1: none
+  bool usdt;       // else a line of the sched_switch part of the program
+};
+constexpr Probe kProbes[] = {
+    {"steal", EventType::kSteal, 3, 0, true},
+    {"steal_fence", EventType::kStealFence, 2, 0, true},
+    {"inject_take", EventType::kInjectTake, 2, 0, true},
+    {"search_begin", EventType::kSearchBegin, 1, 0, true},
+    {"search_end", EventType::kSearchEnd, 2, 0, true},
+    {"park", EventType::kPark, 2, 0, true},
+    {"unpark", EventType::kUnpark, 3, 0, true},
+    {"wake", EventType::kWake, 2, 0, true},
+    {"notify", EventType::kNotify, 3, 0, true},
+    {"park_fence", EventType::kParkFence, 1, 0, true},
+    {"inject", EventType::kInject, 1, -1, true},
+    {"off_cpu", EventType::kOffCpu, 1, -1, false},  // arg: prev_state (0: preempted)
+    {"on_cpu", EventType::kOnCpu, 0, -1, false},
+};
+
+std::string which(const std::string& prog) {
+  if (prog.find('/') != std::string::npos) return access(prog.c_str(), X_OK) == 0 ? prog : "";
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    std::string p = (dir.empty() ? "." : dir) + "/" + prog;
+    if (access(p.c_str(), X_OK) == 0) return p;
+  }
+  return "";
+}
+
+// The file that holds the probes: the libparkway.so the process mapped,
+// else its executable (a static link).
+std::string probe_target_of_pid(int pid) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    std::string path = line.substr(slash);
+    auto base = path.substr(path.rfind('/') + 1);
+    if (base.rfind("libparkway.so", 0) == 0) return path;
+  }
+  char exe[4096];
+  ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof exe - 1);
+  if (n <= 0) return "";
+  exe[n] = 0;
+  return exe;
+}
+
+// For a command not started yet: the libparkway.so its loader would map
+// (ldd), else the executable itself.
+std::string probe_target_of_cmd(const std::string& exe) {
+  std::string cmd = "ldd '" + exe + "' 2>/dev/null";
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    std::string found;
+    while (std::fgets(buf, sizeof buf, p)) {
+      std::string l = buf;
+      auto at = l.find("libparkway.so");
+      auto arrow = l.find("=> ");
+      if (at != std::string::npos && arrow != std::string::npos) {
+        std::string path = l.substr(arrow + 3);
+        path = path.substr(0, path.find(' '));
+        if (!path.empty() && path[0] == '/') found = path;
+      }
+    }
+    pclose(p);
+    if (!found.empty()) return found;
+  }
+  return exe;
+}
+
+std::string bpftrace_program(const std::string& target, const std::string& filter) {
+  // A thread of the process leaving its CPU marks it (@pw), so that its
+  // return is seen too (sched_switch names the next thread by tid only).
+  std::string s =
+      "tracepoint:sched:sched_switch /" + filter +
+      "/ { @pw[tid] = 1; printf(\"%llu %d off_cpu %lld\\n\", nsecs, tid, (int64)args->prev_state); }\n"
+      "tracepoint:sched:sched_switch /@pw[args->next_pid]/ { printf(\"%llu %d on_cpu\\n\", nsecs, "
+      "args->next_pid); }\n";
+  for (const Probe& p : kProbes) {
+    if (!p.usdt) continue;
+    s += "usdt:" + target + ":parkway:" + p.name + " /" + filter + "/ { printf(\"%llu %d " + p.name;
+    for (int i = 0; i < p.args; ++i) s += " %lld";
+    s += "\\n\", nsecs, tid";
+    for (int i = 0; i < p.args; ++i) s += ", (int64)arg" + std::to_string(i);
+    s += "); }\n";
+  }
+  return s;
+}
+
+struct Collected {
+  std::map<std::uint32_t, std::vector<Event>> by_tid;
+  std::map<std::uint32_t, int> worker_of;  // tid -> worker index
+  std::uint64_t first_ns = UINT64_MAX, last_ns = 0;
+};
+
+void take_line(const char* line, Collected& c) {
+  unsigned long long ns;
+  int tid, used = 0;
+  char name[32];
+  if (std::sscanf(line, "%llu %d %31s%n", &ns, &tid, name, &used) != 3) return;  // bpftrace's own lines
+  const Probe* p = nullptr;
+  for (const Probe& q : kProbes)
+    if (!std::strcmp(q.name, name)) p = &q;
+  if (!p) return;
+  long long a[3] = {0, 0, 0};
+  const char* rest = line + used;
+  for (int i = 0; i < p->args; ++i) {
+    int n = 0;
+    if (std::sscanf(rest, " %lld%n", &a[i], &n) != 1) return;
+    rest += n;
+  }
+  Event e{};
+  e.ticks = ns;
+  e.type = std::uint8_t(p->type);
+  switch (p->type) {
+    case EventType::kSteal: e.a16 = std::uint16_t(a[1]); e.a32 = std::uint32_t(a[2]); break;
+    case EventType::kStealFence: e.a16 = std::uint16_t(a[1]); break;
+    case EventType::kInjectTake: e.a32 = std::uint32_t(a[1]); break;
+    case EventType::kSearchEnd: e.a8 = std::uint8_t(a[1]); break;
+    case EventType::kPark: e.a32 = std::uint32_t(a[1]); break;
+    case EventType::kUnpark: e.a8 = std::uint8_t(a[1]); e.a32 = std::uint32_t(a[2]); break;
+    case EventType::kWake: e.a16 = std::uint16_t(a[1]); e.a32 = std::uint32_t(std::int32_t(a[0])); break;
+    case EventType::kNotify: e.a8 = std::uint8_t(a[2]); e.a32 = std::uint32_t(a[1]); break;
+    case EventType::kInject:
+      e.a16 = std::uint16_t(std::uint64_t(a[0]) >> 32);
+      e.a32 = std::uint32_t(a[0]);
+      break;
+    case EventType::kOffCpu: e.a8 = a[0] == 0; break;
+    default: break;
+  }
+  if (p->worker_arg >= 0 && a[p->worker_arg] >= 0 && a[p->worker_arg] < 4096) c.worker_of[tid] = int(a[p->worker_arg]);
+  c.by_tid[std::uint32_t(tid)].push_back(e);
+  if (ns < c.first_ns) c.first_ns = ns;
+  if (ns > c.last_ns) c.last_ns = ns;
+}
+
+volatile sig_atomic_t g_stop = 0;
+void on_stop_signal(int) { g_stop = 1; }
+
+std::uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
+}
+
+bool write_file(const std::string& path, int pid, std::uint64_t start_ns, Collected& c, std::string* err) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) {
+    *err = "cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  FileHeader h{};
+  std::memcpy(h.magic, kMagic, sizeof h.magic);
+  h.version = kVersion;
+  h.header_bytes = sizeof h;
+  h.clock = std::uint32_t(Clock::kMonotonic);
+  h.level = std::uint32_t(Level::kSched);
+  h.pid = std::uint32_t(pid);
+  h.chunk_events = 0;
+  h.start_ticks = h.start_ns = start_ns;
+  std::fwrite(&h, sizeof h, 1, f);
+  auto record = [&](RecordKind k, std::uint32_t stream, const void* a, std::size_t alen, const void* b,
+                    std::size_t blen) {
+    RecordHeader r{kRecordMagic, std::uint16_t(k), 0, std::uint32_t(alen + blen), stream};
+    std::fwrite(&r, sizeof r, 1, f);
+    if (alen) std::fwrite(a, 1, alen, f);
+    if (blen) std::fwrite(b, 1, blen, f);
+  };
+  std::uint64_t events = 0;
+  std::uint32_t id = 0;
+  constexpr std::size_t kChunk = 1 << 20;
+  for (auto& [tid, evs] : c.by_tid) {
+    // bpftrace prints each CPU's buffer in turn: a thread that moved
+    // between CPUs can come out of order.
+    std::stable_sort(evs.begin(), evs.end(), [](const Event& a, const Event& b) { return a.ticks < b.ticks; });
+    StreamInfo si{};
+    auto w = c.worker_of.find(tid);
+    si.worker = w == c.worker_of.end() ? -1 : w->second;
+    si.tid = tid;
+    si.runtime = si.worker >= 0 ? 1 : 0;  // one runtime per traced process (probes carry no runtime)
+    std::ifstream comm("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm");
+    std::string name;
+    if (std::getline(comm, name)) std::strncpy(si.name, name.c_str(), sizeof si.name - 1);
+    record(RecordKind::kStream, ++id, &si, sizeof si, nullptr, 0);
+    for (std::size_t i = 0; i < evs.size(); i += kChunk) {
+      const std::size_t n = std::min(kChunk, evs.size() - i);
+      ChunkInfo ci{0};
+      record(RecordKind::kChunk, id, &ci, sizeof ci, evs.data() + i, n * sizeof(Event));
+      events += n;
+    }
+  }
+  const std::uint64_t end = std::max(c.last_ns, start_ns);
+  EndInfo e{events, 0, end, end};
+  record(RecordKind::kEnd, 0, &e, sizeof e, nullptr, 0);
+  const bool ok = !std::ferror(f);
+  if (std::fclose(f) != 0 || !ok) {
+    *err = "writing " + path + " failed";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int record_main(const char* where, int pid, const std::vector<std::string>& cmd, const std::string& out) {
+  const std::string bpftrace = which("bpftrace");
+  if (bpftrace.empty()) {
+    std::fprintf(stderr, "%s: bpftrace is not installed (apt-get install bpftrace); PARKWAY_TRACE=FILE in the "
+                         "program's environment needs nothing\n", where);
+    return 3;
+  }
+  if (geteuid() != 0) {
+    std::fprintf(stderr, "%s: attaching to USDT probes needs root; PARKWAY_TRACE=FILE in the program's "
+                         "environment does not\n", where);
+    return 3;
+  }
+  if (access("/sys/kernel/tracing/uprobe_events", F_OK) != 0) {
+    std::fprintf(stderr, "%s: tracefs is not mounted (mount -t tracefs tracefs /sys/kernel/tracing)\n", where);
+    return 3;
+  }
+  std::string target;
+  if (pid > 0) {
+    if (kill(pid, 0) != 0) {
+      std::fprintf(stderr, "%s: no process %d\n", where, pid);
+      return 1;
+    }
+    target = probe_target_of_pid(pid);
+  } else {
+    std::string exe = which(cmd[0]);
+    if (exe.empty()) {
+      std::fprintf(stderr, "%s: %s: command not found\n", where, cmd[0].c_str());
+      return 1;
+    }
+    target = probe_target_of_cmd(exe);
+  }
+  if (target.empty()) {
+    std::fprintf(stderr, "%s: cannot find the file with parkway's probes\n", where);
+    return 1;
+  }
+  std::vector<std::string> args{bpftrace, "-q", "-e", bpftrace_program(target, pid > 0 ? "pid == " + std::to_string(pid) : "pid == cpid")};
+  if (pid > 0) {
+    args.push_back("-p");
+    args.push_back(std::to_string(pid));
+  } else {
+    std::string c;
+    for (const std::string& a : cmd) {
+      if (a.find_first_of(" \t'\"\\") != std::string::npos) {
+        std::fprintf(stderr, "%s: bpftrace -c splits the command at spaces: '%s' cannot be passed\n", where,
+                     a.c_str());
+        return 2;
+      }
+      c += (c.empty() ? "" : " ") + a;
+    }
+    args.push_back("-c");
+    args.push_back(which(cmd[0]) + c.substr(cmd[0].size()));
+  }
+  // bpftrace writes its lines to a file of its own (-o): the command it
+  // starts keeps our stdout.
+  char tmp[] = "/tmp/parkway-record.XXXXXX";
+  int tfd = mkstemp(tmp);
+  if (tfd < 0) {
+    std::fprintf(stderr, "%s: cannot make a temporary file: %s\n", where, std::strerror(errno));
+    return 1;
+  }
+  close(tfd);
+  args.insert(args.begin() + 1, {"-o", tmp});
+  const std::uint64_t start_ns = monotonic_ns();
+  pid_t child = fork();
+  if (child == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  if (child < 0) {
+    std::fprintf(stderr, "%s: fork: %s\n", where, std::strerror(errno));
+    unlink(tmp);
+    return 1;
+  }
+  // SIGINT or SIGTERM here, or the end of process `pid`, stops bpftrace
+  // with SIGINT (it prints what it has and exits); the file is written
+  // from that.
+  struct sigaction sa {};
+  sa.sa_handler = &on_stop_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  if (pid > 0) std::fprintf(stderr, "%s: recording process %d (%s); Ctrl-C to stop\n", where, pid, target.c_str());
+  int status = 0;
+  bool stopped = false;
+  for (;;) {
+    pid_t r = waitpid(child, &status, WNOHANG);
+    if (r == child || (r < 0 && errno != EINTR)) break;
+    if (!stopped && (g_stop || (pid > 0 && kill(pid, 0) != 0))) {
+      kill(child, SIGINT);
+      stopped = true;
+    }
+    usleep(50000);
+  }
+  Collected c;
+  if (FILE* in = std::fopen(tmp, "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, in)) take_line(line, c);
+    std::fclose(in);
+  }
+  unlink(tmp);
+  if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && c.by_tid.empty())) {
+    std::fprintf(stderr, "%s: bpftrace failed (exit %d) and recorded nothing\n", where,
+                 WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    return 1;
+  }
+  std::string err;
+  if (!write_file(out, pid > 0 ? pid : 0, start_ns, c, &err)) {
+    std::fprintf(stderr, "%s: %s\n", where, err.c_str());
+    return 1;
+  }
+  std::uint64_t n = 0;
+  for (auto& [tid, v] : c.by_tid) n += v.size();
+  std::fprintf(stderr, "%s: %llu events from %zu threads written to %s\n", where, (unsigned long long)n,
+               c.by_tid.size(), out.c_str());
+  return 0;
+}
+
+}  // namespace parkway::tracetool

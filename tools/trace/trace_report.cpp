@@ -1,0 +1,261 @@
+// trace_report.cpp -- `parkway trace report`: the model as text a person
+// reads in a terminal (docs/tracing.md explains each section).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "trace_tool.hpp"
+
+namespace parkway::tracetool {
+
+std::string fmt_ns(double ns) {
+  char b[32];
+  if (ns < 1e3)
+    std::snprintf(b, sizeof b, "%.0f ns", ns);
+  else if (ns < 1e6)
+    std::snprintf(b, sizeof b, "%.1f us", ns / 1e3);
+  else if (ns < 1e9)
+    std::snprintf(b, sizeof b, "%.2f ms", ns / 1e6);
+  else
+    std::snprintf(b, sizeof b, "%.2f s", ns / 1e9);
+  return b;
+}
+
+namespace {
+
+std::string pct(double part, double whole) {
+  char b[16];
+  std::snprintf(b, sizeof b, "%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
+  return b;
+}
+
+std::string name_of(int w) { return w < 0 ? std::string("out") : "w" + std::to_string(w); }
+
+void percentiles(std::FILE* o, const char* what, std::vector<std::uint64_t> v) {
+  if (v.empty()) {
+    std::fprintf(o, "  %-26s none\n", what);
+    return;
+  }
+  std::uint64_t mx = *std::max_element(v.begin(), v.end());
+  std::fprintf(o, "  %-26s n=%zu  p50 %s  p90 %s  p99 %s  max %s\n", what, v.size(), fmt_ns(double(quantile(v, 0.5))).c_str(),
+               fmt_ns(double(quantile(v, 0.9))).c_str(), fmt_ns(double(quantile(v, 0.99))).c_str(),
+               fmt_ns(double(mx)).c_str());
+}
+
+// A matrix of rows x columns of `cell(r, c)` strings, "-" on the diagonal
+// when `diag`; row and column names from name_of.
+template <class Cell>
+void matrix(std::FILE* o, const std::vector<int>& rows, const std::vector<int>& cols, Cell cell) {
+  std::fprintf(o, "    %8s", "");
+  for (int c : cols) std::fprintf(o, " %12s", name_of(c).c_str());
+  std::fprintf(o, "\n");
+  for (int r : rows) {
+    std::fprintf(o, "    %8s", name_of(r).c_str());
+    for (int c : cols) std::fprintf(o, " %12s", cell(r, c).c_str());
+    std::fprintf(o, "\n");
+  }
+}
+
+void section_workers(std::FILE* o, const Model& m) {
+  std::fprintf(o, "\nWorkers: share of each worker's traced time (first to last event)\n");
+  const char* other = m.task_level ? "between" : "running*";
+  std::fprintf(o, "    %-6s %10s %9s %9s %9s %9s %9s %9s %9s %10s %9s\n", "worker", "traced", "running", "searching",
+               "parked", other, "desched", "tasks", "spawns", "stole", "dropped");
+  for (unsigned w = 0; w < m.workers; ++w) {
+    const Track& t = m.tracks[w];
+    double total = double(t.last - t.first);
+    std::fprintf(o, "    %-6s %10s %9s %9s %9s %9s %9s %9llu %9llu %10llu %9llu\n", t.label.c_str(), fmt_ns(total).c_str(),
+                 m.task_level ? pct(double(t.time_in[kRunning]), total).c_str() : "-",
+                 pct(double(t.time_in[kSearching]), total).c_str(), pct(double(t.time_in[kParked]), total).c_str(),
+                 pct(double(t.time_in[kOther]), total).c_str(),
+                 m.kernel_view ? pct(double(t.time_in[kDescheduled]), total).c_str() : "-", (unsigned long long)t.runs,
+                 (unsigned long long)t.spawns, (unsigned long long)t.stolen, (unsigned long long)t.dropped);
+  }
+  if (m.task_level)
+    std::fprintf(o, "    running: inside a task; between: the worker loop between tasks\n");
+  else
+    std::fprintf(o, "    running*: neither searching nor parked (tasks and the loop; PARKWAY_TRACE_LEVEL=task splits them)\n");
+  if (m.kernel_view)
+    std::fprintf(o, "    desched: preempted by the OS while runnable (sched_switch)\n");
+  else
+    std::fprintf(o, "    desched: not seen by in-process capture (it counts as the state the worker was in; "
+                    "`parkway trace record` sees it)\n");
+  std::uint64_t io_sub = 0, io_done = 0;
+  for (const Track& t : m.tracks) io_sub += t.io_submits, io_done += t.io_completes;
+  if (io_sub || io_done) {
+    std::fprintf(o, "    I/O operations (io_uring) submitted/completed:");
+    for (unsigned w = 0; w < m.workers; ++w)
+      std::fprintf(o, " %s %llu/%llu", m.tracks[w].label.c_str(), (unsigned long long)m.tracks[w].io_submits,
+                   (unsigned long long)m.tracks[w].io_completes);
+    std::fprintf(o, ", all %llu/%llu\n", (unsigned long long)io_sub, (unsigned long long)io_done);
+  }
+  for (std::size_t i = m.workers; i < m.tracks.size(); ++i) {
+    const Track& t = m.tracks[i];
+    std::fprintf(o, "    outside: %s, %llu events (parked %s)\n", t.label.c_str(), (unsigned long long)t.events,
+                 fmt_ns(double(t.time_in[kParked])).c_str());
+  }
+}
+
+void section_steals(std::FILE* o, const Model& m) {
+  std::map<std::pair<int, int>, std::pair<std::uint64_t, std::uint64_t>> cnt;
+  for (const Steal& s : m.steals) {
+    auto& c = cnt[{s.thief, s.victim}];
+    ++c.first;
+    c.second += s.count;
+  }
+  std::fprintf(o, "\nSteals: %zu, thief (row) by victim (column): steals/tasks moved\n", m.steals.size());
+  if (m.steals.empty() || m.workers == 0) return;
+  std::vector<int> ws;
+  for (unsigned w = 0; w < m.workers; ++w) ws.push_back(int(w));
+  matrix(o, ws, ws, [&](int r, int c) -> std::string {
+    if (r == c) return "-";
+    auto it = cnt.find({r, c});
+    if (it == cnt.end()) return "0";
+    return std::to_string(it->second.first) + "/" + std::to_string(it->second.second);
+  });
+}
+
+void section_parks_wakes(std::FILE* o, const Model& m) {
+  std::fprintf(o, "\nParks and wakes\n");
+  percentiles(o, "park duration", m.park_ns);
+  std::vector<std::uint64_t> to_unpark, to_run;
+  std::size_t asleep = 0, nothing = 0;
+  std::map<std::pair<int, int>, std::vector<std::uint64_t>> pair_lat;
+  std::map<std::pair<int, int>, std::uint64_t> pair_n;
+  for (const Wake& w : m.wakes) {
+    ++pair_n[{w.waker, w.wakee}];
+    if (!w.asleep) continue;
+    ++asleep;
+    to_unpark.push_back(w.unpark - w.at);
+    pair_lat[{w.waker, w.wakee}].push_back(w.unpark - w.at);
+    if (w.run) to_run.push_back(w.run - w.at);
+    nothing += w.found_nothing;
+  }
+  std::fprintf(o, "  wakes: %zu, %zu of them found the worker asleep (the rest left a token)\n", m.wakes.size(), asleep);
+  percentiles(o, "wake -> unpark", to_unpark);
+  if (m.task_level)
+    percentiles(o, "wake -> first task start", to_run);
+  else
+    std::fprintf(o, "  %-26s needs PARKWAY_TRACE_LEVEL=task\n", "wake -> first task start");
+  std::fprintf(o, "  woken, then parked again before finding work: %zu of %zu (%s)\n", nothing, asleep,
+               pct(double(nothing), double(asleep)).c_str());
+  // A submission that woke a sleeper, step by step: the submitter's push
+  // and wake (its FUTEX_WAKE included), the kernel bringing the sleeper
+  // back, the sleeper finding the task.
+  std::vector<std::uint64_t> sub_wake, sub_unpark, unpark_run, sub_run;
+  for (const Wake& w : m.wakes) {
+    if (!w.injected || !w.asleep) continue;
+    sub_wake.push_back(w.at - w.injected);
+    sub_unpark.push_back(w.unpark - w.injected);
+    if (w.run) {
+      unpark_run.push_back(w.run - w.unpark);
+      sub_run.push_back(w.run - w.injected);
+    }
+  }
+  if (!sub_wake.empty()) {
+    std::fprintf(o, "  submissions from outside that woke a sleeping worker: %zu, step by step\n", sub_wake.size());
+    percentiles(o, "  submit -> wake", sub_wake);
+    std::vector<std::uint64_t> wake_unpark;
+    for (const Wake& w : m.wakes)
+      if (w.injected && w.asleep) wake_unpark.push_back(w.unpark - w.at);
+    percentiles(o, "  wake -> unpark", wake_unpark);
+    if (m.task_level) {
+      percentiles(o, "  unpark -> task start", unpark_run);
+      percentiles(o, "  submit -> task start", sub_run);
+    }
+  }
+  if (m.wakes.empty()) return;
+  std::vector<int> rows, cols;
+  for (const auto& [k, n] : pair_n) {
+    if (std::find(rows.begin(), rows.end(), k.first) == rows.end()) rows.push_back(k.first);
+    if (std::find(cols.begin(), cols.end(), k.second) == cols.end()) cols.push_back(k.second);
+  }
+  std::sort(rows.begin(), rows.end());
+  std::sort(cols.begin(), cols.end());
+  std::fprintf(o, "  waker (row; out: a thread outside the pool) by wakee (column): wakes, p50 wake -> unpark\n");
+  matrix(o, rows, cols, [&](int r, int c) -> std::string {
+    auto it = pair_n.find({r, c});
+    if (it == pair_n.end()) return "0";
+    auto lt = pair_lat.find({r, c});
+    if (lt == pair_lat.end()) return std::to_string(it->second);
+    std::vector<std::uint64_t> v = lt->second;
+    return std::to_string(it->second) + " " + fmt_ns(double(quantile(v, 0.5)));
+  });
+}
+
+void section_tasks(std::FILE* o, const Model& m) {
+  std::fprintf(o, "\nTasks\n");
+  if (!m.task_level) {
+    std::fprintf(o, "  task durations, work, stolen tasks and idleness while work was queued need PARKWAY_TRACE_LEVEL=task\n");
+    return;
+  }
+  percentiles(o, "task duration", m.task_ns);
+  // Powers of two of ns, from < 128 ns up.
+  std::map<int, std::size_t> hist;
+  for (std::uint64_t d : m.task_ns) {
+    int b = d < 128 ? 7 : 64 - __builtin_clzll(d);
+    ++hist[b];
+  }
+  std::size_t most = 0;
+  for (const auto& [b, n] : hist) most = std::max(most, n);
+  for (const auto& [b, n] : hist) {
+    std::string lo = b == 7 ? std::string("0") : fmt_ns(double(1ull << (b - 1)));
+    std::string hi = fmt_ns(double(1ull << b));
+    int bar = most ? int(std::lround(50.0 * double(n) / double(most))) : 0;
+    std::fprintf(o, "    %9s .. %-9s %9zu %s\n", lo.c_str(), hi.c_str(), n, std::string(std::max(bar, n ? 1 : 0), '#').c_str());
+  }
+  std::fprintf(o, "  tasks started on another worker than the one that spawned them: %zu\n", m.migrations.size());
+}
+
+void section_parallelism(std::FILE* o, const Model& m) {
+  const unsigned bins = 40;
+  const auto [t0, t1] = active_window(m);
+  std::vector<double> p = parallelism(m, bins, t0, t1);
+  std::fprintf(o, "\nParallelism over time: workers %s, %u slices of %s from %s (the first event) to %s\n",
+               m.task_level ? "running tasks" : "neither searching nor parked", bins,
+               fmt_ns(double(t1 - t0) / bins).c_str(), fmt_ns(double(t0)).c_str(), fmt_ns(double(t1)).c_str());
+  const int rows = int(std::max(1u, m.workers));
+  for (int r = rows; r >= 1; --r) {
+    std::fprintf(o, "    %3d |", r);
+    for (double x : p) std::fputc(x >= r - 0.5 ? '#' : (x >= r - 0.75 ? '.' : ' '), o);
+    std::fprintf(o, "\n");
+  }
+  std::fprintf(o, "        +%s\n", std::string(bins, '-').c_str());
+  if (m.task_level) {
+    std::fprintf(o, "  work (time inside tasks, all workers): %s over %s: average parallelism %.2f of %u workers\n",
+                 fmt_ns(double(m.work_ns)).c_str(), fmt_ns(double(t1 - t0)).c_str(),
+                 t1 > t0 ? double(m.work_ns) / double(t1 - t0) : 0.0, m.workers);
+    std::fprintf(o, "  span: not measured (the trace records no joins, so the task graph's critical path is unknown)\n");
+    double idle = 0;
+    for (unsigned w = 0; w < m.workers; ++w) idle += double(m.tracks[w].time_in[kSearching] + m.tracks[w].time_in[kParked]);
+    std::fprintf(o, "\nIdle while work was queued (a worker searching or parked while a spawned task waited to start)\n");
+    std::fprintf(o, "  searching %s, parked %s (worker-time; %s of all searching and parked time)\n",
+                 fmt_ns(double(m.idle_with_work_searching)).c_str(), fmt_ns(double(m.idle_with_work_parked)).c_str(),
+                 pct(double(m.idle_with_work_searching + m.idle_with_work_parked), idle).c_str());
+  }
+}
+
+}  // namespace
+
+void write_report(const std::string& path, const TraceFile& tf, const Model& m, std::FILE* o) {
+  const auto& h = tf.header;
+  std::fprintf(o, "parkway trace %s\n", path.c_str());
+  std::fprintf(o, "  pid %u, level %s, clock %s, %u workers, %s traced, %llu events, %llu dropped%s\n", h.pid,
+               m.task_level ? "task" : "sched", h.clock == 1 ? "tsc" : "monotonic", m.workers,
+               fmt_ns(double(m.end_ns)).c_str(), (unsigned long long)m.events, (unsigned long long)m.dropped,
+               m.complete ? "" : " (file cut: no end record)");
+  if (m.dropped)
+    std::fprintf(o, "  DROPPED %llu events: the writer fell behind; spans around them may be wrong "
+                    "(a larger PARKWAY_TRACE_CHUNK helps)\n", (unsigned long long)m.dropped);
+  if (m.other_runtimes)
+    std::fprintf(o, "  the file holds %u more runtime(s); this report covers the one with the most events\n",
+                 m.other_runtimes);
+  section_workers(o, m);
+  section_steals(o, m);
+  section_parks_wakes(o, m);
+  section_tasks(o, m);
+  section_parallelism(o, m);
+}
+
+}  // namespace parkway::tracetool
