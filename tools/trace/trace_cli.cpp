@@ -16,7 +16,8 @@ using namespace parkway::tracetool;
 
 extern "C" const char parkway_trace_usage[] =
     "usage: parkway trace report [--partial] FILE\n"
-    "       parkway trace export [--partial] [--json OUT] [--svg OUT] [--window MS:MS] FILE\n"
+    "       parkway trace export [--partial] [--json OUT] [--svg OUT]\n"
+    "                            [--window MS:MS] FILE\n"
     "       parkway trace record [-o FILE] -p PID | -- COMMAND [ARGS...]\n"
     "\n"
     "FILE is written by a program run with PARKWAY_TRACE=FILE in its environment\n"
@@ -27,7 +28,8 @@ extern "C" const char parkway_trace_usage[] =
     "              (default FILE.json) and an SVG timeline (default FILE.svg)\n"
     "  --partial   read a file without its end record (the process did not exit)\n"
     "  --json OUT, --svg OUT   where to write (- for stdout)\n"
-    "  --window A:B  the SVG shows ms A to B of the trace (default: first to last event)\n"
+    "  --window A:B  the SVG shows ms A to B of the trace (default: first to last\n"
+    "                event)\n"
     "trace record  the scheduling events of a running process (-p, until Ctrl-C)\n"
     "              or of COMMAND, from the USDT probes under bpftrace (root),\n"
     "              into FILE (default parkway.pwt); no restart with PARKWAY_TRACE\n";
