@@ -247,7 +247,6 @@ void IoRing::enter(bool wait, bool timed) noexcept {
 }
 
 unsigned IoRing::poll() noexcept {
-  held_ticks_ = 0;
   drain_mailbox();
   if (io_uring_sq_ready(&ring_) != 0 ||
       (IO_URING_READ_ONCE(*ring_.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0)

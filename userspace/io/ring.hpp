@@ -56,18 +56,14 @@ class IoRing {
   // every continuation in the worker's deque has started (its own reaps'
   // and those its steals adopted: a batch runs before the next one is
   // pushed on top of it, since the deque is LIFO and reaping over
-  // unstarted continuations starved the oldest ones), or once kHoldTicks
-  // tasks have run since the last reap (a continuation buried under tasks
-  // that a long task spawned must not stop every later reap while the
-  // worker has local work); queued SQEs go to the kernel with that reap,
-  // or, while a batch of continuations runs, every few tasks (each queues
-  // about one), so a batch costs a few system calls, not one per operation.
+  // unstarted continuations starved the oldest ones); queued SQEs go to
+  // the kernel with that reap, or, while a batch of continuations runs,
+  // every few tasks (each queues about one), so a batch costs a few
+  // system calls, not one per operation.
   void between_tasks() noexcept {
-    if (unstarted_.load(std::memory_order_relaxed) == 0 || ++held_ticks_ >= kHoldTicks) {
+    if (unstarted_.load(std::memory_order_relaxed) == 0) {
       if (events_waiting() || io_uring_sq_ready(&ring_) != 0) [[unlikely]]
         poll();
-      else
-        held_ticks_ = 0;
     } else if (io_uring_sq_ready(&ring_) != 0 && ++sq_ticks_ >= kFlushTicks) {
       enter(false, false);
     }
@@ -114,7 +110,6 @@ class IoRing {
 
  private:
   static constexpr unsigned kFlushTicks = 4;  // continuations that may queue SQEs before a flush
-  static constexpr unsigned kHoldTicks = 16;  // tasks a reap waits for the last batch to start
   io_uring_sqe* get_sqe(unsigned need = 1) noexcept;
   unsigned reap() noexcept;
   void drain_mailbox() noexcept;
@@ -130,7 +125,6 @@ class IoRing {
   unsigned cancels_ = 0;      // ASYNC_CANCELs (requests and cancel-everything) in the kernel
   bool defer_taskrun_ = false;
   unsigned sq_ticks_ = 0;     // between_tasks() calls since SQEs were queued
-  unsigned held_ticks_ = 0;   // between_tasks() calls a reap has waited for unstarted continuations
   unsigned pushed_ = 0;       // continuations pushed by the reap in progress
   std::uint64_t ops_at_cancel_ = ~std::uint64_t(0);  // submitted_ at the last cancel_everything
   std::uint64_t submitted_ = 0;
