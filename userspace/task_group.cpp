@@ -185,12 +185,21 @@ bool TaskGroup::mark_cancelled(std::exception_ptr* p) noexcept {
   // whenever a marked group is visible, so a task whose start
   // happens-after the mark reads both (coherence) and is skipped.
   detail::g_cancel_live.fetch_add(1, std::memory_order_relaxed);
-  if (error_.compare_exchange_strong(expected, p, std::memory_order_acq_rel)) return true;
+  if (error_.compare_exchange_strong(expected, p, std::memory_order_acq_rel)) {
+    detail::cancel_group_io(this);  // its coroutines' operations in flight, and its descendants'
+    return true;
+  }
   uncount();
   return false;
 }
 
 void TaskGroup::cancel() noexcept { mark_cancelled(&g_cancel_marker); }
+
+bool detail::group_within(const TaskGroup* g, const TaskGroup* ancestor) noexcept {
+  for (; g; g = g->parent_)
+    if (g == ancestor) return true;
+  return false;
+}
 
 bool TaskGroup::chain_cancelled() const noexcept {
   for (const TaskGroup* g = this; g; g = g->parent_)

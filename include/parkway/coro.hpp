@@ -65,12 +65,17 @@ PARKWAY_API Runtime& runtime_for_spawn();
 inline void* const kCoroDone = reinterpret_cast<void*>(std::uintptr_t(1));
 
 // An awaitable that is its own awaiter, by reference (await_transform).
+// The coroutine's group is this thread's current group while the
+// operation is submitted: an I/O operation joins the group's scope there,
+// so that cancelling the group cancels it (userspace/io/group_scope.cpp).
 template <class A>
 struct AwaiterRef {
   A& a;
+  TaskGroup* group;
   decltype(auto) await_ready() { return a.await_ready(); }
   template <class H>
   decltype(auto) await_suspend(H h) {
+    GroupScope in(group);
     return a.await_suspend(h);
   }
   decltype(auto) await_resume() { return a.await_resume(); }
@@ -143,7 +148,7 @@ struct PromiseBase {
     if constexpr (requires { static_cast<A&&>(a).operator co_await(); })
       return static_cast<A&&>(a).operator co_await();
     else
-      return AwaiterRef<std::remove_reference_t<A>>{a};
+      return AwaiterRef<std::remove_reference_t<A>>{a, group};
   }
 
   // The end of a coroutine (h, whose promise is p): frees a detached one,

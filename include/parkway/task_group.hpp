@@ -33,7 +33,11 @@ namespace parkway {
 class Runtime;
 namespace detail {
 class RuntimeImpl;
-}
+// Library-internal (userspace/): whether g is `ancestor` or was made under
+// it; cancel the I/O in flight of the coroutines of g and its descendants.
+bool group_within(const TaskGroup* g, const TaskGroup* ancestor) noexcept;
+void cancel_group_io(const TaskGroup* g) noexcept;
+}  // namespace detail
 class PARKWAY_API TaskGroup {
  public:
   // Binds, at the first spawn, to the runtime of the spawning worker, or,
@@ -282,6 +286,7 @@ class PARKWAY_API TaskGroup {
   // group records RuntimeShutdown for wait() to throw).
   bool skip_start() noexcept;
   static bool skip_slot_start(void* slot_task) noexcept;  // skip_start() of the slot's group
+  friend bool detail::group_within(const TaskGroup* g, const TaskGroup* ancestor) noexcept;
   bool chain_cancelled() const noexcept;
   // Sets error_ from null to `p`, counting the group in g_cancel_live;
   // false if error_ was not null.

@@ -314,6 +314,7 @@ void IoRing::complete(OpState* st) noexcept {
   if (st->res == -ECANCELED && st->timeout_res == -ETIME) st->res = -ETIMEDOUT;
   scope_remove(st, 0);
   scope_remove(st, 1);
+  group_scope_remove(st);
   const std::uintptr_t was = st->phase.exchange(kFired, std::memory_order_acq_rel);
   if (was == kWaiting) push(&st->cont);
   st->kernel_done.done();  // an orphaning awaiter waits for this
