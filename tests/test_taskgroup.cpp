@@ -107,7 +107,10 @@ TEST(TaskGroup, ExceptionReachesWait) {
     g.wait();
   }),
                std::runtime_error);
-  EXPECT_EQ(ran.load(), 100);  // the others still ran: nothing accepted is dropped
+  // The throw cancelled the group: tasks that had not started were
+  // skipped (test_cancel.cpp has the exact counts).
+  EXPECT_GE(ran.load(), 1);
+  EXPECT_LE(ran.load(), 100);
 }
 
 TEST(TaskGroup, ExceptionMessageAndReuse) {
@@ -196,10 +199,9 @@ TEST(ParallelFor, ExceptionPropagates) {
                std::runtime_error);
 }
 
-// Several pieces throw: one exception leaves parallel_for, every piece
-// runs, and nothing is reported on stderr as a lost exception (the
-// caller's own piece throwing must not skip its group's wait(), or the
-// group's destructor would report the spawned pieces' exceptions as misuse).
+// Several pieces throw: one exception leaves parallel_for, the loop stops
+// after the first, and nothing is reported on stderr as a lost exception
+// (no exception crosses the loop's own groups).
 TEST(ParallelFor, ManyThrowingPiecesRethrowOneAndReportNone) {
   parkway::Runtime rt(parkway::Options{.workers = 2});
   for (int round = 0; round < 20; ++round) {
@@ -216,7 +218,8 @@ TEST(ParallelFor, ManyThrowingPiecesRethrowOneAndReportNone) {
     }
     std::string err = testing::internal::GetCapturedStderr();
     EXPECT_EQ(caught, 1);
-    EXPECT_EQ(ran.load(), 1000);
+    EXPECT_GE(ran.load(), 1);
+    EXPECT_LE(ran.load(), 1000);
     EXPECT_EQ(err.find("lost"), std::string::npos) << err;
   }
 }

@@ -51,7 +51,7 @@ TEST_SUITES += check-warnings
 test-clang:
 	@$(MAKE) --no-print-directory BUILD=build/werror-clang CXX=clang++-19 OPT="-O2 -Werror" test-unit-build
 	@bash tests/run-gtest.sh build/werror-clang/tests/parkway_tests \
-	  --gtest_filter='TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:Runtime.*:Deque.*:Parking.*:Unobserved.*'
+	  --gtest_filter='TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:Cancel.*:Runtime.*:Deque.*:Parking.*:Unobserved.*'
 
 TEST_SUITES += test-clang
 
@@ -108,7 +108,7 @@ TEST_SUITES += test-install
 test-chaos:
 	@$(MAKE) --no-print-directory BUILD=build/chaos OPT="-O2 -g -DPARKWAY_CHAOS" test-unit-build
 	@bash tests/run-gtest.sh build/chaos/tests/parkway_tests \
-	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:Deque.*:Stack.*:Fork.*:Io.*'
+	  --gtest_filter='Parking.*:Runtime.*:TaskGroup.*:GroupSlot.*:ParallelFor.*:Coro.*:Cancel.*:Deque.*:Stack.*:Fork.*:Io.*'
 
 TEST_SUITES += test-chaos
 

@@ -250,7 +250,7 @@ void RuntimeImpl::shutdown() {
     return;
   }
   std::lock_guard<std::mutex> g(shutdown_mu);
-  if (joined) return;
+  if (joined || left_running) return;  // left_running: ~Runtime detaches (bounded_shutdown.cpp)
   stop_workers();
   joining.store(true, std::memory_order_seq_cst);  // see abandon_from_own_worker
   for (pthread_t th : threads) pthread_join(th, nullptr);  // [X3]
@@ -311,7 +311,9 @@ Runtime::~Runtime() {
     return;
   }
   shutdown();
-  if (impl_->forked()) {  // left allocated in a forked child (see "fork" above)
+  // Left allocated in a forked child (see "fork" above), or with workers
+  // still inside tasks after shutdown(deadline) (they use it until they leave).
+  if (impl_->forked() || (impl_->left_running && !impl_->release_after_bounded())) {
     detail::leave_behind(impl_);
     return;
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <pthread.h>
@@ -24,6 +25,10 @@ extern std::atomic<unsigned> g_fork_generation;
 inline unsigned fork_generation() noexcept { return g_fork_generation.load(std::memory_order_relaxed); }
 
 class RuntimeImpl;
+// cancel.cpp: this thread drains `rt`'s queues for shutdown(deadline)
+// (nullptr: no longer); whether the runtime running tasks here drops them.
+void set_draining(RuntimeImpl* rt) noexcept;
+bool runtime_dropping_here() noexcept;
 // Keeps a forked child's copy of a parent's runtime reachable when its
 // Runtime is destroyed there (it cannot be freed: see runtime.cpp, "fork").
 void leave_behind(RuntimeImpl* impl) noexcept;
@@ -87,6 +92,21 @@ class RuntimeImpl {
   // is gone, and Runtime::current() answers nullptr on these workers.
   std::atomic<bool> abandoned{false};
   std::atomic<bool> joining{false};  // shutdown() is joining the workers (holds shutdown_mu)
+
+  // Runtime::shutdown(deadline) (bounded_shutdown.cpp). Past the deadline
+  // `dropping` is set for good: every task that starts afterwards is
+  // dropped unstarted, its waiter told (RuntimeShutdown), and counted in
+  // `dropped`. `left_running`: it returned with workers still inside
+  // tasks, so the destructor detaches them instead of joining.
+  ShutdownReport shutdown_until(std::chrono::steady_clock::time_point deadline);
+  std::atomic<bool> dropping{false};
+  std::atomic<std::uint64_t> dropped{0};
+  bool left_running = false;  // guarded by shutdown_mu
+  std::vector<bool> thread_joined;  // per thread, once shutdown_until began (shutdown_mu)
+  bool join_until(std::chrono::steady_clock::time_point deadline);
+  std::uint64_t drain_dropping();  // invokes (drops) every task this thread can reach
+  unsigned workers_in_tasks() const noexcept;
+  bool release_after_bounded();  // ~Runtime after left_running: true if all were joined
 
   const unsigned made_in_generation = fork_generation();  // see forked()
   RuntimeImpl* left_behind_next = nullptr;                // see leave_behind()

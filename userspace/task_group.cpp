@@ -4,6 +4,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "parkway/errors.hpp"
 #include "parkway/future.hpp"
 #include "parkway/runtime.hpp"
 #include "parkway/task_group.hpp"
@@ -19,9 +20,28 @@ namespace {
 // Recorded when holding a task's exception needs memory we cannot get:
 // wait() then throws std::bad_alloc instead (the failure is not dropped).
 std::exception_ptr g_no_memory_marker;
+// Recorded by cancel() when no task threw: wait() returns normally.
+std::exception_ptr g_cancel_marker;
+
+// The error_ of a group went from non-null back to null (wait() took it,
+// or the group is destroyed): one cancellation fewer is live.
+void uncount() noexcept { detail::g_cancel_live.fetch_sub(1, std::memory_order_release); }
+
+// A parkway::Cancelled thrown inside a cancelled group is the cancellation
+// itself coming back (a coroutine stopped at a co_await), not an error.
+bool is_cancelled_error(const std::exception_ptr& e) noexcept {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Cancelled&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
 }  // namespace
 
-TaskGroup::TaskGroup(Runtime& rt) noexcept : rt_(&rt.impl()), owner_(detail::this_thread_token()) {
+TaskGroup::TaskGroup(Runtime& rt) noexcept
+    : rt_(&rt.impl()), owner_(detail::this_thread_token()), parent_(detail::tls_group) {
   mark_slot_unused();
 }
 
@@ -33,6 +53,8 @@ void TaskGroup::destroy_slow() noexcept {
 void TaskGroup::report_lost_exception() noexcept {
   std::exception_ptr* p = error_.exchange(nullptr, std::memory_order_acquire);
   if (!p) return;
+  uncount();
+  if (p == &g_cancel_marker) return;  // cancelled, and nothing threw
   if (p == &g_no_memory_marker) {
     std::fprintf(stderr, "parkway: TaskGroup destroyed without wait(); a task threw (no memory to keep it)\n");
     return;
@@ -157,17 +179,63 @@ void TaskGroup::wait_slow() noexcept {
   if (w.registered) pending_.raw().fetch_and(CompletionWord::kCountMask, std::memory_order_relaxed);
 }
 
+bool TaskGroup::mark_cancelled(std::exception_ptr* p) noexcept {
+  std::exception_ptr* expected = nullptr;
+  // Counted before the group is marked: g_cancel_live is non-zero
+  // whenever a marked group is visible, so a task whose start
+  // happens-after the mark reads both (coherence) and is skipped.
+  detail::g_cancel_live.fetch_add(1, std::memory_order_relaxed);
+  if (error_.compare_exchange_strong(expected, p, std::memory_order_acq_rel)) {
+    detail::cancel_group_io(this);  // its coroutines' operations in flight, and its descendants'
+    return true;
+  }
+  uncount();
+  return false;
+}
+
+void TaskGroup::cancel() noexcept { mark_cancelled(&g_cancel_marker); }
+
+bool detail::group_within(const TaskGroup* g, const TaskGroup* ancestor) noexcept {
+  for (; g; g = g->parent_)
+    if (g == ancestor) return true;
+  return false;
+}
+
+bool TaskGroup::chain_cancelled() const noexcept {
+  for (const TaskGroup* g = this; g; g = g->parent_)
+    if (g->error_.load(std::memory_order_acquire) != nullptr) return true;
+  return false;
+}
+
+bool TaskGroup::skip_start() noexcept {
+  if (detail::drop_this_task()) {
+    record_exception(detail::dropped_task_error());
+    return true;
+  }
+  return chain_cancelled();
+}
+
+bool TaskGroup::skip_slot_start(void* slot_task) noexcept { return of_slot(slot_task)->skip_start(); }
+
+// The first exception cancels the group (mark_cancelled); one that comes
+// after cancel() replaces the marker, so wait() rethrows it; later ones
+// are dropped (wait() rethrows the first only).
 void TaskGroup::record_exception(std::exception_ptr e) noexcept {
-  if (error_.load(std::memory_order_relaxed)) return;  // wait() rethrows the first one only
+  std::exception_ptr* cur = error_.load(std::memory_order_acquire);
+  if (cur && cur != &g_cancel_marker) return;
+  if (is_cancelled_error(e) && (cur || chain_cancelled())) return;
   std::exception_ptr* p = new (std::nothrow) std::exception_ptr(std::move(e));
   if (!p) p = &g_no_memory_marker;
-  std::exception_ptr* expected = nullptr;
+  if (!cur && mark_cancelled(p)) return;
+  std::exception_ptr* expected = &g_cancel_marker;  // cancelled meanwhile, or before
   if (!error_.compare_exchange_strong(expected, p, std::memory_order_acq_rel) && p != &g_no_memory_marker) delete p;
 }
 
 void TaskGroup::rethrow_exception() {
   std::exception_ptr* p = error_.exchange(nullptr, std::memory_order_acquire);
   if (!p) return;  // a concurrent wait() took it
+  uncount();
+  if (p == &g_cancel_marker) return;  // cancel(), and no task threw
   if (p == &g_no_memory_marker) throw std::bad_alloc();
   std::exception_ptr e = std::move(*p);
   delete p;

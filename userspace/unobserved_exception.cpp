@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "parkway/errors.hpp"
 #include "parkway/future.hpp"
 
 namespace parkway::detail {
@@ -11,6 +12,9 @@ namespace parkway::detail {
 void report_unobserved_exception(const std::exception_ptr& e, const char* what) noexcept {
   try {
     std::rethrow_exception(e);
+  } catch (const Cancelled&) {
+    // A coroutine stopped by its group's cancellation: the cancellation,
+    // not a failure (coro.hpp).
   } catch (const std::exception& x) {
     std::fprintf(stderr, "parkway: %s: %s\n", what, x.what());
   } catch (...) {

@@ -22,6 +22,15 @@
 // Exceptions travel with the result: co_await / sync_wait rethrow them.
 // A Spawned<T> dropped without co_await waits for its child (helping if on
 // a worker), so a frame never outlives the scope that spawned it.
+//
+// Cancellation: a coroutine belongs to the TaskGroup whose task spawned it
+// (spawn/sync_wait from inside a group's task; an inline co_await passes
+// the awaiting coroutine's group on; detach() and the outside of any group
+// give none). Once that group, or a group it was made under, is cancelled,
+// every co_await in the coroutine throws parkway::Cancelled before it
+// suspends; past Runtime::shutdown's deadline, RuntimeShutdown. A coroutine
+// dropped unstarted by that shutdown completes with RuntimeShutdown.
+// docs/design/cancellation.md.
 #pragma once
 
 #include <atomic>
@@ -33,6 +42,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "parkway/errors.hpp"
 #include "parkway/future.hpp"
 #include "parkway/runtime.hpp"
 #include "parkway/task.hpp"
@@ -53,6 +63,23 @@ PARKWAY_API void enqueue_on(Runtime& rt, Task* t);
 PARKWAY_API Runtime& runtime_for_spawn();
 
 inline void* const kCoroDone = reinterpret_cast<void*>(std::uintptr_t(1));
+
+// An awaitable that is its own awaiter, by reference (await_transform).
+// The coroutine's group is this thread's current group while the
+// operation is submitted: an I/O operation joins the group's scope there,
+// so that cancelling the group cancels it (userspace/io/group_scope.cpp).
+template <class A>
+struct AwaiterRef {
+  A& a;
+  TaskGroup* group;
+  decltype(auto) await_ready() { return a.await_ready(); }
+  template <class H>
+  decltype(auto) await_suspend(H h) {
+    GroupScope in(group);
+    return a.await_suspend(h);
+  }
+  decltype(auto) await_resume() { return a.await_resume(); }
+};
 
 template <class T>
 struct Result {
@@ -95,7 +122,12 @@ struct PromiseBase {
   // completion count a dropped Spawned (or sync_wait) blocks on.
   struct Starter : ::parkway::detail::Task {
     std::coroutine_handle<> h;
+    PromiseBase* promise;
   } starter;
+  // The group whose cancellation stops us (nullptr: none); see above.
+  TaskGroup* group = nullptr;
+  // Where Promise<T> keeps the exception we end with.
+  std::exception_ptr* error_slot = nullptr;
   std::atomic<void*> cont{nullptr};
   CompletionWord finished;
   bool spawned = false;
@@ -104,33 +136,67 @@ struct PromiseBase {
 
   std::suspend_always initial_suspend() noexcept { return {}; }
 
+  // Every co_await in the coroutine's body passes here first: the
+  // cancellation point (one load while nothing is cancelled). Returns the
+  // awaiter: the one operator co_await makes (built in place), or a
+  // reference to an awaitable that is its own awaiter (an I/O operation
+  // cannot be moved).
+  template <class A>
+  decltype(auto) await_transform(A&& a) {
+    if (cancellation_active()) [[unlikely]]
+      throw_if_stopped(group);
+    if constexpr (requires { static_cast<A&&>(a).operator co_await(); })
+      return static_cast<A&&>(a).operator co_await();
+    else
+      return AwaiterRef<std::remove_reference_t<A>>{a, group};
+  }
+
+  // The end of a coroutine (h, whose promise is p): frees a detached one,
+  // else returns whom to resume: the inline awaiter, or the joiner of a
+  // spawned one (whose join word it settles).
+  static std::coroutine_handle<> finish(PromiseBase& p, std::coroutine_handle<> h) noexcept {
+    if (p.detached) [[unlikely]] {
+      if (*p.error_slot) report_unobserved_exception(*p.error_slot, "a detached coroutine threw");
+      h.destroy();  // nobody awaits it: it frees its own frame
+      return std::noop_coroutine();
+    }
+    if (!p.spawned) return p.continuation ? p.continuation : std::noop_coroutine();
+    // In a child process forked since the spawn, the awaiting coroutine
+    // is the parent's (it resumes there): resuming it here would run
+    // its code twice (docs/design/fork.md).
+    const bool forked = p.fork_generation != current_fork_generation();
+    void* waiter = p.cont.exchange(kCoroDone, std::memory_order_acq_rel);
+    p.finished.done();  // after this the owner may destroy the frame: touch nothing
+    if (waiter && waiter != kCoroDone && !forked) return std::coroutine_handle<>::from_address(waiter);
+    return std::noop_coroutine();
+  }
+
   struct Final {
     bool await_ready() noexcept { return false; }
     template <class P>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
-      PromiseBase& p = h.promise();
-      if (p.detached) [[unlikely]] {
-        if (h.promise().result.error)
-          report_unobserved_exception(h.promise().result.error, "a detached coroutine threw");
-        h.destroy();  // nobody awaits it: it frees its own frame
-        return std::noop_coroutine();
-      }
-      if (!p.spawned) return p.continuation ? p.continuation : std::noop_coroutine();
-      // In a child process forked since the spawn, the awaiting coroutine
-      // is the parent's (it resumes there): resuming it here would run
-      // its code twice (docs/design/fork.md).
-      const bool forked = p.fork_generation != current_fork_generation();
-      void* waiter = p.cont.exchange(kCoroDone, std::memory_order_acq_rel);
-      p.finished.done();  // after this the owner may destroy the frame: touch nothing
-      if (waiter && waiter != kCoroDone && !forked) return std::coroutine_handle<>::from_address(waiter);
-      return std::noop_coroutine();
+      return finish(h.promise(), h);
     }
     void await_resume() noexcept {}
   };
   Final final_suspend() noexcept { return {}; }
 
+  // The starter task: resumes the coroutine under its group; or, if the
+  // group is cancelled, or the runtime is past Runtime::shutdown's
+  // deadline, completes it unstarted with Cancelled or RuntimeShutdown
+  // (its joiner is resumed with that error).
   static bool start(::parkway::detail::Task* t) noexcept {
-    static_cast<Starter*>(t)->h.resume();
+    Starter* st = static_cast<Starter*>(t);
+    if (cancellation_active()) [[unlikely]] {
+      if (std::exception_ptr refused = refuse_start(st->promise->group)) {
+        PromiseBase& p = *st->promise;
+        *p.error_slot = std::move(refused);
+        finish(p, st->h).resume();
+        return true;
+      }
+    }
+    GroupScope in(st->promise->group);
+    st->h.resume();
     return true;
   }
 };
@@ -138,6 +204,7 @@ struct PromiseBase {
 template <class T>
 struct Promise : PromiseBase {
   Result<T> result;
+  Promise() noexcept { error_slot = &result.error; }
   ::parkway::Task<T> get_return_object() noexcept;
   void unhandled_exception() noexcept { result.error = std::current_exception(); }
   // U defaults to T so that `co_return {a, b};` (a braced list deduces
@@ -150,6 +217,7 @@ struct Promise : PromiseBase {
 template <>
 struct Promise<void> : PromiseBase {
   Result<void> result;
+  Promise() noexcept { error_slot = &result.error; }
   ::parkway::Task<void> get_return_object() noexcept;
   void unhandled_exception() noexcept { result.error = std::current_exception(); }
   void return_void() noexcept {}
@@ -176,21 +244,30 @@ class [[nodiscard]] Task {
     if (h_) h_.destroy();
   }
 
+  // The awaiter of co_await task: it takes the frame and frees it when the
+  // co_await ends.
+  struct Awaiter {
+    Handle h;
+    Awaiter(Handle x) noexcept : h(x) {}
+    Awaiter(const Awaiter&) = delete;
+    ~Awaiter() { h.destroy(); }
+    bool await_ready() noexcept { return false; }
+    // The child belongs to the awaiting coroutine's group (a plain
+    // function's awaiter: the group of the task running it).
+    template <class P>
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> parent) noexcept {
+      if constexpr (std::is_base_of_v<detail::PromiseBase, P>)
+        h.promise().group = parent.promise().group;
+      else
+        h.promise().group = detail::tls_group;
+      h.promise().continuation = parent;
+      return h;
+    }
+    T await_resume() { return h.promise().result.take(); }
+  };
+
   // co_await task: run it now on this thread; resume here when it is done.
-  // The awaiter takes the frame and frees it when the co_await ends.
-  auto operator co_await() && {
-    struct Awaiter {
-      Handle h;
-      Awaiter(Handle x) noexcept : h(x) {}
-      Awaiter(const Awaiter&) = delete;
-      ~Awaiter() { h.destroy(); }
-      bool await_ready() noexcept { return false; }
-      std::coroutine_handle<> await_suspend(std::coroutine_handle<> parent) noexcept {
-        h.promise().continuation = parent;
-        return h;
-      }
-      T await_resume() { return h.promise().result.take(); }
-    };
+  Awaiter operator co_await() && {
     if (!h_) throw std::logic_error("parkway::Task: awaited twice or moved from");
     return Awaiter{std::exchange(h_, nullptr)};
   }
@@ -290,6 +367,7 @@ template <class P>
 void start_on(Runtime& rt, std::coroutine_handle<P> h) {
   h.promise().starter.invoke = &PromiseBase::start;
   h.promise().starter.h = h;
+  h.promise().starter.promise = &h.promise();
   try {
     enqueue_on(rt, &h.promise().starter);
   } catch (...) {
@@ -306,6 +384,7 @@ Spawned<T> spawn(Task<T> t, Runtime& rt) {
   if (!h) throw std::logic_error("parkway::spawn: the Task was already started or moved from");
   auto& p = h.promise();
   p.spawned = true;
+  p.group = detail::tls_group;  // the spawning task's group: see "Cancellation" above
   p.fork_generation = detail::current_fork_generation();
   p.finished.add(1);
   detail::start_on(rt, h);

@@ -35,7 +35,10 @@
 // Timeouts and cancellation: every operation takes OpOptions. A timeout or
 // deadline makes it fail with ETIMEDOUT; a CancelSource that fires (from
 // any thread) makes it fail with ECANCELED. Closing a Socket, Listener or
-// File cancels the operations in flight on it first. Shutting the Runtime
+// File cancels the operations in flight on it first. Cancelling the
+// TaskGroup a coroutine belongs to (parkway/coro.hpp) cancels its
+// operations in flight (ECANCELED) and makes its next co_await throw
+// parkway::Cancelled. Shutting the Runtime
 // down cancels every operation in flight and every one begun after it
 // (ECANCELED); the workers leave once the last has completed, so a loop
 // must end on ECANCELED rather than retry. A buffer handed to an

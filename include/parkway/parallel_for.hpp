@@ -1,7 +1,9 @@
 // parkway/parallel_for.hpp -- run f(i) for every i in [begin, end).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <type_traits>
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -12,34 +14,47 @@
 namespace parkway {
 
 namespace detail {
-// Splits [b, e) in halves, spawning the upper half, until a piece is at
-// most `grain` long; the calling task runs the lowest piece itself. If
-// that piece throws, the spawned ones still finish (g.wait()), their
-// exception, if any, is dropped, and the piece's own is rethrown: one
-// exception leaves, and none is reported as lost by ~TaskGroup.
+// One parallel_for call: its callable, its grain, and its stop. The first
+// call of f that throws sets `stop` and keeps its exception; from then on
+// no piece starts and no range is split off (a piece already running
+// finishes its at most `grain` calls), and neither once the group of the
+// task that called parallel_for is cancelled (parkway::cancelled()).
 template <class F>
-void parallel_for_split(std::size_t b, std::size_t e, std::size_t grain, F& f) {
+struct ForState {
+  ForState(F& fn, std::size_t g) noexcept : f(fn), grain(g) {}
+  F& f;
+  const std::size_t grain;
+  std::atomic<bool> stop{false};
+  std::exception_ptr error;  // written once, by the call that set stop
+
+  bool stopping() const noexcept { return stop.load(std::memory_order_relaxed) || cancelled(); }
+  void fail(std::exception_ptr e) noexcept {
+    if (!stop.exchange(true, std::memory_order_acq_rel)) error = std::move(e);
+  }
+};
+
+// Splits [b, e) in halves, spawning the upper half, until a piece is at
+// most `grain` long; the calling task runs the lowest piece itself. Every
+// exception (of f, or of a spawn) goes to s.fail(), so none crosses a
+// TaskGroup; g.wait() returns once the spawned halves return, which is at
+// once for those that start after the stop.
+template <class F>
+void parallel_for_split(std::size_t b, std::size_t e, ForState<F>& s) noexcept {
+  if (s.stopping()) return;
   TaskGroup g;
-  while (e - b > grain) {
-    std::size_t mid = b + (e - b) / 2;
-    g.spawn([mid, e, grain, &f] { parallel_for_split(mid, e, grain, f); });
-    e = mid;
-  }
-  std::exception_ptr own;
   try {
-    for (std::size_t i = b; i < e; ++i) f(i);
+    while (e - b > s.grain) {
+      std::size_t mid = b + (e - b) / 2;
+      g.spawn([mid, e, &s]() noexcept { parallel_for_split(mid, e, s); });
+      e = mid;
+      if (s.stopping()) break;
+    }
+    if (!s.stopping())
+      for (std::size_t i = b; i < e; ++i) s.f(i);
   } catch (...) {
-    own = std::current_exception();
+    s.fail(std::current_exception());
   }
-  if (!own) {
-    g.wait();
-    return;
-  }
-  try {
-    g.wait();
-  } catch (...) {
-  }
-  std::rethrow_exception(own);
+  g.wait();  // the halves catch their own exceptions: this does not throw
 }
 
 inline void check_range(std::size_t begin, std::size_t end, std::size_t grain) {
@@ -51,16 +66,21 @@ inline void check_range(std::size_t begin, std::size_t end, std::size_t grain) {
 }  // namespace detail
 
 // Calls f(i) once for each i in [begin, end), in parallel, on `rt`, in
-// pieces of at most `grain` indices; returns when all are done. If calls
-// of f throw, the rest of each throwing piece is skipped, every other
-// piece still runs, and one of the exceptions is rethrown (the others are
-// dropped). Called from a task of another runtime, that task's worker
-// waits for it (as in Runtime::run).
+// pieces of at most `grain` indices; returns when all are done. The first
+// call that throws stops the loop: no piece starts after it (the pieces
+// running then finish, so at most workers x grain calls follow it), and
+// its exception is rethrown once they have returned (later ones are
+// dropped). Called inside a task of a group that gets cancelled, the loop
+// stops the same way and returns normally (parkway::cancelled() tells).
+// Called from a task of another runtime, that task's worker waits for it
+// (as in Runtime::run).
 template <class F>
 void parallel_for(Runtime& rt, std::size_t begin, std::size_t end, std::size_t grain, F&& f) {
   detail::check_range(begin, end, grain);
   if (begin == end) return;
-  rt.run([&] { detail::parallel_for_split(begin, end, grain, f); });
+  detail::ForState<std::remove_reference_t<F>> s{f, grain};
+  rt.run([&s, begin, end] { detail::parallel_for_split(begin, end, s); });
+  if (s.error) std::rethrow_exception(s.error);
 }
 
 // As above, on the calling worker's runtime, or Runtime::default_runtime()

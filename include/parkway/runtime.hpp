@@ -1,7 +1,9 @@
 // parkway/runtime.hpp -- a pool of workers that steal work and sleep when idle.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <new>
@@ -21,6 +23,12 @@ class RuntimeImpl;
 PARKWAY_API void enqueue_on(Runtime& rt, Task* t);
 }
 
+// What Runtime::shutdown(deadline) left behind when it returned.
+struct ShutdownReport {
+  std::uint64_t dropped = 0;  // tasks dropped unstarted after the deadline (waiters told)
+  unsigned running = 0;       // workers still inside a task (a snapshot; 0: all joined)
+};
+
 class PARKWAY_API Runtime {
  public:
   // Starts opts.workers threads. Throws std::invalid_argument naming the
@@ -29,7 +37,9 @@ class PARKWAY_API Runtime {
   // started; those are stopped and joined first).
   explicit Runtime(Options opts = Options{});
 
-  // shutdown(): finishes every accepted task, then joins the workers.
+  // shutdown(): finishes every accepted task, then joins the workers
+  // (unless shutdown(deadline) returned with workers still running: then
+  // it detaches them, see there).
   // On one of its own workers (a task dropped the last owner, or called
   // exit() while this runtime is a static) it cannot wait for itself: it
   // refuses new work and returns at once, and the workers finish every
@@ -92,6 +102,21 @@ class PARKWAY_API Runtime {
   // join the workers. Idempotent; must not be called from a worker.
   void shutdown();
 
+  // Bounded shutdown: as shutdown() until `deadline`; if work is still
+  // left then, every task not yet started (queued anywhere, or spawned
+  // later by tasks still running) is dropped: it never runs, and its
+  // waiter gets RuntimeShutdown (Future::get, TaskGroup::wait, Spawned,
+  // sync_wait), never silence. Running tasks are not interrupted: they see
+  // parkway::cancelled() turn true, and a coroutine throws RuntimeShutdown
+  // at its next co_await. Returns how many tasks were dropped and how many
+  // workers were still inside a task; with running > 0 the destructor no
+  // longer waits for them (the workers leave when their tasks return; the
+  // runtime's memory stays allocated for them). A deadline in the past
+  // drops everything queued at once. Must not be called from a worker of
+  // this runtime (std::logic_error); after a completed shutdown it returns
+  // {0, 0}.
+  ShutdownReport shutdown(std::chrono::steady_clock::time_point deadline);
+
   // Counters, per worker and in total (relaxed snapshots).
   Stats stats() const;
 
@@ -128,15 +153,20 @@ class PARKWAY_API Runtime {
     static bool run(detail::Task* t) noexcept {
       auto* self = static_cast<Submitted*>(t);
       detail::SharedState<R>* s = self->st;
-      try {
-        if constexpr (std::is_void_v<R>) {
-          self->fn();
-        } else {
-          ::new (static_cast<void*>(s->storage)) R(self->fn());
-          s->has_value = true;
+      if (detail::cancellation_active() && detail::drop_this_task()) [[unlikely]] {
+        s->error = detail::dropped_task_error();  // past Runtime::shutdown's deadline
+      } else {
+        detail::GroupScope in(nullptr);  // a submitted task belongs to no group
+        try {
+          if constexpr (std::is_void_v<R>) {
+            self->fn();
+          } else {
+            ::new (static_cast<void*>(s->storage)) R(self->fn());
+            s->has_value = true;
+          }
+        } catch (...) {
+          s->error = std::current_exception();
         }
-      } catch (...) {
-        s->error = std::current_exception();
       }
       detail::delete_task(self);
       s->done.done();

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <new>
 
 #include "parkway/export.hpp"
@@ -12,6 +13,7 @@
 namespace parkway {
 
 class Runtime;
+class TaskGroup;
 
 namespace detail {
 
@@ -88,6 +90,71 @@ PARKWAY_API bool run_own_task() noexcept;
 // How many fork()s lie between the original process and this one (0 there;
 // docs/design/fork.md).
 PARKWAY_API unsigned current_fork_generation() noexcept;
+
+// ---- cancellation (docs/design/cancellation.md) --------------------------
+//
+// Non-zero while some group in the process is cancelled (by cancel() or
+// its first exception) or some runtime drops unstarted tasks after its
+// shutdown deadline. Only then does a starting task, cancelled() or a
+// co_await look further (stop_requested): one load of a read-mostly word
+// is all the common case pays.
+PARKWAY_API extern std::atomic<std::uint32_t> g_cancel_live;
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PARKWAY_TSAN_HEADER 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define PARKWAY_TSAN_HEADER 1
+#endif
+inline bool cancellation_active() noexcept {
+#if defined(__x86_64__) && !defined(PARKWAY_TSAN_HEADER)
+  // A relaxed load, compared in memory: one instruction and the branch
+  // (the portable form below loads, then tests). volatile: a polling loop
+  // must read the word every time.
+  bool live;
+  asm volatile("cmpl $0, %1" : "=@ccne"(live) : "m"(g_cancel_live));
+  return __builtin_expect(live, 0);
+#else
+  return __builtin_expect(g_cancel_live.load(std::memory_order_relaxed) != 0, 0);
+#endif
+}
+
+// The group whose task (or coroutine) runs on this thread now; nullptr in
+// a worker's loop, a submitted task, or a thread outside any pool. A
+// group made here becomes its child. Exported (not hidden) so that the
+// library and the program share one variable.
+PARKWAY_API inline thread_local constinit TaskGroup* tls_group = nullptr;
+
+// Sets tls_group for one task's run and puts the previous value back.
+struct GroupScope {
+  TaskGroup* prev;
+  explicit GroupScope(TaskGroup* g) noexcept : prev(tls_group) { tls_group = g; }
+  GroupScope(const GroupScope&) = delete;
+  GroupScope& operator=(const GroupScope&) = delete;
+  ~GroupScope() { tls_group = prev; }
+};
+
+// Slow path, only while cancellation_active(): true if work running for
+// group g (nullptr: no group) should stop, because g or one of its
+// ancestors is cancelled, or because the runtime running it passed its
+// shutdown deadline.
+PARKWAY_API bool stop_requested(const TaskGroup* g) noexcept;
+// True if the runtime of the calling thread (a worker's, or the one whose
+// shutdown(deadline) drains on this thread) drops tasks now; counts the
+// task as dropped. Only while cancellation_active().
+PARKWAY_API bool drop_this_task() noexcept;
+// The exception a dropped task's waiter receives (RuntimeShutdown).
+PARKWAY_API std::exception_ptr dropped_task_error() noexcept;
+// At a coroutine's co_await, only while cancellation_active(): throws
+// RuntimeShutdown if its runtime passed its shutdown deadline, Cancelled if
+// group g (or an ancestor) is cancelled.
+PARKWAY_API void throw_if_stopped(const TaskGroup* g);
+// As a spawned coroutine of group g is about to start, only while
+// cancellation_active(): the error it completes with unstarted
+// (RuntimeShutdown past the deadline, counted as dropped; Cancelled if g
+// is cancelled), or null: start it.
+PARKWAY_API std::exception_ptr refuse_start(const TaskGroup* g) noexcept;
 
 // Wakes the thread whose parker id is `waiter` (see userspace/parker.hpp).
 PARKWAY_API void wake_waiter(std::uint32_t waiter) noexcept;

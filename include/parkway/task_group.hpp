@@ -1,9 +1,15 @@
-// parkway/task_group.hpp -- structured fork/join.
+// parkway/task_group.hpp -- structured fork/join, with cancellation.
 //
 //   parkway::TaskGroup g;
 //   g.spawn([&] { left(); });
 //   right();
 //   g.wait();   // runs other tasks while it waits; rethrows a task's exception
+//
+// A group is cancelled by cancel() or by the first exception one of its
+// tasks throws: its tasks that have not started are skipped, running ones
+// see parkway::cancelled() turn true, and groups made inside its tasks
+// (its children, at any depth) are cancelled with it. wait() clears it
+// (docs/design/cancellation.md).
 #pragma once
 
 #include <atomic>
@@ -27,14 +33,23 @@ namespace parkway {
 class Runtime;
 namespace detail {
 class RuntimeImpl;
-}
+// Library-internal (userspace/): whether g is `ancestor` or was made under
+// it; cancel the I/O in flight of the coroutines of g and its descendants.
+bool group_within(const TaskGroup* g, const TaskGroup* ancestor) noexcept;
+void cancel_group_io(const TaskGroup* g) noexcept;
+}  // namespace detail
 class PARKWAY_API TaskGroup {
  public:
   // Binds, at the first spawn, to the runtime of the spawning worker, or,
   // on a thread outside any pool, to Runtime::default_runtime(). The
   // binding lasts as long as the group: a group must not be used after the
   // runtime it is bound to was destroyed.
-  TaskGroup() noexcept : owner_(detail::this_thread_token()) { mark_slot_unused(); }
+  //
+  // A group made while a task of group P runs on this thread (or a
+  // coroutine started under P) is P's child: cancelling P cancels it. It
+  // must then finish (wait() or destruction) before that task of P
+  // returns, as a group made on a task's stack does.
+  TaskGroup() noexcept : owner_(detail::this_thread_token()), parent_(detail::tls_group) { mark_slot_unused(); }
   explicit TaskGroup(Runtime& rt) noexcept;
   TaskGroup(const TaskGroup&) = delete;
   TaskGroup& operator=(const TaskGroup&) = delete;
@@ -95,12 +110,25 @@ class PARKWAY_API TaskGroup {
     });
   }
 
-  // Returns once every spawned task has finished. Rethrows the first
-  // exception a task threw (and forgets it, so the group can be reused).
+  // Returns once every spawned task that started has finished (those a
+  // cancellation skipped never start). Rethrows the first exception a task
+  // threw; returns normally after cancel() if no task threw. Either way the
+  // group is no longer cancelled afterwards, and can be reused.
   void wait() {
     join();
     if (__builtin_expect(error_.load(std::memory_order_acquire) != nullptr, 0)) rethrow_exception();
   }
+
+  // Cancels the group: its tasks that have not started are skipped (freed,
+  // their count released, never run), running ones see
+  // parkway::cancelled() turn true, and so do the groups made inside its
+  // tasks, at any depth. Any thread, any number of times; wait() still
+  // waits for the tasks that started. The first exception a task throws
+  // cancels the group the same way.
+  void cancel() noexcept;
+
+  // True while the group, or a group it was made under, is cancelled.
+  bool is_cancelled() const noexcept { return detail::cancellation_active() && chain_cancelled(); }
 
   // Number of spawned tasks not yet finished (a snapshot).
   std::uint32_t pending() const noexcept {
@@ -123,10 +151,13 @@ class PARKWAY_API TaskGroup {
     static bool run(detail::Task* t) noexcept {
       auto* self = static_cast<Body*>(t);
       TaskGroup* g = self->group;
-      try {
-        self->fn();
-      } catch (...) {
-        g->record_exception(std::current_exception());
+      if (!detail::cancellation_active() || !g->skip_start()) [[likely]] {
+        detail::GroupScope in(g);
+        try {
+          self->fn();
+        } catch (...) {
+          g->record_exception(std::current_exception());
+        }
       }
       detail::delete_task(self);
       g->pending_.done();  // last touch of *g: the waiter may return now
@@ -140,11 +171,18 @@ class PARKWAY_API TaskGroup {
     explicit Body(G&& g) : detail::Task{&run}, fn(static_cast<G&&>(g)) {}
     static bool run(detail::Task* t) noexcept {
       auto* self = static_cast<Body*>(t);
-      try {
-        self->fn();
-      } catch (...) {
-        of_slot(self)->record_exception(std::current_exception());
+      if (!detail::cancellation_active() || !skip_slot_start(self)) [[likely]] {
+        detail::GroupScope in(of_slot(self));
+        try {
+          self->fn();
+        } catch (...) {
+          asm("" : "+r"(self));  // as below
+          of_slot(self)->record_exception(std::current_exception());
+        }
       }
+      // The group's address is recomputed here, not kept across the
+      // call: one callee-saved register fewer on the spawn path.
+      asm("" : "+r"(self));
       TaskGroup* g = of_slot(self);
       self->~Body();
       g->slot_done();  // last touch of *g: the waiter may return now
@@ -242,6 +280,17 @@ class PARKWAY_API TaskGroup {
   // ~TaskGroup with a task still running or an exception left: join, then
   // report the exception no wait() rethrew.
   void destroy_slow() noexcept;
+  // Only while detail::cancellation_active(), as a task of the group is
+  // about to start: true if it must not run (the group or an ancestor is
+  // cancelled; or its runtime passed its shutdown deadline, and then the
+  // group records RuntimeShutdown for wait() to throw).
+  bool skip_start() noexcept;
+  static bool skip_slot_start(void* slot_task) noexcept;  // skip_start() of the slot's group
+  friend bool detail::group_within(const TaskGroup* g, const TaskGroup* ancestor) noexcept;
+  bool chain_cancelled() const noexcept;
+  // Sets error_ from null to `p`, counting the group in g_cancel_live;
+  // false if error_ was not null.
+  bool mark_cancelled(std::exception_ptr* p) noexcept;
   void record_exception(std::exception_ptr e) noexcept;
   void rethrow_exception();  // returns only if another waiter took it first
   void report_lost_exception() noexcept;
@@ -254,13 +303,24 @@ class PARKWAY_API TaskGroup {
   // by another runtime meanwhile.
   std::atomic<detail::RuntimeImpl*> rt_{nullptr};
   // The first exception a task threw since the last wait() (heap-held, so
-  // that the no-exception path is one load of one word).
+  // that the no-exception path is one load of one word), or a marker for
+  // cancel() without one. Non-null: the group is cancelled, and counted
+  // in detail::g_cancel_live (the null <-> non-null transitions count).
   std::atomic<std::exception_ptr*> error_{nullptr};
   // The four words above start zero (two 16-byte stores); then:
   const void* owner_;
+  // The group of the task that ran on this thread when this one was made
+  // (nullptr: none); read only while cancellations are live.
+  TaskGroup* const parent_;
   // The inline slot. Its first word starts zero (mark_slot_unused); a
   // slot spawn constructs its task here, only the owner thread.
   alignas(kInlineAlign) unsigned char inline_[kInlineBytes];
 };
+
+// True when the task or coroutine running on this thread should stop
+// early: its group, or a group that group was made under, is cancelled, or
+// its runtime passed the deadline of Runtime::shutdown(deadline). Poll it
+// in long loops; one load while nothing in the process is cancelled.
+inline bool cancelled() noexcept { return detail::cancellation_active() && detail::stop_requested(detail::tls_group); }
 
 }  // namespace parkway

@@ -84,8 +84,7 @@ void cancel_scope(OpScope* s) noexcept {
   s->lock();
   s->cancelled.store(true, std::memory_order_relaxed);
   for (OpState* st = s->head; st;) {
-    const int slot = st->links[0].scope == s ? 0 : 1;
-    OpState* next = st->links[slot].next;
+    OpState* next = st->links[slot_of(st, s)].next;
     cancel_op(st);
     st = next;
   }
@@ -106,7 +105,7 @@ bool scope_add(OpScope* s, OpState* st, int slot) noexcept {
   l.scope = s;
   l.prev = nullptr;
   l.next = s->head;
-  if (s->head) s->head->links[s->head->links[0].scope == s ? 0 : 1].prev = st;
+  if (s->head) s->head->links[slot_of(s->head, s)].prev = st;
   s->head = st;
   s->unlock();
   return true;
@@ -117,7 +116,7 @@ void scope_remove(OpState* st, int slot) noexcept {
   OpScope* s = l.scope;
   if (!s) return;
   s->lock();
-  auto link_of = [s](OpState* x) -> ScopeLink& { return x->links[x->links[0].scope == s ? 0 : 1]; };
+  auto link_of = [s](OpState* x) -> ScopeLink& { return x->links[slot_of(x, s)]; };
   if (l.prev)
     link_of(l.prev).next = l.next;
   else
@@ -146,10 +145,14 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
   int err = 0;
   for (int i = 0; i < 2 && !err; ++i)
     if (scopes[i] && !scope_add(scopes[i], st, i)) err = -ECANCELED;  // cancelled (or closed) before it began
+  // The awaiting coroutine's group (await_transform sets tls_group for
+  // this call): cancelling it cancels the operation.
+  if (!err && ::parkway::detail::tls_group && !group_scope_add(::parkway::detail::tls_group, st)) err = -ECANCELED;
   if (!err) err = ring.submit(st, args_, opts_);
   if (err) {
     scope_remove(st, 0);
     scope_remove(st, 1);
+    group_scope_remove(st);
     res_ = err;
     // A cancel posted meanwhile holds its own reference; ours and the
     // kernel's (which never got the operation) go now.

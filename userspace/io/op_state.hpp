@@ -86,7 +86,8 @@ struct OpState {
   int timeout_res = 0;                // its linked timeout's
   std::uint32_t cqe_flags = 0;
   std::uint8_t cqes_left = 0;         // owner of ring only
-  ScopeLink links[2];                 // [0]: the descriptor's scope, [1]: the CancelSource's
+  ScopeLink links[3];                 // [0]: the descriptor's scope, [1]: the CancelSource's,
+                                      // [2]: the awaiting coroutine's TaskGroup's (group_scope.cpp)
   CancelRequest cancel;
   __kernel_timespec ts{};             // a linked timeout's or a sleep's
   ::parkway::detail::CompletionWord kernel_done;  // 1 until every CQE is reaped
@@ -122,6 +123,7 @@ struct OpScope {
   std::atomic<bool> lock_{false};
   OpState* head = nullptr;
   CancelRequest* stream = nullptr;  // a Listener's armed multishot accept (accept_stream.cpp)
+  const ::parkway::TaskGroup* group = nullptr;  // a group's scope: whose coroutines' operations it holds
   void lock() noexcept;
   void unlock() noexcept { lock_.store(false, std::memory_order_release); }
 };
@@ -130,6 +132,17 @@ struct OpScope {
 // not added: the operation fails with ECANCELED before it starts).
 bool scope_add(OpScope* s, OpState* st, int slot) noexcept;
 void scope_remove(OpState* st, int slot) noexcept;
+// Which of st's links is its membership of s.
+inline int slot_of(const OpState* st, const OpScope* s) noexcept {
+  return st->links[0].scope == s ? 0 : st->links[1].scope == s ? 1 : 2;
+}
+
+// group_scope.cpp: the operations in flight of coroutines that belong to
+// a TaskGroup, by group, so that cancelling the group (or an ancestor)
+// cancels them. Add: false if the group is cancelled already (the
+// operation fails with ECANCELED). Remove: after the operation's last CQE.
+bool group_scope_add(const ::parkway::TaskGroup* g, OpState* st) noexcept;
+void group_scope_remove(OpState* st) noexcept;
 
 // What each operation puts in its SQE (ops.cpp); the free functions and
 // the RAII types' methods share them.

@@ -317,6 +317,7 @@ void IoRing::complete(OpState* st) noexcept {
   ::parkway::detail::trace::on_io_complete(st->res);
   scope_remove(st, 0);
   scope_remove(st, 1);
+  group_scope_remove(st);
   const std::uintptr_t was = st->phase.exchange(kFired, std::memory_order_acq_rel);
   if (was == kWaiting) {
     st->cont.held_by = &unstarted_;  // before the push: from then on a thief may adopt it

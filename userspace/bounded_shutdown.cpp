@@ -1,0 +1,193 @@
+// bounded_shutdown.cpp -- Runtime::shutdown(deadline): finish what can be
+// finished by the deadline, then drop what has not started, tell its
+// waiters, and report what is still running (docs/design/cancellation.md,
+// "Bounded shutdown").
+//
+//   1. stop_workers(), as shutdown(): no outside submission is accepted;
+//      the workers run everything queued and leave once all are quiet.
+//   2. Join them with pthread_timedjoin_np until the deadline. All
+//      joined: done, nothing dropped.
+//   3. Past it: set `dropping` (and count it in g_cancel_live). From then
+//      on every task that starts, on a worker or here, is dropped by its
+//      own invoke: a group task records RuntimeShutdown in its group, a
+//      submitted one in its Future, a coroutine completes with it.
+//   4. Drain: take every task this thread can reach (the injection
+//      queue, a steal from each deque) and invoke it here, which drops it.
+//      Workers blocked inside tasks cannot drop their own queues; this
+//      does it for them.
+//   5. Report: tasks dropped so far, and workers still inside a task
+//      (not quiet, not searching, once that count holds still). If none,
+//      join the workers (they are leaving); otherwise leave them running:
+//      the destructor detaches them.
+#include <pthread.h>
+#include <sched.h>
+
+#include <chrono>
+#include <ctime>
+#include <thread>
+
+#include "parkway/runtime.hpp"
+#include "runtime_impl.hpp"
+
+namespace parkway {
+namespace detail {
+
+namespace {
+
+constexpr std::size_t kDrainBatch = 64;
+// After the drain: how long the running count must hold still, and the
+// most time spent waiting for that.
+constexpr auto kSettleStill = std::chrono::milliseconds(2);
+constexpr auto kSettleMost = std::chrono::milliseconds(50);
+// With no worker inside a task, how long joining them may take.
+constexpr auto kLeaveGrace = std::chrono::milliseconds(200);
+
+timespec realtime_at(std::chrono::steady_clock::time_point deadline) {
+  auto left = deadline - std::chrono::steady_clock::now();
+  if (left < std::chrono::nanoseconds(0)) left = std::chrono::nanoseconds(0);
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count() + now.tv_nsec;
+  return timespec{now.tv_sec + time_t(ns / 1000000000), long(ns % 1000000000)};
+}
+
+}  // namespace
+
+// Joins the threads not joined yet; false if one was still running at
+// `deadline`.
+bool RuntimeImpl::join_until(std::chrono::steady_clock::time_point deadline) {
+  const timespec abs = realtime_at(deadline);
+  for (std::size_t i = 0; i < threads.size(); ++i) {
+    if (thread_joined[i]) continue;
+    if (pthread_timedjoin_np(threads[i], nullptr, &abs) != 0) return false;
+    thread_joined[i] = true;
+  }
+  return true;
+}
+
+std::uint64_t RuntimeImpl::drain_dropping() {
+  std::uint64_t n = 0;
+  set_draining(this);
+  for (bool any = true; any;) {
+    any = false;
+    std::size_t k = 0;
+    while (Task* t = injection.pop_batch(kDrainBatch, &k)) {
+      while (t) {
+        Task* next = t->next;  // invoke frees t
+        t->invoke(t);
+        t = next;
+        ++n;
+      }
+      any = true;
+    }
+    for (auto& w : workers) {
+      Task* t;
+      for (;;) {
+        Deque::Steal r = w->deque().steal(&t);
+        if (r == Deque::Steal::kEmpty) break;
+        if (r == Deque::Steal::kLost) {
+          any = true;  // raced: look again on the next pass
+          break;
+        }
+        t->invoke(t);
+        ++n;
+        any = true;
+      }
+    }
+  }
+  set_draining(nullptr);
+  return n;
+}
+
+unsigned RuntimeImpl::workers_in_tasks() const noexcept {
+  const std::uint64_t s = parking.snapshot();
+  const unsigned away = Parking::quiet_of(s) + Parking::searching_of(s);
+  return away >= n ? 0 : n - away;
+}
+
+ShutdownReport RuntimeImpl::shutdown_until(std::chrono::steady_clock::time_point deadline) {
+  if (forked()) {  // no workers here (see shutdown())
+    closing.store(true, std::memory_order_seq_cst);
+    return {};
+  }
+  std::lock_guard<std::mutex> g(shutdown_mu);
+  if (joined) return {};
+  if (!left_running) {
+    stop_workers();
+    joining.store(true, std::memory_order_seq_cst);  // see abandon_from_own_worker
+    thread_joined.assign(threads.size(), false);
+    if (join_until(deadline)) {
+      joined = true;
+      return {};
+    }
+    dropping.store(true, std::memory_order_seq_cst);
+    g_cancel_live.fetch_add(1, std::memory_order_seq_cst);
+  }
+  drain_dropping();
+  // The running count: workers that are neither quiet nor searching. One
+  // that just dropped a task is counted until it parks: wait until the
+  // count holds still (bounded by kSettleMost).
+  const auto settle_end = std::chrono::steady_clock::now() + kSettleMost;
+  unsigned running = workers_in_tasks();
+  auto still_since = std::chrono::steady_clock::now();
+  while (running != 0 && std::chrono::steady_clock::now() < settle_end) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    unsigned r = workers_in_tasks();
+    if (r != running) {
+      running = r;
+      still_since = std::chrono::steady_clock::now();
+    } else if (std::chrono::steady_clock::now() - still_since >= kSettleStill) {
+      break;
+    }
+  }
+  ShutdownReport rep{dropped.load(std::memory_order_relaxed), running};
+  if (running == 0 && join_until(std::chrono::steady_clock::now() + kLeaveGrace)) {
+    joined = true;
+    left_running = false;
+    g_cancel_live.fetch_sub(1, std::memory_order_release);
+    dropping.store(false, std::memory_order_relaxed);  // nobody runs its tasks any more
+    return rep;
+  }
+  if (rep.running == 0) rep.running = 1;  // one did not leave in the grace time: it is still in a task
+  left_running = true;
+  return rep;
+}
+
+// ~Runtime after shutdown(deadline) left workers running: join those that
+// left since, detach the rest. True if every worker was joined (the
+// runtime may be freed).
+bool RuntimeImpl::release_after_bounded() {
+  std::lock_guard<std::mutex> g(shutdown_mu);
+  if (joined) return true;
+  bool all = true;
+  for (std::size_t i = 0; i < threads.size(); ++i) {
+    if (thread_joined[i]) continue;
+    if (pthread_tryjoin_np(threads[i], nullptr) == 0) {
+      thread_joined[i] = true;
+    } else {
+      pthread_detach(threads[i]);  // it leaves when its task returns
+      thread_joined[i] = true;     // nobody may join it now
+      all = false;
+    }
+  }
+  joined = true;
+  // The Runtime object is about to be gone: its remaining workers answer
+  // Runtime::current() with nullptr from now on (as abandon_from_own_worker).
+  if (!all) abandoned.store(true, std::memory_order_seq_cst);
+  if (all) {
+    left_running = false;
+    g_cancel_live.fetch_sub(1, std::memory_order_release);
+  }
+  return all;
+}
+
+}  // namespace detail
+
+ShutdownReport Runtime::shutdown(std::chrono::steady_clock::time_point deadline) {
+  if (current() == this)
+    throw std::logic_error(
+        "parkway::Runtime::shutdown(deadline): called from one of its own workers (it would wait for itself)");
+  return impl_->shutdown_until(deadline);
+}
+
+}  // namespace parkway

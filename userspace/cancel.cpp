@@ -1,0 +1,73 @@
+// cancel.cpp -- the process-wide cancellation word and the questions a
+// starting task asks once it is non-zero (docs/design/cancellation.md).
+#include <atomic>
+
+#include "parkway/errors.hpp"
+#include "parkway/task.hpp"
+#include "parkway/task_group.hpp"
+#include "runtime_impl.hpp"
+#include "worker.hpp"
+
+namespace parkway::detail {
+
+std::atomic<std::uint32_t> g_cancel_live{0};
+
+namespace {
+// The runtime whose tasks run on this thread: a worker's, or the one a
+// Runtime::shutdown(deadline) drains on this thread (set_draining).
+thread_local RuntimeImpl* tls_draining = nullptr;
+
+RuntimeImpl* runtime_here() noexcept {
+  Worker* w = Worker::current();
+  return w ? &w->runtime() : tls_draining;
+}
+}  // namespace
+
+void set_draining(RuntimeImpl* rt) noexcept { tls_draining = rt; }
+
+bool runtime_dropping_here() noexcept {
+  RuntimeImpl* rt = runtime_here();
+  return rt && rt->dropping.load(std::memory_order_acquire);
+}
+
+bool stop_requested(const TaskGroup* g) noexcept {
+  return runtime_dropping_here() || (g && g->is_cancelled());
+}
+
+bool drop_this_task() noexcept {
+  RuntimeImpl* rt = runtime_here();
+  if (!rt || !rt->dropping.load(std::memory_order_acquire)) return false;
+  rt->dropped.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+std::exception_ptr dropped_task_error() noexcept {
+  try {
+    throw RuntimeShutdown(
+        "parkway: the task was dropped unstarted: Runtime::shutdown(deadline) passed its deadline before it ran");
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+std::exception_ptr refuse_start(const TaskGroup* g) noexcept {
+  if (drop_this_task()) return dropped_task_error();
+  if (g && g->is_cancelled()) {
+    try {
+      throw Cancelled("parkway: the coroutine's task group was cancelled before it started");
+    } catch (...) {
+      return std::current_exception();
+    }
+  }
+  return nullptr;
+}
+
+void throw_if_stopped(const TaskGroup* g) {
+  if (runtime_dropping_here())
+    throw RuntimeShutdown(
+        "parkway: Runtime::shutdown(deadline) passed its deadline; the coroutine stopped at a co_await");
+  if (g && g->is_cancelled())
+    throw Cancelled("parkway: the coroutine's task group was cancelled; it stopped at a co_await");
+}
+
+}  // namespace parkway::detail

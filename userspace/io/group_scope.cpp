@@ -1,0 +1,79 @@
+// group_scope.cpp -- the I/O of coroutines that belong to a TaskGroup:
+// one OpScope per group with operations in flight, so that cancelling the
+// group, or a group it was made under, cancels them (their awaiters
+// resume with ECANCELED, and the coroutine's next co_await throws
+// parkway::Cancelled). docs/design/cancellation.md, "I/O".
+//
+// A registry maps a group to its scope. An entry exists only while an
+// operation of that group is in flight: the first one makes it, the last
+// one to complete (its reaper, group_scope_remove) erases it, and a
+// cancel erases it after cancelling its operations (so a reused group
+// starts with a fresh scope). Every entry's group is alive: one of its
+// coroutines is suspended in an operation, and a group outlives the
+// coroutines its tasks started (TaskGroup's nesting rule). So a cancel may
+// walk each entry's chain of enclosing groups.
+//
+// Lock order: the registry's mutex, then a scope's lock. Links into a
+// group scope change only under the registry's mutex.
+#include <mutex>
+#include <unordered_map>
+
+#include "io/op_state.hpp"
+#include "parkway/task_group.hpp"
+
+namespace parkway::io::detail {
+
+namespace {
+std::mutex g_mu;
+std::unordered_map<const TaskGroup*, OpScope*> g_scopes;  // under g_mu
+}  // namespace
+
+bool group_scope_add(const TaskGroup* g, OpState* st) noexcept {
+  if (g->is_cancelled()) return false;
+  std::lock_guard<std::mutex> l(g_mu);
+  OpScope* s;
+  try {
+    OpScope*& slot = g_scopes[g];
+    if (!slot) {
+      slot = new OpScope();
+      slot->group = g;
+    }
+    s = slot;
+  } catch (...) {  // no memory for the entry: the operation runs without the group's cancel
+    g_scopes.erase(g);
+    return true;
+  }
+  return scope_add(s, st, 2);
+}
+
+void group_scope_remove(OpState* st) noexcept {
+  OpScope* s = st->links[2].scope;
+  if (!s) return;
+  std::lock_guard<std::mutex> l(g_mu);
+  scope_remove(st, 2);  // drops the operation's reference; an entry still holds one
+  auto it = g_scopes.find(s->group);
+  if (it != g_scopes.end() && it->second == s && s->head == nullptr) {
+    g_scopes.erase(it);
+    release_scope(s);
+  }
+}
+
+}  // namespace parkway::io::detail
+
+namespace parkway::detail {
+
+void cancel_group_io(const TaskGroup* g) noexcept {
+  using namespace ::parkway::io::detail;
+  std::lock_guard<std::mutex> l(g_mu);
+  for (auto it = g_scopes.begin(); it != g_scopes.end();) {
+    if (group_within(it->first, g)) {
+      cancel_scope(it->second);
+      release_scope(it->second);
+      it = g_scopes.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace parkway::detail
