@@ -56,6 +56,13 @@ class Deque {
   Deque(const Deque&) = delete;
   Deque& operator=(const Deque&) = delete;
 
+  // Owner only: from now on every push goes through push_at_limit() (the
+  // trace's task level records spawns there, keeping the common path free).
+  void force_slow_pushes() noexcept {
+    slow_pushes_ = true;
+    push_limit_ = INT64_MIN;
+  }
+
   // Owner only.
   void push(Task* t) {
     if (!try_push(t)) [[unlikely]] push_at_limit(t);
@@ -350,7 +357,9 @@ class Deque {
     own_slots_ = a->slots;
     limit_from(top);
   }
-  void limit_from(std::int64_t top) noexcept { push_limit_ = top + own_mask_ + 1; }
+  void limit_from(std::int64_t top) noexcept {
+    push_limit_ = slow_pushes_ ? INT64_MIN : top + own_mask_ + 1;
+  }
   // The owner's copies of buf_ and of its fields (push and pop load no
   // pointer to reach a slot), and the bottom a push may not reach without
   // looking at top again (push_at_limit).
@@ -358,6 +367,7 @@ class Deque {
   std::int64_t own_mask_;
   std::atomic<Task*>* own_slots_;
   std::int64_t push_limit_;
+  bool slow_pushes_ = false;  // force_slow_pushes()
   std::vector<Buffer*> retired_;  // owner only
 };
 

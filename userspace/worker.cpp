@@ -41,16 +41,21 @@ Worker::Worker(RuntimeImpl& rt, unsigned index)
 Worker::~Worker() = default;
 
 io::detail::IoRing& Worker::io_ring() {
-  if (!io_) [[unlikely]]
+  if (!io_) [[unlikely]] {
     io_ = std::make_unique<io::detail::IoRing>(*this);
+    slow_run_ = true;
+  }
   return *io_;
 }
 
 bool Worker::poll_io() noexcept { return io_ && io_->poll() != 0; }
 
-bool Worker::run_own_after_io() noexcept {
-  io_->between_tasks();
-  return run_own_popped();
+bool Worker::run_own_slow() noexcept {
+  if (io_) io_->between_tasks();
+  std::int64_t top, bottom;
+  if (Task* t = deque_.pop_unless_last(&top, &bottom)) [[likely]]  // [Q4]
+    return execute(t);
+  return run_own_last(top, bottom);
 }
 
 void Worker::io_point() noexcept {
@@ -61,6 +66,10 @@ void Worker::io_point() noexcept {
 
 void Worker::main_loop() {
   tls_current = this;
+  if (trace::tasks_on()) {  // every spawn and run recorded: no fast path skips it
+    deque_.force_slow_pushes();
+    slow_run_ = true;
+  }
   park_id_ = this_thread_park_id();
   rt_.parking.set_park_id(index_, park_id_);
   rt_.sched_ext.register_worker(index_);

@@ -53,16 +53,11 @@ class alignas(64) Worker {
 
   // Push a task spawned on this worker and wake a sleeper if nobody
   // searches. Owner thread only.
+  // With the trace's task level on, the deque's pushes all take the slow
+  // path (Deque::force_slow_pushes, set when the worker starts), which
+  // records the spawn: the common path tests nothing for the trace.
   [[gnu::always_inline]] void spawn(Task* t) {
     PW_PROBE2(spawn, int(index_), t);  // before the push: a thief may run t at once
-    if (trace::tasks_on()) [[unlikely]] return spawn_traced(t);  // a tail call: no frame here
-    push_spawned(t);
-  }
-  [[gnu::noinline]] void spawn_traced(Task* t) {
-    trace::record_task(trace::EventType::kSpawn, t);
-    push_spawned(t);
-  }
-  [[gnu::always_inline]] void push_spawned(Task* t) {
     if (!deque_.try_push(t)) [[unlikely]] {  // [Q2]
       spawn_at_limit(t);  // a tail call: the common path needs no frame
       return;
@@ -70,6 +65,8 @@ class alignas(64) Worker {
     spawned();
   }
   [[gnu::noinline]] void spawn_at_limit(Task* t) {
+    if (trace::tasks_on()) [[unlikely]]
+      trace::record_task(trace::EventType::kSpawn, t);  // before the push, as the probe
     deque_.push_at_limit(t);  // [Q2], past the cached limit: may grow the buffer
     spawned();
   }
@@ -93,9 +90,12 @@ class alignas(64) Worker {
   // the newest tasks and run next (reaped after the pop, they went under
   // whatever the popped task spawned, and a task that kept spawning
   // starved them). A tail call: the common path saves no register.
+  // With the trace's task level on, slow_run_ sends it the same way as a
+  // ring does (to run_own_slow, which records the run), so the common path
+  // tests one byte for both.
   [[gnu::always_inline]] bool run_own() noexcept {
-    if (io_) [[unlikely]]
-      return run_own_after_io();
+    if (slow_run_) [[unlikely]]
+      return run_own_slow();
     return run_own_popped();
   }
   // The ring's between-tasks point, for the paths that pop (loop, helping
@@ -104,7 +104,7 @@ class alignas(64) Worker {
   [[gnu::always_inline]] bool run_own_popped() noexcept {
     std::int64_t top, bottom;
     if (Task* t = deque_.pop_unless_last(&top, &bottom)) [[likely]]  // [Q4]
-      return execute(t);
+      return execute_untraced(t);  // only run_own()'s fast path comes here: slow_run_ is clear
     return run_own_last(top, bottom);
   }
   [[gnu::noinline]] bool run_own_last(std::int64_t top, std::int64_t bottom) noexcept {
@@ -140,9 +140,18 @@ class alignas(64) Worker {
 
   // Count, probe and run `t`; true (what the task's invoke returns).
   [[gnu::always_inline]] bool execute(Task* t) noexcept {
+    if (trace::tasks_on()) [[unlikely]] {  // run begin and end in the trace
+      WorkerCounters::bump(counters_.executed);
+      PW_PROBE2(run, int(index_), t);
+      return trace::run_traced(t);
+    }
+    return execute_untraced(t);
+  }
+  // execute() where the task level is known to be off (run_own's fast
+  // path: slow_run_ is clear).
+  [[gnu::always_inline]] bool execute_untraced(Task* t) noexcept {
     WorkerCounters::bump(counters_.executed);
     PW_PROBE2(run, int(index_), t);
-    if (trace::tasks_on()) [[unlikely]] return trace::run_traced(t);  // run begin and end in the trace
     return t->invoke(t);
   }
 
@@ -205,7 +214,7 @@ class alignas(64) Worker {
   // The ring's reap at a scheduling point: true if it made tasks runnable.
   bool poll_io() noexcept;
   // run_own() on a worker with a ring: its between-tasks reap, then the pop.
-  [[gnu::noinline]] bool run_own_after_io() noexcept;
+  [[gnu::noinline]] bool run_own_slow() noexcept;
   void park(DoneFn done, void* ctx, bool main, bool timed) noexcept;
   void loop(DoneFn done, void* ctx, bool main, bool timed);
   // Tell the sched_ext scheduler (if loaded) what this worker is doing;
@@ -220,6 +229,9 @@ class alignas(64) Worker {
   std::uint32_t tick_ = 0;
   VictimOrder victims_;
   std::unique_ptr<io::detail::IoRing> io_;  // null until the first I/O operation
+  // run_own() takes run_own_slow(): a ring exists, or the trace records
+  // every task (set on the worker's thread only).
+  bool slow_run_ = false;
   Deque deque_;
   // I/O continuations in this worker's deque not yet started: pushed by its
   // ring's reaps or moved here by its steals (io/op_state.hpp,

@@ -55,9 +55,10 @@ bool run_traced(Task* t) noexcept;
 
 // The probes' twins (probes.hpp). The worker of worker-side events is the
 // recording thread's own; arguments that would repeat it are not stored.
-// spawn and run are recorded by Worker::spawn_traced and run_traced,
-// which the worker calls in tail position: a call here, on the path of
-// every spawn, made the compiler save registers on it.
+// spawn and run are recorded off the common path: a worker started with
+// the task level on forces its pushes through Worker::spawn_at_limit and
+// its own pops through run_own_slow, which record them (a call here, on
+// the path of every spawn, made the compiler save registers on it).
 inline void on_spawn(int, const void*) noexcept {}
 inline void on_run(int, const void*) noexcept {}
 inline void on_inject(const void* t) noexcept {
