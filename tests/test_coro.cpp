@@ -221,3 +221,25 @@ TEST(Coro, ResumeOnAClosedRuntimeThrowsAndStaysPut) {
   };
   EXPECT_EQ(parkway::sync_wait(io, f()), 1);
 }
+
+namespace {
+parkway::Task<int> moved_inline(parkway::Runtime* io, parkway::Runtime* compute) {
+  co_await parkway::resume_on(*compute);
+  int here = parkway::Runtime::current() == compute ? 1 : 0;
+  co_await parkway::resume_on(*io);
+  co_return here + (parkway::Runtime::current() == io ? 1 : 0);
+}
+parkway::Task<int> awaits_moved_inline(parkway::Runtime* io, parkway::Runtime* compute) {
+  int sum = 0;
+  for (int i = 0; i < 50; ++i) sum += co_await moved_inline(io, compute);  // inline, never spawned
+  co_return sum;
+}
+}  // namespace
+
+// resume_on() from a coroutine awaited inline (its own starter never ran:
+// the one resume_on uses must be filled in whole).
+TEST(Coro, ResumeOnFromACoroutineAwaitedInline) {
+  parkway::Runtime io(parkway::Options{.workers = 2});
+  parkway::Runtime compute(parkway::Options{.workers = 2});
+  EXPECT_EQ(parkway::sync_wait(io, awaits_moved_inline(&io, &compute)), 100);
+}

@@ -199,6 +199,14 @@ struct PromiseBase {
     st->h.resume();
     return true;
   }
+  // The starter task of resume_on(): continues a coroutine that already
+  // ran, under its group (its co_await checked the group's cancellation).
+  static bool resume_moved(::parkway::detail::Task* t) noexcept {
+    Starter* st = static_cast<Starter*>(t);
+    GroupScope in(st->promise->group);
+    st->h.resume();
+    return true;
+  }
 };
 
 template <class T>
@@ -442,8 +450,9 @@ class ResumeOn {
     // The awaiting coroutine's own starter is free: a coroutine starts once,
     // and it is suspended here until the starter runs.
     auto& starter = h.promise().starter;
-    starter.invoke = &detail::PromiseBase::start;
+    starter.invoke = &detail::PromiseBase::resume_moved;
     starter.h = h;
+    starter.promise = &h.promise();
     detail::enqueue_on(rt_, &starter);  // from here on h may run (and end) elsewhere: touch nothing
   }
   void await_resume() const noexcept {}
