@@ -113,30 +113,28 @@ def proc_ticks(pid):
     return int(fields[11]) + int(fields[12])
 
 
-def proc_sched_ns(pid):
-    """CPU time of all threads of pid in ns (/proc/PID/task/*/schedstat)."""
+def proc_schedstat_ns(pid, field):
+    """Field `field` of /proc/PID/task/*/schedstat summed over the threads
+    of pid, in ns: 0 is time on a CPU, 1 time runnable but kept off one."""
     total = 0
     for tid in os.listdir("/proc/%d/task" % pid):
         try:
             with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
-                total += int(f.read().split()[0])
+                total += int(f.read().split()[field])
         except OSError:
             pass
     return total
+
+
+def proc_sched_ns(pid):
+    """CPU time of all threads of pid in ns."""
+    return proc_schedstat_ns(pid, 0)
 
 
 def proc_runq_ns(pid):
-    """Time the threads of pid spent runnable but not running, in ns
-    (second field of /proc/PID/task/*/schedstat): how long the OS kept them
-    off a CPU they wanted."""
-    total = 0
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
-                total += int(f.read().split()[1])
-        except OSError:
-            pass
-    return total
+    """Time the threads of pid spent runnable but not running, in ns: how
+    long the OS kept them off a CPU they wanted."""
+    return proc_schedstat_ns(pid, 1)
 
 
 def machine_busy_s():
