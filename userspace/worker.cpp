@@ -32,6 +32,7 @@ WorkerStats WorkerCounters::snapshot() const noexcept {
   s.park_fences = park_fences.load(std::memory_order_relaxed);
   s.io_ops = io_ops.load(std::memory_order_relaxed);
   s.ring_parks = ring_parks.load(std::memory_order_relaxed);
+  s.io_sent_now = io_sent_now.load(std::memory_order_relaxed);
   return s;
 }
 

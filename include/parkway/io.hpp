@@ -206,6 +206,7 @@ class PARKWAY_API OpBase {
 
  private:
   void finish_or_abandon() noexcept;
+  bool cancelled_before_start() const noexcept;
   OpOptions opts_;
   OpScope* owner_scope_;
   OpState* st_ = nullptr;

@@ -46,6 +46,12 @@ struct Options {
   // not how many operations may be in flight.
   unsigned io_sq_entries = 256;
   unsigned io_cq_entries = 0;
+  // A send or sendmsg first tries a non-blocking system call at its
+  // co_await; only if the socket has no room (EAGAIN) does it go to the
+  // ring. Done, the coroutine goes on without a trip through the ring's
+  // completion queue (docs/design/io.md, "Sends go out at the co_await").
+  // false: every send goes through the ring.
+  bool io_send_first = true;
 };
 
 // Bounds of Options::stack_size (other than 0).

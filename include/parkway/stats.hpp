@@ -26,6 +26,8 @@ struct WorkerStats {
                                    // because another worker was busy (docs/design/parking.md)
   std::uint64_t io_ops = 0;        // I/O operations this worker submitted to its ring (parkway/io.hpp)
   std::uint64_t ring_parks = 0;    // times it slept inside its ring (I/O in flight; docs/design/io.md)
+  std::uint64_t io_sent_now = 0;   // sends done by a system call at the co_await, not on the ring
+                                   // (Options::io_send_first)
 
   WorkerStats& operator+=(const WorkerStats& o) noexcept {
     spawned += o.spawned; executed += o.executed; steals += o.steals;
@@ -35,6 +37,7 @@ struct WorkerStats {
     park_fences += o.park_fences;
     io_ops += o.io_ops;
     ring_parks += o.ring_parks;
+    io_sent_now += o.io_sent_now;
     return *this;
   }
 };

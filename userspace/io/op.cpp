@@ -10,6 +10,7 @@
 
 #include "io/op_state.hpp"
 #include "io/ring.hpp"
+#include "parkway/task_group.hpp"
 #include "runtime_impl.hpp"
 #include "worker.hpp"
 
@@ -135,6 +136,16 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
     throw std::logic_error(std::string("parkway::io::") + args_.name +
                            ": not on a parkway worker (co_await it in a coroutine that runs on a Runtime: "
                            "spawn, detach or sync_wait it)");
+  if (w->runtime().opts.io_send_first && !cancelled_before_start()) {
+    const int now = try_send_now(args_);  // -EAGAIN: not a send, or no room: the ring waits for room
+    if (now != -EAGAIN) {
+      ::parkway::detail::trace::on_io_submit(args_.opcode);
+      ::parkway::detail::trace::on_io_complete(now);
+      w->count_io_sent_now();
+      res_ = now;
+      return false;
+    }
+  }
   IoRing& ring = w->io_ring();  // the first operation on this worker makes its ring
   OpState* st = new_op_state();
   st->waiter = h;
@@ -162,6 +173,16 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
   }
   st_ = st;
   return true;
+}
+
+// A cancel that came before the operation began: the ring path then ends
+// it with ECANCELED (scope_add refuses it), so a send that would be tried
+// at once must not go out either.
+bool OpBase::cancelled_before_start() const noexcept {
+  const ::parkway::TaskGroup* g = ::parkway::detail::tls_group;
+  return (owner_scope_ && scope_cancelled(owner_scope_)) ||
+         (opts_.cancel && opts_.cancel->scope() && scope_cancelled(opts_.cancel->scope())) ||
+         (g && g->is_cancelled());
 }
 
 void OpBase::collect() noexcept {

@@ -158,6 +158,11 @@ OpArgs shutdown_args(int fd, int how);
 OpArgs accept_args(int listen_fd);
 OpArgs connect_args(int fd, const Address& a);
 
+// Options::io_send_first: for a send or sendmsg, the bytes sent by a
+// non-blocking system call now, or -errno; -EAGAIN (no room in the socket)
+// also for every other operation, which only the ring does.
+int try_send_now(const OpArgs& a) noexcept;
+
 // A CQE of an AcceptQueue's multishot accept (accept_stream.cpp).
 void accept_cqe(void* queue, int res, std::uint32_t flags, IoRing& ring) noexcept;
 

@@ -1,6 +1,9 @@
 // ops.cpp -- the operations on raw descriptors: what each puts in its SQE.
 #include <liburing.h>
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <cstring>
 #include <string>
 
@@ -75,6 +78,18 @@ OpArgs accept_args(int listen_fd) {
 // must live until the co_await ends.
 OpArgs connect_args(int fd, const Address& a) {
   return OpArgs{.name = "connect", .opcode = IORING_OP_CONNECT, .fd = fd, .addr = ptr(a.get()), .off = a.size()};
+}
+
+int try_send_now(const OpArgs& a) noexcept {
+  ssize_t n;
+  if (a.opcode == IORING_OP_SEND)
+    n = ::send(a.fd, reinterpret_cast<const void*>(a.addr), a.len, int(a.op_flags) | MSG_DONTWAIT);
+  else if (a.opcode == IORING_OP_SENDMSG)
+    n = ::sendmsg(a.fd, reinterpret_cast<const msghdr*>(a.addr), int(a.op_flags) | MSG_DONTWAIT);
+  else
+    return -EAGAIN;
+  if (n >= 0) return int(n);  // len is clamped below INT_MAX
+  return errno == EWOULDBLOCK ? -EAGAIN : -errno;
 }
 
 }  // namespace detail

@@ -3,6 +3,7 @@
 // over loopback").
 //
 //   echo_parkway [--port P] [--workers N] [--seconds S] [--compute-us U]
+//                [--sends first|ring]
 //
 // One io::Listener on 127.0.0.1:P (0: any free port), one AcceptStream
 // (multishot accept) and one detached coroutine per connection: recv into
@@ -10,6 +11,9 @@
 // "listening on 127.0.0.1:P" once it accepts, then serves until SIGTERM or
 // SIGINT, or for S seconds (0: no limit), then shuts the runtime down
 // (which cancels the I/O in flight) and prints one JSON line of counters.
+//
+// --sends ring: every send goes through the ring (Options::io_send_first =
+// false); the default tries each send at its co_await first (io.md).
 //
 // --compute-us U (the "completion latency under compute" case): besides
 // the echo, a detached coroutine keeps one worker busy with a stream of
@@ -82,7 +86,8 @@ Task<void> compute_stream(std::chrono::nanoseconds d) {
 }
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "echo_parkway: %s\nusage: echo_parkway [--port P] [--workers N] [--seconds S] [--compute-us U]\n",
+  std::fprintf(stderr, "echo_parkway: %s\nusage: echo_parkway [--port P] [--workers N] [--seconds S] [--compute-us U] "
+               "[--sends first|ring]\n",
                why);
   std::exit(2);
 }
@@ -92,6 +97,7 @@ Task<void> compute_stream(std::chrono::nanoseconds d) {
 int main(int argc, char** argv) {
   long port = 0, workers = 1, compute_us = 0;
   double seconds = 0;
+  bool send_first = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (i + 1 >= argc) usage(("missing value after " + a).c_str());
@@ -100,6 +106,9 @@ int main(int argc, char** argv) {
     else if (a == "--workers") workers = std::strtol(v, nullptr, 10);
     else if (a == "--seconds") seconds = std::strtod(v, nullptr);
     else if (a == "--compute-us") compute_us = std::strtol(v, nullptr, 10);
+    else if (a == "--sends" && (std::strcmp(v, "first") == 0 || std::strcmp(v, "ring") == 0))
+      send_first = std::strcmp(v, "first") == 0;
+    else if (a == "--sends") usage("--sends takes first or ring");
     else usage(("unknown option " + a).c_str());
   }
   if (port < 0 || port > 65535 || workers < 1 || workers > 64 || seconds < 0 || compute_us < 0)
@@ -119,7 +128,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string where = l->local_address().to_string();
-  parkway::Runtime rt(parkway::Options{.workers = unsigned(workers), .name = "echo"});
+  parkway::Runtime rt(parkway::Options{.workers = unsigned(workers), .name = "echo", .io_send_first = send_first});
   parkway::detach(serve(std::move(*l)), rt);
   if (compute_us > 0) parkway::detach(compute_stream(std::chrono::microseconds(compute_us)), rt);
   std::printf("listening on %s\n", where.c_str());
@@ -140,10 +149,10 @@ int main(int argc, char** argv) {
   parkway::Stats st = rt.stats();
   std::printf("{\"server\":\"parkway\",\"workers\":%ld,\"connections\":%ld,\"accept_errors\":%ld,"
               "\"compute_us\":%ld,\"compute_tasks\":%ld,\"io_ops\":%llu,\"parks\":%llu,\"ring_parks\":%llu,"
-              "\"wakeups\":%llu,\"steals\":%llu}\n",
+              "\"wakeups\":%llu,\"steals\":%llu,\"sent_now\":%llu}\n",
               workers, g_conns.load(), g_accept_errors.load(), compute_us, g_compute_tasks.load(),
               (unsigned long long)st.total.io_ops, (unsigned long long)st.total.parks, (unsigned long long)st.total.ring_parks,
               (unsigned long long)st.total.wakeups,
-              (unsigned long long)st.total.steals);
+              (unsigned long long)st.total.steals, (unsigned long long)st.total.io_sent_now);
   return 0;
 }

@@ -72,12 +72,16 @@ import subprocess
 import sys
 import time
 
-SERVERS = [
-    ("parkway", "echo_parkway"),
-    ("asio-epoll", "echo_asio_epoll"),
-    ("asio-uring", "echo_asio_uring"),
-    ("epoll", "echo_epoll"),
+SERVERS = [  # (name, binary, extra arguments)
+    ("parkway", "echo_parkway", []),
+    # parkway with every send on the ring (Options::io_send_first = false):
+    # the design alternative io.md measures, not a peer.
+    ("parkway-ring", "echo_parkway", ["--sends", "ring"]),
+    ("asio-epoll", "echo_asio_epoll", []),
+    ("asio-uring", "echo_asio_uring", []),
+    ("epoll", "echo_epoll", []),
 ]
+NOT_PEERS = ("parkway", "parkway-ring")
 CONFIGS = [
     {"name": "pinned-1w", "workers": 1, "server_cpus": "0", "client_cpus": "1"},
     {"name": "unpinned-2w", "workers": 2, "server_cpus": None, "client_cpus": None},
@@ -302,8 +306,8 @@ def throughput(e, a, servers):
     for rep in range(a.reps):
         for cfg in CONFIGS:
             order = servers[rep % len(servers):] + servers[:rep % len(servers)]
-            for name, binary in order:
-                cmd = [os.path.join(a.bin, binary), "--workers", str(cfg["workers"])]
+            for name, binary, extra in order:
+                cmd = [os.path.join(a.bin, binary), "--workers", str(cfg["workers"])] + extra
                 r = e.run_kept("%s/%s" % (cfg["name"], name), cmd, [], a.quiet_retries,
                                server_cpus=cfg["server_cpus"], client_cpus=cfg["client_cpus"],
                                extra={"section": "throughput", "config": cfg["name"], "server": name, "rep": rep})
@@ -314,7 +318,7 @@ def throughput(e, a, servers):
                                                        "srvCPU", "us/req", "busy"))
     for cfg in CONFIGS:
         rows = {}
-        for name, _ in servers:
+        for name, _, _ in servers:
             rs = [r for r in kept.get((cfg["name"], name), []) if r]
             if not rs:
                 rows[name] = None
@@ -336,7 +340,7 @@ def throughput(e, a, servers):
                 fmt(row["server_cpus"], 2), fmt(row["server_us_per_req"]), fmt(row["busy"], 2),
                 " (busy)" if row["busy_flag"] else ""))
         pw = rows.get("parkway")
-        peers = {n: r for n, r in rows.items() if n != "parkway" and r and r["rps"]}
+        peers = {n: r for n, r in rows.items() if n not in NOT_PEERS and r and r["rps"]}
         ratios = None
         if pw and peers and pw["p99_us"] is not None:
             best_t = max(peers, key=lambda n: peers[n]["rps"])
@@ -441,7 +445,7 @@ def main():
         a.reps, a.warmup, a.seconds, a.quiet_retries = 1, 0.5, 1.5, 0
     only = set(a.only.split(",")) if a.only else {"throughput", "compute"}
     servers = [s for s in SERVERS if not a.servers or s[0] in a.servers.split(",")]
-    need = [b for _, b in servers] + ["echo_client"] + (["echo_parkway"] if "compute" in only else [])
+    need = [b for _, b, _ in servers] + ["echo_client"] + (["echo_parkway"] if "compute" in only else [])
     for b in need:
         if not os.access(os.path.join(a.bin, b), os.X_OK):
             print("run_echo.py: %s not found in %s (make bench-echo-build)" % (b, a.bin), file=sys.stderr)

@@ -355,7 +355,7 @@ class Bench:
 
     def wrk(self, server, row, pinned, duration, record=True):
         url = "http://%s:%d%s" % (HOST, server.port, row["path"])
-        cmd = ["wrk", "-t1", "-c%d" % row["conns"], "-d%gs" % duration, "--latency", "--timeout", "5s"]
+        cmd = ["wrk", "-t1", "-c%d" % row["conns"], "-d%ds" % max(1, round(duration)), "--latency", "--timeout", "5s"]
         if row.get("script"):
             cmd += ["-s", row["script"]]
         cmd.append(url)
@@ -677,7 +677,7 @@ def compute_section(b, srv, reps, rate, duration, conns, fib_conns, modes=("alon
             rec = {"mode": mode, "rep": r}
             fib = None
             if mode != "alone":
-                fcmd = ["wrk", "-t1", "-c%d" % fib_conns, "-d%gs" % (duration + 2), "--timeout", "10s",
+                fcmd = ["wrk", "-t1", "-c%d" % fib_conns, "-d%ds" % max(1, round(duration + 2)), "--timeout", "10s",
                         "http://%s:%d/fib/30" % (HOST, srv.port)]
                 rec["fib_cmd"] = " ".join(fcmd)
                 fib = subprocess.Popen(fcmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -820,7 +820,7 @@ def main():
         return role_open_loop(a)
 
     reps = a.reps or (1 if a.quick else 3)
-    duration = a.duration or (1.5 if a.quick else 3.0)
+    duration = a.duration or (2.0 if a.quick else 3.0)  # wrk takes whole seconds
     idle_s = 1.5 if a.quick else 3.0
     ol_duration = 2.0 if a.quick else 4.0
     only = set(a.only.split(","))
