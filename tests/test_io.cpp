@@ -858,3 +858,35 @@ TEST(Io, SendsGoOutAtTheirCoAwaitUntilTheSocketIsFull) {
     EXPECT_EQ(st.total.io_ops, 1u);
   }
 }
+
+// A worker whose only business is I/O in flight, with no worker running
+// a task, parks after one search round instead of all of them: 40 idle
+// gaps cost a few failed steal rounds each, not search_rounds (32).
+TEST(Io, AWorkerWaitingForItsIoParksWithoutSearchingOn) {
+  pwtest::Watchdog wd("Io.AWorkerWaitingForItsIoParksWithoutSearchingOn", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2, .search_rounds = 32});
+  Pair p;
+  auto reader = [](int fd, int n) -> Task<int> {
+    int got = 0;
+    std::byte b[1];
+    while (got < n) {
+      auto r = co_await io::recv(fd, b);
+      if (!r || *r == 0) break;
+      ++got;
+    }
+    co_return got;
+  };
+  const int n = 40;
+  auto f = parkway::spawn(reader(p.a, n), rt);
+  for (int i = 0; i < n; ++i) {
+    std::this_thread::sleep_for(2ms);  // the workers run out of work and park
+    ASSERT_EQ(::write(p.b, "x", 1), 1);
+  }
+  EXPECT_EQ(f.get(), n);
+  parkway::Stats st = rt.stats();
+  const std::uint64_t sleeps = st.total.parks;
+  std::printf("%llu parks, %llu failed steal rounds\n", (unsigned long long)sleeps,
+              (unsigned long long)st.total.failed_steals);
+  ASSERT_GE(sleeps, std::uint64_t(n));
+  EXPECT_LE(st.total.failed_steals, 4 * sleeps) << "idle workers searched on while waiting for their I/O";
+}

@@ -105,6 +105,12 @@ class Parking {
     return state_.load(std::memory_order_relaxed);  // [N2]
   }
   // Nobody searches and someone is idle: a producer must wake one.
+  // Every one of the n workers is idle or searching (a snapshot: a
+  // worker may start a task right after). Searchers use it to stop early.
+  bool nobody_running(unsigned n) const noexcept {
+    const std::uint64_t s = state_.load(std::memory_order_relaxed);
+    return idle_of(s) + searching_of(s) >= n;
+  }
   static bool wake_needed(std::uint64_t s) noexcept { return searching_of(s) == 0 && idle_of(s) > 0; }
   // [W1..W5] Wake one idle worker as a searcher, if still nobody searches.
   // Returns the index of the worker woken, or -1.

@@ -235,6 +235,13 @@ Task* Worker::search(DoneFn done, void* ctx) noexcept {
       return t;
     }
     if (done(ctx) || rt_.stop.load(std::memory_order_relaxed)) break;
+    // A worker waiting for its I/O when nobody runs a task (every worker
+    // idle or searching, this one included) stops here: no worker can
+    // push work to steal, its ring park wakes it for a completion as fast
+    // as a search round would find it, and a submit wakes a parked worker
+    // anyway. Searching on only burned the CPU (io.md, "Searching with
+    // I/O in flight").
+    if (io_ && io_->ops() != 0 && rt_.parking.nobody_running(unsigned(rt_.workers.size()))) break;
     for (unsigned i = 0, spins = 1u << (r < 3 ? r : 3); i < spins; ++i) cpu_relax();
   }
   PW_PROBE2(search_end, int(index_), 0);
