@@ -160,27 +160,6 @@ TEST(Deque, StealBatchTakesAboutHalf) {
   EXPECT_EQ(victim.size_hint(), 20);
 }
 
-// steal_batch's hook sees every task it pushes onto the thief's deque (all
-// but the one returned), each before the push.
-TEST(Deque, StealBatchHookSeesEachMovedTaskBeforeItsPush) {
-  Deque victim, thief;
-  std::vector<Task> t(10);
-  for (auto& x : t) victim.push(&x);
-  std::size_t n;
-  bool lost;
-  std::vector<Task*> seen;
-  std::vector<std::int64_t> size_at_hook;
-  Task* first = thief.steal_batch(victim, 4, &n, &lost, nullptr, [&](Task* m) noexcept {
-    seen.push_back(m);
-    size_at_hook.push_back(thief.size_hint());
-  });
-  EXPECT_EQ(first, &t[0]);
-  ASSERT_EQ(n, 4u);
-  EXPECT_EQ(seen, (std::vector<Task*>{&t[1], &t[2], &t[3]}));
-  EXPECT_EQ(size_at_hook, (std::vector<std::int64_t>{0, 1, 2}));  // not yet pushed when seen
-  EXPECT_EQ(thief.pop(), &t[3]);
-}
-
 TEST(Deque, ExactlyOnceOneThief) {
   for (std::uint64_t seed = 1; seed <= 4; ++seed) run_exactly_once(seed, 400000 / pwtest::kSlow, 1, false);
 }

@@ -735,27 +735,6 @@ TEST(Io, ShutdownCancelsIoAWaitingTaskNeeds) {
   EXPECT_TRUE(f.get());
 }
 
-// A thief that moves an operation's continuation into its own deque takes
-// it over in the counts of unstarted continuations (the reaper's goes
-// down, the thief's up), so neither worker's reap waits on the other's
-// deque; any other task is left alone.
-TEST(Io, AStolenContinuationCountsAsTheThiefs) {
-  namespace iod = parkway::io::detail;
-  iod::OpState* st = iod::new_op_state();
-  std::atomic<unsigned> reaper{1}, thief{0};
-  st->cont.held_by = &reaper;
-  iod::adopt_continuation(&st->cont, thief);
-  EXPECT_EQ(reaper.load(), 0u);
-  EXPECT_EQ(thief.load(), 1u);
-  EXPECT_EQ(st->cont.held_by, &thief);
-  parkway::detail::Task other([](parkway::detail::Task*) noexcept { return true; });
-  iod::adopt_continuation(&other, reaper);
-  EXPECT_EQ(reaper.load(), 0u);
-  EXPECT_EQ(thief.load(), 1u);
-  st->refs.store(1);
-  iod::unref(st);
-}
-
 // The same echo with every send on the ring (Options::io_send_first =
 // false): the ring's send path, not only the one a full socket takes.
 TEST(Io, EchoWithEverySendOnTheRing) {
@@ -889,4 +868,122 @@ TEST(Io, AWorkerWaitingForItsIoParksWithoutSearchingOn) {
               (unsigned long long)st.total.failed_steals);
   ASSERT_GE(sleeps, std::uint64_t(n));
   EXPECT_LE(st.total.failed_steals, 4 * sleeps) << "idle workers searched on while waiting for their I/O";
+}
+
+// ---- the ready queue of I/O continuations (io/ready_queue.hpp) ----------
+
+TEST(ReadyQueue, FirstInFirstOutWithinItsCapacity) {
+  namespace iod = parkway::io::detail;
+  auto q = std::make_unique<iod::ReadyQueue>();
+  std::vector<parkway::detail::Task> t(iod::ReadyQueue::kCapacity + 1,
+                                       parkway::detail::Task([](parkway::detail::Task*) noexcept { return true; }));
+  EXPECT_EQ(q->take(), nullptr);
+  EXPECT_FALSE(q->maybe_nonempty());
+  for (std::uint32_t i = 0; i < iod::ReadyQueue::kCapacity; ++i) ASSERT_TRUE(q->push(&t[i]));
+  EXPECT_EQ(q->room(), 0u);
+  EXPECT_FALSE(q->push(&t.back())) << "a full queue took one more";
+  for (std::uint32_t round = 0; round < 3; ++round) {  // wrap around several times
+    for (std::uint32_t i = 0; i < iod::ReadyQueue::kCapacity; ++i) {
+      ASSERT_EQ(q->take(), &t[(i + round * 7) % iod::ReadyQueue::kCapacity]);
+      ASSERT_TRUE(q->push(&t[(i + (round + 1) * 7) % iod::ReadyQueue::kCapacity]));
+    }
+  }
+  EXPECT_TRUE(q->maybe_nonempty());
+}
+
+// The owner pushes and takes while four thieves take: every task is
+// taken exactly once, and each taker sees its tasks in push order.
+TEST(ReadyQueue, EachTaskTakenOnceInOrderWithFourThieves) {
+  namespace iod = parkway::io::detail;
+  const std::size_t n = pwtest::kSanitized ? 50000 : 400000;
+  auto q = std::make_unique<iod::ReadyQueue>();
+  std::vector<parkway::detail::Task> t(n, parkway::detail::Task([](parkway::detail::Task*) noexcept { return true; }));
+  std::vector<std::atomic<int>> taken(n);
+  std::atomic<bool> stop{false};
+  std::atomic<long> out_of_order{0};
+  auto record = [&](parkway::detail::Task* x, std::size_t* last) {
+    const std::size_t i = std::size_t(x - t.data());
+    taken[i].fetch_add(1, std::memory_order_relaxed);
+    if (*last != ~std::size_t(0) && i <= *last) out_of_order.fetch_add(1, std::memory_order_relaxed);
+    *last = i;
+  };
+  std::vector<std::thread> thieves;
+  for (int k = 0; k < 4; ++k)
+    thieves.emplace_back([&] {
+      std::size_t last = ~std::size_t(0);
+      while (!stop.load(std::memory_order_acquire))
+        if (parkway::detail::Task* x = q->take()) record(x, &last);
+      while (parkway::detail::Task* x = q->take()) record(x, &last);
+    });
+  std::size_t last = ~std::size_t(0);
+  for (std::size_t i = 0; i < n;) {
+    if (q->push(&t[i])) ++i;
+    if ((i & 7) == 0)
+      if (parkway::detail::Task* x = q->take()) record(x, &last);
+  }
+  stop.store(true, std::memory_order_release);
+  for (auto& th : thieves) th.join();
+  while (parkway::detail::Task* x = q->take()) record(x, &last);
+  std::size_t wrong = 0;
+  for (auto& c : taken) wrong += c.load() != 1;
+  EXPECT_EQ(wrong, 0u) << "tasks taken other than exactly once";
+  EXPECT_EQ(out_of_order.load(), 0);
+}
+
+namespace {
+void spin_ms(int ms) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+// After its receive, a long computation of many tasks on this worker.
+Task<void> compute_after_recv(int fd, int tasks, int ms_each) {
+  std::byte b[1];
+  (void)co_await io::recv(fd, b);
+  parkway::TaskGroup g;
+  for (int i = 0; i < tasks; ++i) g.spawn([ms_each] { spin_ms(ms_each); });
+  g.wait();
+}
+Task<void> stamp_after_recv(int fd, std::atomic<std::int64_t>* at) {
+  std::byte b[1];
+  (void)co_await io::recv(fd, b);
+  at->store(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+}  // namespace
+
+// Two completions reaped in one batch on one worker: one continuation
+// starts 100 tasks of 3 ms, the other only notes the time. Whichever came
+// first, the short one runs within a task's length or so, never after
+// the whole computation (300 ms): continuations wait in a FIFO queue that
+// every scheduling point serves, not under the tasks a sibling spawned.
+TEST(Io, AContinuationIsNotBuriedUnderASiblingsTasks) {
+  pwtest::Watchdog wd("Io.AContinuationIsNotBuriedUnderASiblingsTasks", 60);
+  for (bool short_first : {true, false}) {
+    parkway::Runtime rt(parkway::Options{.workers = 1});
+    Pair quick, heavy;
+    std::atomic<std::int64_t> resumed{0}, blocker_end{0};
+    auto c = parkway::spawn(compute_after_recv(heavy.a, 100, 3), rt);
+    auto s = parkway::spawn(stamp_after_recv(quick.a, &resumed), rt);
+    ASSERT_TRUE(eventually([&] { return rt.stats().total.io_ops >= 2; }));
+    std::atomic<bool> started{false};
+    // Keep the worker busy while both completions arrive: they are
+    // reaped together once the blocker returns.
+    auto blocker = rt.submit([&] {
+      started.store(true);
+      spin_ms(40);
+      blocker_end.store(std::chrono::steady_clock::now().time_since_epoch().count());
+    });
+    ASSERT_TRUE(eventually([&] { return started.load(); }));
+    std::this_thread::sleep_for(2ms);
+    int first = short_first ? quick.b : heavy.b, second = short_first ? heavy.b : quick.b;
+    ASSERT_EQ(::write(first, "x", 1), 1);
+    std::this_thread::sleep_for(2ms);
+    ASSERT_EQ(::write(second, "x", 1), 1);
+    blocker.get();
+    s.get();
+    c.get();
+    const double waited_ms = double(resumed.load() - blocker_end.load()) / 1e6;
+    std::printf("short continuation %s: ran %.1f ms after the blocker\n", short_first ? "first" : "second", waited_ms);
+    EXPECT_LT(waited_ms, 60.0) << "the short continuation waited for its sibling's tasks";
+  }
 }

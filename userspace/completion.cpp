@@ -32,7 +32,7 @@ Reg register_waiter(std::atomic<std::uint64_t>& word, std::uint32_t id) noexcept
 
 bool help_own_deque(Worker* me, DoneFn done, void* ctx) noexcept {
   for (;;) {
-    me->io_point();  // a wait is a scheduling point too (io.md)
+    if (me->io_point() && done(ctx)) return true;  // a wait is a scheduling point too (io.md)
     Task* t = me->deque().pop();
     if (!t) break;
     me->execute(t);

@@ -158,14 +158,7 @@ class Deque {
   // (the thief's own deque). Returns nullptr if nothing was taken; *lost
   // tells whether a race (rather than emptiness) stopped it, *paid_fence
   // (if given) whether the session had to call membarrier ([D8]).
-  // on_move(t) runs for each task pushed onto *this, before the push (from
-  // then on another thief may take it).
   Task* steal_batch(Deque& victim, std::size_t limit, std::size_t* taken, bool* lost, bool* paid_fence = nullptr) {
-    return steal_batch(victim, limit, taken, lost, paid_fence, [](Task*) noexcept {});
-  }
-  template <class OnMove>
-  Task* steal_batch(Deque& victim, std::size_t limit, std::size_t* taken, bool* lost, bool* paid_fence,
-                    OnMove&& on_move) {
     *taken = 0;
     *lost = false;
     if (paid_fence) *paid_fence = false;
@@ -190,7 +183,6 @@ class Deque {
       if (!first) {
         first = t;
       } else {
-        on_move(t);
         push(t);  // may grow; our own deque
       }
       ++*taken;

@@ -52,16 +52,30 @@ io::detail::IoRing& Worker::io_ring() {
 bool Worker::poll_io() noexcept { return io_ && io_->poll() != 0; }
 
 bool Worker::run_own_slow() noexcept {
-  if (io_) io_->between_tasks();
+  if (io_) {
+    io_->between_tasks();
+    // A ready continuation and the own deque's newest task take turns, so
+    // neither a stream of completions nor a wait's own tasks starve the other.
+    if (!ready_ran_last_) {
+      if (Task* c = io_ready_.take()) {
+        ready_ran_last_ = true;
+        return execute(c);
+      }
+    }
+    ready_ran_last_ = false;
+  }
   std::int64_t top, bottom;
   if (Task* t = deque_.pop_unless_last(&top, &bottom)) [[likely]]  // [Q4]
     return execute(t);
   return run_own_last(top, bottom);
 }
 
-void Worker::io_point() noexcept {
-  if (io_) [[unlikely]]
-    io_->between_tasks();
+bool Worker::io_point() noexcept {
+  if (!io_) [[likely]]
+    return false;
+  io_->between_tasks();
+  Task* c = io_ready_.take();
+  return c && execute(c);
 }
 
 
@@ -116,7 +130,7 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
       execute(t);
       continue;
     }
-    if (poll_io()) continue;  // completions became tasks on our deque
+    if (io_ && (poll_io() || io_ready_.maybe_nonempty())) continue;  // ready continuations: io_point runs them
     if (Task* t = search(done, ctx)) {
       execute(t);
       continue;
@@ -194,11 +208,16 @@ Task* Worker::steal_round() noexcept {
   unsigned v = victims_.begin();
   for (unsigned k = 0; k < n; ++k, v = victims_.next()) {
     if (v == index_) continue;
+    // The victim's oldest ready I/O continuation first: it may wait behind
+    // a long task there (one CAS, no steal session).
+    if (Task* c = rt_.workers[v]->io_ready_.take()) {
+      WorkerCounters::bump(counters_.steals);
+      PW_PROBE3(steal, int(index_), int(v), 1);
+      return c;
+    }
     std::size_t taken;
     bool lost, paid_fence;
-    // A stolen I/O continuation now waits in our deque: count it as ours.
-    Task* t = deque_.steal_batch(rt_.workers[v]->deque(), kStealBatch, &taken, &lost, &paid_fence,  // [Q5]
-                                 [this](Task* moved) noexcept { io::detail::adopt_continuation(moved, io_unstarted_); });
+    Task* t = deque_.steal_batch(rt_.workers[v]->deque(), kStealBatch, &taken, &lost, &paid_fence);  // [Q5]
     if (paid_fence) [[unlikely]] {
       WorkerCounters::bump(counters_.steal_fences);
       PW_PROBE2(steal_fence, int(index_), int(v));
@@ -225,7 +244,11 @@ Task* Worker::search(DoneFn done, void* ctx) noexcept {
   publish(WorkerState::Searching);
   const unsigned rounds = rt_.opts.search_rounds;
   for (unsigned r = 0; r < rounds; ++r) {
-    Task* t = poll_io() ? deque_.pop() : nullptr;  // a completion while searching
+    Task* t = nullptr;
+    if (io_) {  // a completion while searching
+      io_->poll();
+      t = io_ready_.take();
+    }
     if (!t) t = take_injected();
     if (!t) t = steal_round();
     if (t) {
@@ -273,7 +296,7 @@ bool Worker::paid_park_fence() noexcept {
 bool Worker::any_work_visible() const noexcept {
   if (rt_.injection.maybe_nonempty()) return true;
   for (const auto& w : rt_.workers)
-    if (w->deque_.maybe_nonempty()) return true;
+    if (w->deque_.maybe_nonempty() || w->io_ready_.maybe_nonempty()) return true;
   return false;
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "deque.hpp"
+#include "io/ready_queue.hpp"
 #include "parking.hpp"
 #include "probes.hpp"
 #include "parkway/stats.hpp"
@@ -99,8 +100,11 @@ class alignas(64) Worker {
     return run_own_popped();
   }
   // The ring's between-tasks point, for the paths that pop (loop, helping
-  // waits); nothing without a ring.
-  void io_point() noexcept;
+  // waits): reap if it is time, then run the oldest ready continuation, if
+  // any (true if it ran one); nothing without a ring. The caller then runs
+  // at most one task of its own, so continuations and the deque's tasks
+  // take turns.
+  bool io_point() noexcept;
   [[gnu::always_inline]] bool run_own_popped() noexcept {
     std::int64_t top, bottom;
     if (Task* t = deque_.pop_unless_last(&top, &bottom)) [[likely]]  // [Q4]
@@ -123,12 +127,15 @@ class alignas(64) Worker {
   // This worker's io_uring ring, made on first use (owner thread only;
   // throws std::system_error if io_uring cannot be set up). io.md.
   io::detail::IoRing& io_ring();
-  // The count of unstarted I/O continuations in our deque (io_unstarted_).
-  std::atomic<unsigned>& io_unstarted() noexcept { return io_unstarted_; }
-  // The ring's reaper: a finished operation's continuation goes on our
-  // deque, where thieves may take it; after a batch, wake a sleeper as
-  // after a steal. Owner only.
-  void push_ready(Task* t) noexcept { deque_.push(t); }
+  // This worker's ready I/O continuations (io/ready_queue.hpp).
+  io::detail::ReadyQueue& io_ready() noexcept { return io_ready_; }
+  // The ring's reaper: a finished operation's continuation joins our ready
+  // queue (the deque only if that is full, which the reap avoids), where
+  // thieves may take it; after a batch, wake a sleeper as after a steal.
+  // Owner only.
+  void push_ready(Task* t) noexcept {
+    if (!io_ready_.push(t)) [[unlikely]] deque_.push(t);
+  }
   void ready_pushed(unsigned n) noexcept {
     if (n > 1) after_batch_push();
   }
@@ -214,7 +221,8 @@ class alignas(64) Worker {
   bool any_work_visible() const noexcept;
   // The ring's reap at a scheduling point: true if it made tasks runnable.
   bool poll_io() noexcept;
-  // run_own() on a worker with a ring: its between-tasks reap, then the pop.
+  // run_own() on a worker with a ring: its between-tasks reap, then a
+  // ready continuation or the pop, taking turns.
   [[gnu::noinline]] bool run_own_slow() noexcept;
   void park(DoneFn done, void* ctx, bool main, bool timed) noexcept;
   void loop(DoneFn done, void* ctx, bool main, bool timed);
@@ -233,11 +241,9 @@ class alignas(64) Worker {
   // run_own() takes run_own_slow(): a ring exists, or the trace records
   // every task (set on the worker's thread only).
   bool slow_run_ = false;
+  bool ready_ran_last_ = false;  // run_own_slow: its last call ran a ready continuation
   Deque deque_;
-  // I/O continuations in this worker's deque not yet started: pushed by its
-  // ring's reaps or moved here by its steals (io/op_state.hpp,
-  // adopt_continuation); decremented by whichever worker starts one.
-  alignas(64) std::atomic<unsigned> io_unstarted_{0};
+  io::detail::ReadyQueue io_ready_;  // filled by the ring's reaps; taken by us and thieves
   alignas(64) WorkerCounters counters_;
 };
 

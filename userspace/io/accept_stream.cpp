@@ -36,7 +36,6 @@ struct AcceptQueue {
   bool armed = false;
   bool closed = false;
   IoRing* ring = nullptr;  // where the accept is armed
-  IoRing* pushed_by = nullptr;  // the ring that queued the taker's continuation
   struct Continuation : ::parkway::detail::Task {
     AcceptQueue* q;
   } cont;
@@ -60,7 +59,6 @@ struct AcceptQueue {
 namespace {
 bool resume_taker(::parkway::detail::Task* t) noexcept {
   AcceptQueue* q = static_cast<AcceptQueue::Continuation*>(t)->q;
-  q->pushed_by->continuation_started();
   q->resuming.resume();  // set under the lock before the push; the taker's next wait comes after this
   return true;
 }
@@ -99,7 +97,6 @@ void accept_cqe(void* queue, int res, std::uint32_t flags, IoRing& ring) noexcep
   const bool resume = q->waiter && !q->ready.empty();
   if (resume) {
     q->resuming = std::exchange(q->waiter, {});
-    q->pushed_by = &ring;
   }
   q->unlock();
   if (resume) ring.push(&q->cont);

@@ -23,7 +23,6 @@ using ::parkway::detail::Worker;
 bool resume_continuation(::parkway::detail::Task* t) noexcept {
   auto* c = static_cast<OpState::Continuation*>(t);
   OpState* st = c->st;
-  c->held_by->fetch_sub(1, std::memory_order_relaxed);  // started
   if (st->phase.exchange(kResumed, std::memory_order_acq_rel) == kOrphaned) {
     unref(st);
     return true;

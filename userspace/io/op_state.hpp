@@ -74,10 +74,7 @@ enum : std::uintptr_t { kWaiting = 0, kFired = 1, kResumed = 2, kOrphaned = 3 };
 struct OpState {
   struct Continuation : ::parkway::detail::Task {
     OpState* st;
-    // The count of unstarted continuations it is in: the reaper's, or the
-    // thief's that moved it into its own deque (adopt_continuation).
-    std::atomic<unsigned>* held_by;
-  } cont;                             // queued on the reaper's deque: resumes `waiter`
+  } cont;                             // queued on the reaper's ready queue: resumes `waiter`
   std::coroutine_handle<> waiter;
   std::atomic<std::uintptr_t> phase{kWaiting};
   std::atomic<std::uint32_t> refs{0};
@@ -98,17 +95,6 @@ OpState* new_op_state();
 // The continuation task's function (op.cpp): resumes the awaiter.
 bool resume_continuation(::parkway::detail::Task* t) noexcept;
 
-// A thief moved t into its own deque: if t is an operation's continuation,
-// it now counts among the thief's unstarted ones (`here`), not among the
-// reaper's, so the thief does not reap new completions on top of it and
-// the reaper is not kept from reaping by it.
-inline void adopt_continuation(::parkway::detail::Task* t, std::atomic<unsigned>& here) noexcept {
-  if (t->invoke != &resume_continuation) return;
-  auto* c = static_cast<OpState::Continuation*>(t);
-  c->held_by->fetch_sub(1, std::memory_order_relaxed);
-  here.fetch_add(1, std::memory_order_relaxed);
-  c->held_by = &here;
-}
 void unref(OpState* st) noexcept;
 // Cancels st wherever it runs (posts a CancelRequest to its ring's owner).
 void cancel_op(OpState* st) noexcept;

@@ -61,7 +61,7 @@ WakeMode process_wake_mode(io_uring* probe_ring) noexcept {
   return mode;
 }
 
-IoRing::IoRing(Worker& w) : w_(w), unstarted_(w.io_unstarted()) {
+IoRing::IoRing(Worker& w) : w_(w), ready_(w.io_ready()) {
   const Options& o = w.runtime().opts;
   int rc = -EINVAL;
   for (unsigned flags : kSetupTries) {
@@ -255,7 +255,6 @@ unsigned IoRing::poll() noexcept {
 }
 
 void IoRing::push(::parkway::detail::Task* t) noexcept {
-  unstarted_.fetch_add(1, std::memory_order_relaxed);  // before a thief can start it
   w_.push_ready(t);
   ++pushed_;
 }
@@ -263,7 +262,11 @@ void IoRing::push(::parkway::detail::Task* t) noexcept {
 unsigned IoRing::reap() noexcept {
   unsigned head, seen = 0;
   io_uring_cqe* cqe;
+  // A CQE queues at most one continuation: stop while the ready queue can
+  // take it, so none spills onto the LIFO deque.
+  unsigned room = ready_.room();
   io_uring_for_each_cqe(&ring_, head, cqe) {
+    if (pushed_ == room) break;
     ++seen;
     on_cqe(cqe);
   }
@@ -319,10 +322,7 @@ void IoRing::complete(OpState* st) noexcept {
   scope_remove(st, 1);
   group_scope_remove(st);
   const std::uintptr_t was = st->phase.exchange(kFired, std::memory_order_acq_rel);
-  if (was == kWaiting) {
-    st->cont.held_by = &unstarted_;  // before the push: from then on a thief may adopt it
-    push(&st->cont);
-  }
+  if (was == kWaiting) push(&st->cont);
   st->kernel_done.done();  // an orphaning awaiter waits for this
   unref(st);               // the kernel's reference
 }

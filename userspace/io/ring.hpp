@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "io/op_state.hpp"
+#include "io/ready_queue.hpp"
 
 namespace parkway::detail {
 class Worker;
@@ -52,27 +53,24 @@ class IoRing {
   void post_cancel(CancelRequest* req) noexcept;
 
   // Scheduling points (owner only):
-  // between two tasks: reap if the kernel has completions for us and
-  // every continuation in the worker's deque has started (its own reaps'
-  // and those its steals adopted: a batch runs before the next one is
-  // pushed on top of it, since the deque is LIFO and reaping over
-  // unstarted continuations starved the oldest ones); queued SQEs go to
-  // the kernel with that reap, or, while a batch of continuations runs,
-  // every few tasks (each queues about one), so a batch costs a few
-  // system calls, not one per operation.
+  // between two tasks: reap if the kernel has completions for us and the
+  // worker's ready queue is empty (the last batch has been taken: reaping
+  // per task would cost a system call each); queued SQEs go to the kernel
+  // with that reap, or, while a batch of continuations runs, every few
+  // tasks (each queues about one), so a batch costs a few system calls,
+  // not one per operation.
   void between_tasks() noexcept {
-    if (unstarted_.load(std::memory_order_relaxed) == 0) {
+    if (!ready_.maybe_nonempty()) {
       if (events_waiting() || io_uring_sq_ready(&ring_) != 0) [[unlikely]]
         poll();
     } else if (io_uring_sq_ready(&ring_) != 0 && ++sq_ticks_ >= kFlushTicks) {
       enter(false, false);
     }
   }
-  // A continuation this ring pushed (and no thief adopted) has started.
-  void continuation_started() noexcept { unstarted_.fetch_sub(1, std::memory_order_relaxed); }
-  // flush SQEs, run the kernel's deferred completions, reap every CQE
-  // (each finished operation's continuation is pushed on the worker's
-  // deque) and drain the mailbox. Returns how many continuations it pushed.
+  // flush SQEs, run the kernel's deferred completions, reap the CQEs (each
+  // finished operation's continuation joins the worker's ready queue; CQEs
+  // beyond its room stay in the CQ for the next reap) and drain the
+  // mailbox. Returns how many continuations it pushed.
   unsigned poll() noexcept;
   // [R1] Would poll() find something: CQEs, deferred completions or
   // cancel requests? (SQEs not yet submitted go in with the ring park.)
@@ -104,7 +102,7 @@ class IoRing {
   void cancel_everything() noexcept;
 
   // For the multishot accept's reaper (accept_stream.cpp): queue a
-  // continuation on the worker's deque; the accept ended (no F_MORE).
+  // continuation on the worker's ready queue; the accept ended (no F_MORE).
   void push(::parkway::detail::Task* t) noexcept;
   void multishot_ended() noexcept { --ops_; }
 
@@ -130,7 +128,7 @@ class IoRing {
   std::uint64_t submitted_ = 0;
   std::uint64_t doorbell_buf_ = 0;  // the eventfd read's target
   std::atomic<CancelRequest*> mailbox_{nullptr};
-  std::atomic<unsigned>& unstarted_;  // the worker's count of unstarted continuations in its deque
+  ReadyQueue& ready_;  // the worker's ready continuations, where reaps put them
 };
 
 // The ParkWord state `kParkedRing` (parker.hpp) is rung through the
