@@ -987,3 +987,46 @@ TEST(Io, AContinuationIsNotBuriedUnderASiblingsTasks) {
     EXPECT_LT(waited_ms, 60.0) << "the short continuation waited for its sibling's tasks";
   }
 }
+
+namespace {
+Task<void> spin_after_recv(int fd, int ms) {
+  std::byte b[1];
+  (void)co_await io::recv(fd, b);
+  spin_ms(ms);
+}
+Task<void> send_after_recv(int fd, int to) {
+  std::byte b[1];
+  (void)co_await io::recv(fd, b);
+  (void)co_await io::send(to, std::span<const std::byte>(b, 1));
+}
+}  // namespace
+
+// A send on the ring queued while a batch of continuations runs reaches
+// the kernel within a few tasks (kFlushTicks), not at the batch's end:
+// the peer has it long before ten 5 ms continuations are over.
+TEST(Io, ASendOnTheRingGoesOutWithinAFewTasksOfABatch) {
+  pwtest::Watchdog wd("Io.ASendOnTheRingGoesOutWithinAFewTasksOfABatch", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1, .io_send_first = false});
+  Pair trigger, out;
+  std::vector<Pair> slow(10);
+  std::vector<parkway::Spawned<void>> all;
+  all.push_back(parkway::spawn(send_after_recv(trigger.a, out.a), rt));
+  for (auto& p : slow) all.push_back(parkway::spawn(spin_after_recv(p.a, 5), rt));
+  ASSERT_TRUE(eventually([&] { return rt.stats().total.io_ops >= 11; }));
+  std::atomic<bool> started{false};
+  auto blocker = rt.submit([&] {
+    started.store(true);
+    spin_ms(30);
+  });
+  ASSERT_TRUE(eventually([&] { return started.load(); }));
+  ASSERT_EQ(::write(trigger.b, "x", 1), 1);  // first: its continuation runs first
+  for (auto& p : slow) ASSERT_EQ(::write(p.b, "x", 1), 1);
+  blocker.get();
+  const auto t0 = std::chrono::steady_clock::now();
+  char c;
+  while (::recv(out.b, &c, 1, MSG_DONTWAIT) != 1) ASSERT_LT(ms_since(t0), 5000.0);
+  const double ms = ms_since(t0);
+  for (auto& s : all) s.get();
+  std::printf("the send reached the peer %.1f ms after the batch began (10 x 5 ms behind it)\n", ms);
+  EXPECT_LT(ms, 35.0) << "the ring's send waited for the end of the batch";
+}

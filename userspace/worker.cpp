@@ -130,7 +130,12 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
       execute(t);
       continue;
     }
-    if (io_ && (poll_io() || io_ready_.maybe_nonempty())) continue;  // ready continuations: io_point runs them
+    if (io_) {
+      // Ready continuations: io_point runs them, and reaps only once they
+      // are taken (polling here after each one cost a system call each).
+      if (io_ready_.maybe_nonempty()) continue;
+      if (poll_io()) continue;  // completions became ready continuations
+    }
     if (Task* t = search(done, ctx)) {
       execute(t);
       continue;

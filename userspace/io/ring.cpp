@@ -45,6 +45,23 @@ void prep_futex_wait(io_uring_sqe* sqe, std::atomic<std::uint32_t>* word, std::u
   sqe->addr3 = kFutexMatchAny;
 }
 
+// An operation whose effect another party waits for: it should reach the
+// kernel within a few tasks, not at the end of the batch (between_tasks).
+bool peer_waits_for(std::uint8_t opcode) noexcept {
+  switch (opcode) {
+    case IORING_OP_SEND:
+    case IORING_OP_SENDMSG:
+    case IORING_OP_WRITE:
+    case IORING_OP_WRITEV:
+    case IORING_OP_CONNECT:
+    case IORING_OP_SHUTDOWN:
+    case IORING_OP_CLOSE:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 WakeMode process_wake_mode(io_uring* probe_ring) noexcept {
@@ -152,6 +169,7 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
     sqe->off = 0;
   }
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
+  urgent_ |= peer_waits_for(a.opcode);
   st->ring = this;
   st->cqes_left = 1;
   ::parkway::detail::trace::on_io_submit(a.opcode);
@@ -244,6 +262,7 @@ void IoRing::enter(bool wait, bool timed) noexcept {
   }
   (void)rc;  // EINTR, ETIME, EBUSY (overflow backlog): the caller reaps and loops
   sq_ticks_ = 0;
+  urgent_ = false;
 }
 
 unsigned IoRing::poll() noexcept {

@@ -56,14 +56,17 @@ class IoRing {
   // between two tasks: reap if the kernel has completions for us and the
   // worker's ready queue is empty (the last batch has been taken: reaping
   // per task would cost a system call each); queued SQEs go to the kernel
-  // with that reap, or, while a batch of continuations runs, every few
-  // tasks (each queues about one), so a batch costs a few system calls,
-  // not one per operation.
+  // with that reap. While a batch of continuations runs, SQEs that a peer
+  // waits for (a send on the ring, a write, a connect: `urgent_`) go every
+  // few tasks; the others (a receive, an accept, a sleep) wait for the
+  // reap, since what they complete is not reaped before it anyway. So a
+  // batch costs one system call or a few, not one per operation (io.md,
+  // "When SQEs go to the kernel").
   void between_tasks() noexcept {
     if (!ready_.maybe_nonempty()) {
       if (events_waiting() || io_uring_sq_ready(&ring_) != 0) [[unlikely]]
         poll();
-    } else if (io_uring_sq_ready(&ring_) != 0 && ++sq_ticks_ >= kFlushTicks) {
+    } else if (urgent_ && ++sq_ticks_ >= kFlushTicks) {
       enter(false, false);
     }
   }
@@ -122,7 +125,8 @@ class IoRing {
   bool armed_ = false;        // the ring's wait on the park word is in the kernel
   unsigned cancels_ = 0;      // ASYNC_CANCELs (requests and cancel-everything) in the kernel
   bool defer_taskrun_ = false;
-  unsigned sq_ticks_ = 0;     // between_tasks() calls since SQEs were queued
+  unsigned sq_ticks_ = 0;     // between_tasks() calls since urgent SQEs were queued
+  bool urgent_ = false;       // an SQE a peer waits for is queued (between_tasks)
   unsigned pushed_ = 0;       // continuations pushed by the reap in progress
   std::uint64_t ops_at_cancel_ = ~std::uint64_t(0);  // submitted_ at the last cancel_everything
   std::uint64_t submitted_ = 0;
