@@ -670,8 +670,27 @@ def open_loop(b, port, rate, duration, conns):
     return rec
 
 
+def leaf_task(b, srv):
+    """The longest task /fib/30 runs between two scheduling points: a
+    serial fib(23) (parallel_fib's cutoff, handlers.cpp), timed as the p50
+    of /fib/23 requests over one connection (it includes one request's
+    own cost, so the bound it sets is a little loose)."""
+    cmd = ["wrk", "-t1", "-c1", "-d1s", "--latency", "--timeout", "5s", "http://%s:%d/fib/23" % (HOST, srv.port)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        b.failures.append("leaf task: wrk timed out")
+        return None
+    r = parse_wrk(p.stdout)
+    return {"mode": "leaf task", "p50_ms": r["p50_ms"], "cmd": " ".join(cmd)}
+
+
 def compute_section(b, srv, reps, rate, duration, conns, fib_conns, modes=("alone", "with fib")):
     out = []
+    if "with fib" in modes:
+        leaf = leaf_task(b, srv)
+        if leaf:
+            out.append(leaf)
     for r in range(reps):
         for mode in (modes if r % 2 == 0 else tuple(reversed(modes))):
             rec = {"mode": mode, "rep": r}
@@ -769,6 +788,15 @@ def summarize(b, idle, compute, pinned_cfgs):
                            "server_runq_ms_per_s",
                            "sends_over_1ms_late", "waited_for_connection", "scheduled")}
         comp_sum[mode]["runs"] = len(rs)
+    leaf = med([x.get("p50_ms") for x in compute if x["mode"] == "leaf task"])
+    comp_sum["leaf_task_ms"] = leaf
+    alone, beside = comp_sum["alone"]["p99_ms"], comp_sum["with fib"]["p99_ms"]
+    # A completion waits for the task in progress on its worker (one leaf)
+    # and, at the next scheduling point, at most one more task of the deque
+    # before its continuation's turn (io.md, "Ready continuations").
+    bound = alone + 2 * leaf if alone is not None and leaf is not None else None
+    comp_sum["bound_ms"] = bound
+    comp_sum["bound_met"] = None if bound is None or beside is None else beside <= bound
     lines.append("compute beside I/O, parkway-httpd 2 workers: /plaintext at a fixed rate (open loop)")
     lines.append("  %-36s %8s %8s %9s %9s %9s %9s %10s %8s" % ("", "p50 ms", "p99 ms", "p99.9 ms", "fib r/s",
                                                                "srv CPUs", "runq ms/s", "late sends", "no conn"))
@@ -788,6 +816,9 @@ def summarize(b, idle, compute, pinned_cfgs):
                  "medians of per-run counts of %d requests; runq ms/s: time the server's threads were runnable "
                  "but kept off a CPU by the OS, per second, summed over threads)" % (fmt(OPEN_LOOP_RATE, ".0f"),
                                                                  comp_sum["alone"]["scheduled"] or 0))
+        lines.append("  bound: p99 beside /fib/30 on the I/O workers <= p99 alone + 2 leaf tasks (serial fib(23), "
+                     "p50 %s ms) = %s ms: %s" % (fmt(leaf, ".3f"), fmt(bound, ".3f"),
+                                                 {True: "met", False: "NOT met", None: "-"}[comp_sum["bound_met"]]))
     return rows, idle_sum, comp_sum, "\n".join(lines)
 
 
