@@ -526,12 +526,22 @@ case10() {
 	if ! start_loader /tmp/l10.log --slice-us "${most:-5000}"; then result FAIL "$bad load-${most}us: $(tail -n 2 /tmp/l10.log)"; return; fi
 	log "$(head -n 1 /tmp/l10.log)"
 	spids=""
+	spin_begin
 	for i in 1 2 3 4 5 6; do sh -c 'while :; do :; done' & spids="$spids $!"; done
 	pw_linkprobe bws 1 1 8 >/tmp/wb.log 2>&1; brc=$?
+	np=$(programs)
 	kill $spids; wait $spids 2>/dev/null
 	sms=$(sed -n 's/.*searching_ms=\([0-9]*\).*/\1/p' /tmp/wb.log)
 	log "${most} us slices, 1 busy + 1 searching worker and 6 spinning programs for 8 s: $(tail -n 1 /tmp/wb.log) (exit $brc)"
 	{ [ $brc -eq 0 ] && [ "${sms:-0}" -gt 0 ]; } || bad="$bad searcher-starved"
+	# Above the floor, searchers included: W <= (2p + C + 6) x L + (Q + P x (C + 2)) x T / C.
+	parkway sched status >/tmp/status.log 2>&1
+	mw=$(stat_of max_wait_us); mq=$(stat_of max_queued); c=$(nproc)
+	dj=$(( $(jiffies) - wj0 )); du=$(( $(uptime_cs) - wu0 ))
+	t_us=$(( du * 10000 / (dj > 0 ? dj : 1) ))
+	above_us=$(( (2 * 20 + c + 6) * ${most:-0} + (${mq:-0} + c + np * (c + 2)) * t_us / c ))
+	log "above the floor: longest wait ${mw:-?} us; bound (2 x 20 + C=$c + 6) x L=${most:-?} us + (Q=$((${mq:-0} + c)) + P=$np x (C + 2)) x T=$t_us us / C = $((above_us / 1000)) ms"
+	{ [ -n "$mw" ] && [ "$mw" -le "$above_us" ]; } || bad="$bad wait-over-the-bound-above-the-floor(${mw:-?}us)"
 	loader_alive || bad="$bad ejected-with-the-largest-slice"
 	stop_loader || bad="$bad loader-exit"
 	# A fresh load: its max_wait_us covers the spinners only.
