@@ -30,7 +30,7 @@ static const char usage[] =
 	"              default scheduler (so does this process dying). Exits non-zero,\n"
 	"              with the kernel's reason, if the kernel ejects the scheduler.\n"
 	"  --slice-us N      longest time slice in microseconds (default 5000,\n"
-	"                    100..1000000; refused above the wait bound: 38461 on\n"
+	"                    100..1000000; refused above the wait bound: 20833 on\n"
 	"                    2 CPUs, less on more); slices shrink as the queue grows\n"
 	"  --penalty-slices N  slices a searching worker queues behind its program\n"
 	"                    (default 20, 0..64)\n"

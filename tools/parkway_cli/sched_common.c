@@ -95,8 +95,12 @@ bool read_stats(uint64_t out[PARKWAY_NR_STATS])
 	for (uint32_t i = 0; vals && i < PARKWAY_NR_STATS; i++) {
 		if (bpf_map_lookup_elem(fd, &i, vals))
 			continue;
-		for (int c = 0; c < ncpu; c++)
-			out[i] += vals[c];
+		for (int c = 0; c < ncpu; c++) {
+			if (!PARKWAY_STAT_IS_MAX(i))
+				out[i] += vals[c];
+			else if (vals[c] > out[i])
+				out[i] = vals[c];
+		}
 	}
 	free(vals);
 	close(fd);

@@ -131,10 +131,10 @@ static bool pin_all(struct bpf_object *obj)
 
 /* The slice settings, checked against the wait bound
  * (docs/design/sched-ext.md, "The wait bound"): with P penalty slices and
- * C CPUs, a queued task waits at most (P + C + 4) x latency while slices
- * are above their floor. latency is chosen so that this stays within
- * WAIT_BUDGET_NS, a fifth of the kernel's 5 s watchdog, and at most
- * MAX_LATENCY_NS; a longest slice above latency would break the bound. */
+ * C CPUs, a queued task waits at most (2P + C + 6) x latency, plus tick
+ * terms, while slices are above their floor. latency is chosen so that
+ * this stays within WAIT_BUDGET_NS and at most MAX_LATENCY_NS; a longest
+ * slice above latency would break the bound. */
 #define WAIT_BUDGET_NS 1000000000ULL
 #define MAX_LATENCY_NS 50000000ULL
 #define SLICE_FLOOR_NS 500000ULL
@@ -143,7 +143,7 @@ static bool plan_slices(const struct load_opts *o, struct parkway_cfg *cfg)
 {
 	long online = sysconf(_SC_NPROCESSORS_ONLN);
 	uint64_t c = online > 0 ? (uint64_t)online : 1;
-	uint64_t factor = (uint64_t)o->penalty_slices + c + 4;
+	uint64_t factor = 2 * (uint64_t)o->penalty_slices + c + 6;
 	uint64_t latency = WAIT_BUDGET_NS / factor;
 	uint64_t slice = (uint64_t)o->slice_us * 1000;
 
@@ -154,7 +154,7 @@ static bool plan_slices(const struct load_opts *o, struct parkway_cfg *cfg)
 	if (slice > latency) {
 		fprintf(stderr, "parkway sched load: --slice-us %u breaks the wait bound: with %u CPUs and "
 				"--penalty-slices %u, slices above %llu us let a queued task wait more than "
-				"%llu ms ((%u + %u + 4) slices per program ahead of it; docs/design/sched-ext.md, "
+				"%llu ms ((2 x %u + %u + 6) latencies; docs/design/sched-ext.md, "
 				"\"The wait bound\")\n",
 			o->slice_us, (unsigned)c, o->penalty_slices, (unsigned long long)(latency / 1000),
 			WAIT_BUDGET_NS / 1000000, o->penalty_slices, (unsigned)c);
@@ -340,7 +340,7 @@ int sched_load(const struct load_opts *o)
 	       "wait bound %llu ms; at most %u workers per program); Ctrl-C or `parkway sched unload` "
 	       "restores the default scheduler\n", (int)getpid(), (unsigned long long)(cfg->slice_ns / 1000),
 	       (unsigned long long)(cfg->slice_min_ns / 1000),
-	       (unsigned long long)((o->penalty_slices + cfg->nr_cpus + 4) * cfg->latency_ns / 1000000),
+	       (unsigned long long)((2 * o->penalty_slices + cfg->nr_cpus + 6) * cfg->latency_ns / 1000000),
 	       o->max_workers);
 	fflush(stdout);
 

@@ -2,8 +2,8 @@
 #
 #   make vm-test      fetch Debian sid's cloud kernel (cached in
 #                     $(PARKWAY_VM_CACHE)), boot it under QEMU TCG with the
-#                     tools and test programs, run the 11 cases
-#                     (VM_TESTS=1,3 runs only some)
+#                     tools and test programs, run the 12 cases in two
+#                     guests (VM_TESTS=1,3 runs only some)
 #
 # Prints "N passed, N failed, N skipped"; cases count as skipped (with the
 # reason) only when QEMU or the kernel cannot be had.
@@ -31,7 +31,7 @@ $(VM_BUILD)/pw_vmprog: tools/vm/progs/pw_vmprog.cpp $(LIB_A) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(VM_CXXFLAGS) $< $(LIB_A) -o $@ $(LDLIBS)
 
-# pw_vmprog needs the runtime; if it does not build, cases 2 and 3 fail
+# pw_vmprog needs the runtime; if it does not build, the cases using it fail
 # (they say why) while the others still run.
 vm-test: $(PARKWAY_BIN) $(VM_BUILD)/pw_linkprobe $(VM_BUILD)/pw_abuse $(VM_BUILD)/pw_seccomp
 	@rm -f $(VM_BUILD)/pw_vmprog

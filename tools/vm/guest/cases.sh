@@ -137,7 +137,7 @@ case2() {
 	# 2d: parked workers cost nothing: an idle program's workers show as
 	# parked and its CPU time stands still.
 	if [ -x /bin/pw_vmprog ]; then
-		pw_vmprog --workers 2 --idle 6 --seconds 1 >/tmp/idle.log 2>&1 &
+		pw_vmprog --workers 2 --idle 4 --seconds 1 >/tmp/idle.log 2>&1 &
 		ipid=$!
 		up_then_status /tmp/idle.log
 		sleep 0.5
@@ -166,12 +166,13 @@ case2() {
 # cpu_ms_of PID: user+system CPU time from /proc (USER_HZ is 100).
 cpu_ms_of() { set -- $(cut -d' ' -f14,15 /proc/$1/stat); echo $(( ($1 + $2) * 10 )); }
 
-# mix_run: `pw_linkprobe bws 1 1 4` and a plain spinner side by side; sets
-# mix_share (the spinner's % of both), mix_busy (busy % inside the probe).
+# mix_run SECONDS: `pw_linkprobe bws 1 1 SECONDS` and a plain spinner side
+# by side; sets mix_share (the spinner's % of both), mix_busy (busy % inside
+# the probe).
 mix_run() {
 	sh -c 'while :; do :; done' & qpid=$!
 	q0=$(cpu_ms_of $qpid)
-	pw_linkprobe bws 1 1 4 >/tmp/mix.log 2>&1
+	pw_linkprobe bws 1 1 "$1" >/tmp/mix.log 2>&1
 	q1=$(cpu_ms_of $qpid)
 	kill $qpid; wait $qpid 2>/dev/null
 	pb=$(sed -n 's/.*busy_ms=\([0-9]*\).*/\1/p' /tmp/mix.log)
@@ -203,7 +204,7 @@ case3() {
 	# spinning process. Per program, each should get about one CPU (per
 	# thread, the plain one would get a third), and inside the first the
 	# busy thread should get most.
-	mix_run
+	mix_run 4
 	log "1 busy + 1 searching worker vs a plain spinner: $mix_line"
 	[ "${mix_share:-0}" -ge 40 ] && [ "${mix_share:-0}" -le 60 ] || bad="$bad other-program-share-${mix_share:-none}%"
 	[ "${mix_busy:-0}" -ge 70 ] || bad="$bad busy-share-in-program-${mix_busy:-none}%"
@@ -227,10 +228,10 @@ case3() {
 	grep -E "^program ($apid|$bpid) " /tmp/status.log | while read -r l; do log "  status: $l"; done
 	# For contrast (logged, not judged): the same pair under the default
 	# scheduler, which shares per thread.
-	pw_vmprog --workers 2 --seconds 4 >/tmp/a0.log 2>&1 & apid=$!
-	pw_vmprog --workers 1 --seconds 4 >/tmp/b0.log 2>&1 & bpid=$!
+	pw_vmprog --workers 2 --seconds 2 >/tmp/a0.log 2>&1 & apid=$!
+	pw_vmprog --workers 1 --seconds 2 >/tmp/b0.log 2>&1 & bpid=$!
 	wait $apid; wait $bpid
-	mix_run
+	mix_run 2
 	log "default scheduler, 1 busy + 1 searching vs a plain spinner: $mix_line"
 	log "same pair, default scheduler: A own cpu_ms=$(sed -n 's/.* cpu_ms=\([0-9]*\).*/\1/p' /tmp/a0.log) B own cpu_ms=$(sed -n 's/.* cpu_ms=\([0-9]*\).*/\1/p' /tmp/b0.log)"
 	if [ -z "$bad" ]; then result PASS "both correct; CPU A(2w)=${cpu_a}ms B(1w)=${cpu_b}ms (TCG: not a performance figure)"
@@ -475,35 +476,92 @@ case9() {
 }
 
 # ---------------------------------------------------------------- case 10
-# The wait bound: slices over it refused; the largest allowed slice with a
-# searching worker among spinners; thousands of spinning threads for longer
-# than the watchdog's 30 s. The scheduler must stay loaded throughout.
+# The wait bound (docs/design/sched-ext.md, "The wait bound"), checked
+# against what the scheduler measured. Runs in the timed guest (1 vCPU
+# under -icount), whose ticks come every tick of its own clock.
+
+jiffies() { sed -n 's/^jiffies: *\([0-9]*\).*/\1/p' /proc/timer_list | head -n 1; }
+uptime_cs() { cut -d' ' -f1 /proc/uptime | tr -d .; }
+
+# spin_begin: note the clock and the tick count before a spinner run.
+spin_begin() { wj0=$(jiffies); wu0=$(uptime_cs); }
+
+# check_wait LOADER_LOG PROGRAMS GAP_MS: compare the scheduler's longest
+# wait of a runnable task (max_wait_us) and the spinners' own longest gap
+# between two turns (GAP_MS) with the bound for plain tasks at the slice
+# floor (docs/design/sched-ext.md, "The wait bound"):
+#   W = ((Q + P x (C + 2)) x (F + T) + P x (p + 3) x F) / C
+# Q the most tasks queued plus C, P the programs (every process, kernel
+# threads included, counts), F the floor the loader printed, T the tick
+# measured over the run, p the loader's default penalty (20 slices). The
+# bound must also sit under half the 30 s watchdog. Sets wait_line;
+# returns 1 when a figure is over.
+check_wait() {
+	parkway sched status >/tmp/status.log 2>&1
+	mw=$(stat_of max_wait_us); mq=$(stat_of max_queued)
+	c=$(nproc); pen=20
+	f_us=$(sed -n 's/.*down to \([0-9]*\) us.*/\1/p' "$1" | head -n 1)
+	dj=$(( $(jiffies) - wj0 )); du=$(( $(uptime_cs) - wu0 ))
+	t_us=$(( du * 10000 / (dj > 0 ? dj : 1) ))
+	q=$(( ${mq:-0} + c ))
+	bound_us=$(( ((q + $2 * (c + 2)) * (${f_us:-0} + t_us) + $2 * (pen + 3) * ${f_us:-0}) / c ))
+	wait_line="longest wait ${mw:-?} us (scheduler), ${3:-?} ms (spinners' own gap); bound ((Q=$q + P=$2 x (C=$c + 2)) x (F=${f_us:-?} + T=${t_us} us) + P x ($pen + 3) x F) / C = $((bound_us / 1000)) ms"
+	[ -n "$mw" ] && [ -n "$3" ] && [ -n "$f_us" ] && [ "$dj" -gt 0 ] || return 1
+	[ "$mw" -le "$bound_us" ] && [ $(( $3 * 1000 )) -le "$bound_us" ] && [ "$bound_us" -le 15000000 ]
+}
+
+# programs: processes now (each is a program to the scheduler).
+programs() { ls -d /proc/[0-9]* | wc -l; }
+
+# Slices over the bound refused; the largest allowed slice with a searching
+# worker among spinners; 2,000 threads (created first, then spinning) for
+# longer than the watchdog's 30 s: every thread ran, every wait within the
+# bound, the scheduler loaded throughout.
 case10() {
 	bad=""
 	parkway sched load --slice-us 250000 >/tmp/w0.log 2>&1; rc=$?
 	log "--slice-us 250000: exit $rc: $(head -n 1 /tmp/w0.log)"
 	{ [ $rc -eq 2 ] && grep -q 'breaks the wait bound' /tmp/w0.log && is_state disabled; } || bad="$bad big-slice-accepted"
 	most=$(sed -n 's/.*slices above \([0-9]*\) us.*/\1/p' /tmp/w0.log)
-	if ! start_loader /tmp/l10.log --stats 1 --slice-us "${most:-5000}"; then result FAIL "$bad load-${most}us: $(tail -n 2 /tmp/l10.log)"; return; fi
+	if ! start_loader /tmp/l10.log --slice-us "${most:-5000}"; then result FAIL "$bad load-${most}us: $(tail -n 2 /tmp/l10.log)"; return; fi
 	log "$(head -n 1 /tmp/l10.log)"
 	spids=""
+	spin_begin
 	for i in 1 2 3 4 5 6; do sh -c 'while :; do :; done' & spids="$spids $!"; done
 	pw_linkprobe bws 1 1 8 >/tmp/wb.log 2>&1; brc=$?
+	np=$(programs)
 	kill $spids; wait $spids 2>/dev/null
 	sms=$(sed -n 's/.*searching_ms=\([0-9]*\).*/\1/p' /tmp/wb.log)
 	log "${most} us slices, 1 busy + 1 searching worker and 6 spinning programs for 8 s: $(tail -n 1 /tmp/wb.log) (exit $brc)"
 	{ [ $brc -eq 0 ] && [ "${sms:-0}" -gt 0 ]; } || bad="$bad searcher-starved"
-	loader_alive || bad="$bad ejected-with-50ms-slices"
-	pw_abuse spin 2000 32 >/tmp/sp.log 2>&1; src=$?
-	ran=$(sed -n 's/.* \([0-9]*\) got CPU.*/\1/p' /tmp/sp.log)
+	# Above the floor, searchers included: W <= (2p + C + 6) x L + (Q + P x (C + 2)) x T / C.
 	parkway sched status >/tmp/status.log 2>&1
-	log "2000 spinning threads for 32 s: $(tail -n 1 /tmp/sp.log) (exit $src); $(grep '^counters' /tmp/status.log)"
-	{ [ $src -eq 0 ] && [ "$ran" = 2000 ]; } || bad="$bad spinners(${ran:-none}-ran)"
-	grep '^parkway: dispatch' /tmp/l10.log | tail -n 12 | while read -r l; do log "  $l"; done
-	loader_alive || bad="$bad ejected-by-the-spinners: $(grep -E 'reason|message' /tmp/l10.log | tr '\n' ' ')"
+	mw=$(stat_of max_wait_us); mq=$(stat_of max_queued); c=$(nproc)
+	dj=$(( $(jiffies) - wj0 )); du=$(( $(uptime_cs) - wu0 ))
+	t_us=$(( du * 10000 / (dj > 0 ? dj : 1) ))
+	above_us=$(( (2 * 20 + c + 6) * ${most:-0} + (${mq:-0} + c + np * (c + 2)) * t_us / c ))
+	log "above the floor: longest wait ${mw:-?} us; bound (2 x 20 + C=$c + 6) x L=${most:-?} us + (Q=$((${mq:-0} + c)) + P=$np x (C + 2)) x T=$t_us us / C = $((above_us / 1000)) ms"
+	{ [ -n "$mw" ] && [ "$mw" -le "$above_us" ]; } || bad="$bad wait-over-the-bound-above-the-floor(${mw:-?}us)"
+	loader_alive || bad="$bad ejected-with-the-largest-slice"
 	stop_loader || bad="$bad loader-exit"
-	if [ -z "$bad" ]; then result PASS "big slice refused; largest allowed slice and 2000 spinners (longest wait $(sed -n 's/.*longest_wait_ms=\([0-9]*\).*/\1/p' /tmp/sp.log) ms) did not trip the watchdog"
-	else result FAIL "$bad"; fi
+	# A fresh load: its max_wait_us covers the spinners only.
+	if ! start_loader /tmp/l10s.log --stats 4; then result FAIL "$bad load: $(tail -n 2 /tmp/l10s.log)"; return; fi
+	spin_begin
+	pw_abuse spin 2000 32 >/tmp/sp.log 2>&1 & spid=$!
+	wait_for 120 grep -q 'threads created' /tmp/sp.log
+	np=$(programs)
+	wait $spid; src=$?
+	ran=$(sed -n 's/.* \([0-9]*\) got CPU.*/\1/p' /tmp/sp.log)
+	gap=$(sed -n 's/.*longest_wait_ms=\([0-9]*\).*/\1/p' /tmp/sp.log)
+	check_wait /tmp/l10s.log "$np" "$gap" || bad="$bad wait-over-the-bound"
+	log "2000 spinning threads for 32 s: $(tail -n 1 /tmp/sp.log) (exit $src); $(grep '^counters' /tmp/status.log)"
+	log "$wait_line"
+	{ [ $src -eq 0 ] && [ "$ran" = 2000 ]; } || bad="$bad spinners(${ran:-none}-ran)"
+	grep '^parkway: dispatch' /tmp/l10s.log | while read -r l; do log "  $l"; done
+	loader_alive || bad="$bad ejected-by-the-spinners: $(grep -E 'reason|message' /tmp/l10s.log | tr '\n' ' ')"
+	stop_loader || bad="$bad loader-exit"
+	if [ -z "$bad" ]; then result PASS "big slice refused; largest allowed slice with a searcher; 2000 spinners for 32 s: $wait_line"
+	else result FAIL "$bad; $wait_line"; fi
 }
 
 # ---------------------------------------------------------------- case 11
@@ -512,7 +570,8 @@ case10() {
 case11() {
 	if ! start_loader /tmp/l11.log; then result FAIL "load failed: $(tail -n 3 /tmp/l11.log)"; return; fi
 	bad=""
-	pw_vmprog --workers 2 --seconds 45 >/tmp/x.log 2>&1 & xpid=$!
+	rm -f /tmp/x.stop
+	pw_vmprog --workers 2 --seconds 90 --until /tmp/x.stop >/tmp/x.log 2>&1 & xpid=$!
 	wait_for 20 grep -q '^runtime up' /tmp/x.log || bad="$bad no-runtime-up"
 	stop_loader || bad="$bad unload"
 	cp /bin/busybox /tmp/busybox-stall
@@ -532,6 +591,7 @@ case11() {
 	else
 		bad="$bad reload"
 	fi
+	touch /tmp/x.stop
 	wait $xpid; xrc=$?
 	log "program $xpid across unload, ejection, reload: exit $xrc: $(grep -E '^(sched_ext|result)' /tmp/x.log | tr '\n' ' ')"
 	{ [ $xrc -eq 0 ] && grep -q '^result ok' /tmp/x.log; } || bad="$bad program-result($xrc)"
@@ -539,7 +599,38 @@ case11() {
 	else result FAIL "$bad"; fi
 }
 
-for cur in 1 2 3 4 5 6 7 8 9 10 11; do
+# ---------------------------------------------------------------- case 12
+# The bound's many-programs term: 120 programs of 8 spinning threads each
+# (created first, all started at once through a FIFO), every wait within
+# the bound. Runs in the timed guest.
+case12() {
+	if ! start_loader /tmp/l12.log --stats 4; then result FAIL "load failed: $(tail -n 3 /tmp/l12.log)"; return; fi
+	bad=""
+	rm -f /tmp/gate; mkfifo /tmp/gate
+	pids=""
+	for i in $(seq 1 120); do pw_abuse spin 8 16 /tmp/gate >/tmp/mp.$i.log 2>&1 & pids="$pids $!"; done
+	created() { [ "$(cat /tmp/mp.*.log | grep -c 'threads created')" = 120 ]; }
+	wait_for 240 created || bad="$bad not-all-created($(cat /tmp/mp.*.log | grep -c 'threads created'))"
+	np=$(programs)
+	spin_begin
+	exec 3<>/tmp/gate  # a writer: every spinner's open returns, all start
+	failed=0
+	for p in $pids; do wait $p || failed=$((failed + 1)); done
+	exec 3>&-
+	ran=$(cat /tmp/mp.*.log | sed -n 's/.* \([0-9]*\) got CPU.*/\1/p' | awk '{s += $1} END {print s + 0}')
+	gap=$(cat /tmp/mp.*.log | sed -n 's/.*longest_wait_ms=\([0-9]*\).*/\1/p' | sort -n | tail -n 1)
+	check_wait /tmp/l12.log "$np" "$gap" || bad="$bad wait-over-the-bound"
+	log "120 programs x 8 spinning threads for 16 s: $ran threads got CPU, $failed failed; $(grep '^counters' /tmp/status.log)"
+	log "$wait_line"
+	{ [ $failed -eq 0 ] && [ "$ran" = 960 ]; } || bad="$bad spinners($ran-ran,$failed-failed)"
+	grep '^parkway: dispatch' /tmp/l12.log | while read -r l; do log "  $l"; done
+	loader_alive || bad="$bad ejected: $(grep -E 'reason|message' /tmp/l12.log | tr '\n' ' ')"
+	stop_loader || bad="$bad loader-exit"
+	if [ -z "$bad" ]; then result PASS "120 programs x 8 spinners: $wait_line"
+	else result FAIL "$bad; $wait_line"; fi
+}
+
+for cur in 1 2 3 4 5 6 7 8 9 10 11 12; do
 	case $cur in
 	1) name="load-enable-unload" ;;
 	2) name="workers-registered" ;;
@@ -552,9 +643,12 @@ for cur in 1 2 3 4 5 6 7 8 9 10 11; do
 	9) name="loader-directory-and-lock" ;;
 	10) name="wait-bound" ;;
 	11) name="across-reload" ;;
+	12) name="many-programs-bound" ;;
 	esac
 	if want $cur; then
+		t0=$(cut -d' ' -f1 /proc/uptime)
 		case$cur
+		echo "VMTIME $cur $t0 $(cut -d' ' -f1 /proc/uptime)"
 		# Every case must leave the default scheduler in place.
 		if ! is_state disabled; then
 			parkway sched unload >/dev/null 2>&1

@@ -20,10 +20,15 @@
 //   pw_abuse liar N SECONDS   N threads register and publish Busy for ever
 //                             while spinning: a program lying to the
 //                             scheduler; prints the CPU it got.
-//   pw_abuse spin N SECONDS   N plain threads, all created before any
-//                             spins, then all spin for SECONDS; prints the
-//                             least and most CPU one got and the longest
-//                             time one waited between two of its turns.
+//   pw_abuse spin N SECONDS [GATE]
+//                             N plain threads, all created (asleep on a
+//                             futex) before any spins, then all spin for
+//                             SECONDS; prints the least and most CPU one
+//                             got and the longest time one waited between
+//                             two of its turns. With GATE (a FIFO), it
+//                             prints "created" and waits until a writer
+//                             opens GATE, so many processes start at once.
+#include <fcntl.h>
 #include <linux/bpf.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -183,9 +188,10 @@ int liar(unsigned n, int seconds) {
   return 0;
 }
 
-int spin(unsigned n, int seconds) {
-  std::atomic<unsigned> created{0};
+int spin(unsigned n, int seconds, const char* gate) {
+  std::atomic<unsigned> created{0}, late{0};
   std::atomic<bool> go{false};
+  Clock::time_point start;
   std::vector<long> cpu(n, 0);
   std::vector<long> longest_wait_ms(n, 0);
   std::vector<std::thread> ts;
@@ -194,7 +200,11 @@ int spin(unsigned n, int seconds) {
   for (unsigned i = 0; i < n; ++i)
     ts.emplace_back([&, i] {
       created.fetch_add(1);
-      while (!go.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      // Woken one by one (a waker can be preempted while it wakes many),
+      // then asleep again until the common start time: all start at once.
+      go.wait(false, std::memory_order_acquire);
+      if (Clock::now() > start) late.fetch_add(1);
+      std::this_thread::sleep_until(start);
       // A jump of the clock between two reads is time spent off the CPU.
       auto last = Clock::now();
       auto longest = Clock::duration::zero();
@@ -207,10 +217,22 @@ int spin(unsigned n, int seconds) {
       longest_wait_ms[i] = std::chrono::duration_cast<std::chrono::milliseconds>(longest).count();
     });
   while (created.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  std::printf("abuse spin: %u threads created\n", n);
+  std::printf("abuse spin pid %d: %u threads created\n", static_cast<int>(getpid()), n);
   std::fflush(stdout);
-  end = Clock::now() + std::chrono::seconds(seconds);
+  if (gate) {
+    int fd = open(gate, O_RDONLY);  // blocks until the starter opens it for writing
+    if (fd < 0) {
+      std::printf("abuse spin: cannot open %s: %s\n", gate, std::strerror(errno));
+      std::fflush(stdout);
+    } else {
+      close(fd);
+    }
+  }
+  // Time for every thread to be woken and asleep again before the start.
+  start = Clock::now() + std::chrono::milliseconds(500 + n);
+  end = start + std::chrono::seconds(seconds);
   go.store(true, std::memory_order_release);
+  go.notify_all();
   for (auto& t : ts) t.join();
   long lo = cpu[0], hi = cpu[0], total = 0, wait = 0;
   unsigned ran = 0;
@@ -221,8 +243,10 @@ int spin(unsigned n, int seconds) {
     ran += cpu[i] > 0;
     wait = longest_wait_ms[i] > wait ? longest_wait_ms[i] : wait;
   }
-  std::printf("abuse spin: %u threads spun %d s: %u got CPU, min_ms=%ld max_ms=%ld total_ms=%ld longest_wait_ms=%ld\n",
-              n, seconds, ran, lo, hi, total, wait);
+  std::printf(
+      "abuse spin: %u threads spun %d s: %u got CPU, %u started late, min_ms=%ld max_ms=%ld total_ms=%ld "
+      "longest_wait_ms=%ld\n",
+      n, seconds, ran, late.load(), lo, hi, total, wait);
   return 0;
 }
 
@@ -234,8 +258,9 @@ int main(int argc, char** argv) {
   if (argc >= 2 && !std::strcmp(argv[1], "exec-registered")) return exec_registered();
   if (argc == 4 && !std::strcmp(argv[1], "flood")) return flood(static_cast<unsigned>(arg(2)), arg(3));
   if (argc == 4 && !std::strcmp(argv[1], "liar")) return liar(static_cast<unsigned>(arg(2)), arg(3));
-  if (argc == 4 && !std::strcmp(argv[1], "spin")) return spin(static_cast<unsigned>(arg(2)), arg(3));
+  if ((argc == 4 || argc == 5) && !std::strcmp(argv[1], "spin"))
+    return spin(static_cast<unsigned>(arg(2)), arg(3), argc == 5 ? argv[4] : nullptr);
   std::fprintf(stderr,
-               "usage: pw_abuse bad-register | exec-registered | flood N SECONDS | liar N SECONDS | spin N SECONDS\n");
+               "usage: pw_abuse bad-register | exec-registered | flood N SECONDS | liar N SECONDS | spin N SECONDS [GATE]\n");
   return 2;
 }

@@ -1,7 +1,8 @@
-// pw_vmprog --workers N --seconds S [--idle I] [--linger L] -- a parkway
-// program for the VM tests (--idle: first sit idle for I seconds after
-// start-up; --linger: sleep L seconds after the result, so that the
-// scheduler's record of it, removed at exit, can still be read); prints
+// pw_vmprog --workers N --seconds S [--idle I] [--linger L] [--until FILE]
+// -- a parkway program for the VM tests (--idle: first sit idle for I
+// seconds after start-up; --linger: sleep L seconds after the result, so
+// that the scheduler's record of it, removed at exit, can still be read;
+// --until: stop working as soon as FILE exists, S seconds at most); prints
 // what Runtime::sched_ext_status() says once every worker has run, then:
 // repeats a parallel sum with a known answer for about S seconds, checks
 // every answer, prints "result ok ..." (or "result WRONG ...") and the CPU
@@ -20,11 +21,13 @@
 int main(int argc, char** argv) {
   unsigned workers = 2;
   int seconds = 3, idle = 0, linger = 0;
+  const char* until = nullptr;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--workers")) workers = static_cast<unsigned>(std::atoi(argv[i + 1]));
     if (!std::strcmp(argv[i], "--seconds")) seconds = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--idle")) idle = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--linger")) linger = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--until")) until = argv[i + 1];
   }
   std::printf("pw_vmprog pid %d, %u workers, %d s\n", static_cast<int>(getpid()), workers, seconds);
   std::fflush(stdout);
@@ -44,7 +47,7 @@ int main(int argc, char** argv) {
   const std::uint64_t want = static_cast<std::uint64_t>(n) * (n - 1) / 2;
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   unsigned rounds = 0, wrong = 0;
-  while (std::chrono::steady_clock::now() < end) {
+  while (std::chrono::steady_clock::now() < end && !(until && access(until, F_OK) == 0)) {
     std::atomic<std::uint64_t> sum{0};
     parkway::parallel_for(rt, 0, n, 1000, [&](std::size_t i) { sum.fetch_add(i, std::memory_order_relaxed); });
     if (sum.load() != want) ++wrong;
