@@ -112,6 +112,11 @@ def parse_report(text):
     r["migrated"] = int(m.group(1)) if m else None
     m = re.search(r"work \(time inside tasks, all workers\): (\S+ \S+) over", text)
     r["work"] = ns(m.group(1)) if m else None
+    m = re.search(r"work ([\d.]+) us, span ([\d.]+) us: parallelism ([\d.]+)\n"
+                  r"  burdened span ([\d.]+) us \(([\d.]+) us per spawn edge on a path\): burdened parallelism ([\d.]+)", text)
+    if m:
+        r["dag"] = {"work": float(m.group(1)) * 1e3, "span": float(m.group(2)) * 1e3, "par": float(m.group(3)),
+                    "bspan": float(m.group(4)) * 1e3, "burden": float(m.group(5)) * 1e3, "bpar": float(m.group(6))}
     return r
 
 
@@ -172,27 +177,56 @@ def check_schedule(tag, extra_env=None):
     return facts, path, r
 
 
-def schedule_with_retries(tag, extra_env=None, tries=3):
-    """check_schedule, again (up to `tries` times) when a check failed: the
-    program times each task inside its body, the trace around it, and a
+def check_dag(tag, extra_env=None):
+    """The known task graph (trace_ground_truth dag): work, span and the
+    burdened span within tolerance of what the program measured."""
+    facts, path = ground_truth("dag-" + tag, ["dag"], "task", extra_env)
+    if facts is None:
+        return None
+    rc, out, err = report(path)
+    if not check(rc == 0 and not err, tag + ": dag: report exits 0", "exit %d: %s" % (rc, err)):
+        return None
+    d = parse_report(out).get("dag")
+    if not check(d is not None, tag + ": dag: the report has work and span", out[-400:]):
+        return None
+    for key, fact in (("work", "dag_work_ms"), ("span", "dag_span_ms")):
+        want = float(facts[fact]) * 1e6
+        # The program times each task's busy loop; the trace the whole run
+        # (its spawns, its completion's wake-up): a little more above.
+        check(want - 20e3 <= d[key] <= want * 1.03 + 300e3,
+              "%s: dag: %s %.3f ms (the program measured %.3f ms)" % (tag, key, d[key] / 1e6, want / 1e6))
+    check(abs(d["par"] - d["work"] / d["span"]) < 0.01, "%s: dag: parallelism = work / span (%.2f)" % (tag, d["par"]))
+    edges = int(facts["dag_span_spawns"])
+    extra = d["bspan"] - d["span"]
+    check(abs(extra - edges * d["burden"]) <= 2e3,
+          "%s: dag: the burdened span adds %d burdens of %.1f us (the chain's spawn edges): +%.1f us" %
+          (tag, edges, d["burden"] / 1e3, extra / 1e3))
+    check(abs(d["bpar"] - d["work"] / d["bspan"]) < 0.01, "%s: dag: burdened parallelism = work / burdened span" % tag)
+    return d
+
+
+def with_retries(fn, tag, extra_env=None, tries=3):
+    """fn(tag, extra_env), again (up to `tries` times) when a check failed:
+    the program times each task inside its body, the trace around it, and a
     preemption in between (milliseconds on a loaded 2-CPU machine) makes a
     task longer in the trace than the program saw. The last try counts."""
     global PENDING
     for attempt in range(1, tries + 1):
         PENDING = []
-        res = check_schedule(tag, extra_env)
+        res = fn(tag, extra_env)
         results, PENDING = PENDING, None
         if all(ok for ok, _, _ in results) or attempt == tries:
             break
-        print("note: %s: try %d failed (%s); running the schedule again" %
+        print("note: %s: try %d failed (%s); running it again" %
               (tag, attempt, "; ".join(n for ok, n, _ in results if not ok)))
     for ok, name, why in results:
         check(ok, name + (" (try %d)" % attempt if attempt > 1 else ""), why)
     return res
 
 
-res = schedule_with_retries("tsc")
-schedule_with_retries("monotonic", {"PARKWAY_TRACE_CLOCK": "monotonic"})
+with_retries(check_dag, "tsc")
+res = with_retries(check_schedule, "tsc")
+with_retries(check_schedule, "monotonic", {"PARKWAY_TRACE_CLOCK": "monotonic"})
 rc, out, _ = report(os.path.join(TMP, "schedule-monotonic.pwt"))
 check("clock monotonic" in out, "PARKWAY_TRACE_CLOCK=monotonic is recorded in the file")
 

@@ -35,6 +35,7 @@ const char* event_name(std::uint8_t type) {
     case EventType::kSpawn: return "spawn";
     case EventType::kRunBegin: return "run_begin";
     case EventType::kRunEnd: return "run_end";
+    case EventType::kJoin: return "join";
   }
   return nullptr;
 }

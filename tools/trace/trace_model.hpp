@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "trace_dag.hpp"
 #include "trace_file.hpp"
 
 namespace parkway::tracetool {
@@ -81,6 +82,8 @@ struct Model {
   std::vector<std::uint64_t> park_ns;        // each park's duration (closed parks)
   std::vector<std::uint64_t> task_ns;        // each task's duration, nested tasks included
   std::uint64_t work_ns = 0;                 // sum of task time, nested tasks counted once
+  std::vector<TaskRun> runs;                // task level, workers' tracks: the task graph's runs
+  WorkSpan work_span;                        // from `runs` (task level)
   std::vector<Migration> migrations;
   // Idle while work was queued elsewhere (task level): worker-ns.
   std::uint64_t idle_with_work_searching = 0, idle_with_work_parked = 0, idle_with_work_descheduled = 0;

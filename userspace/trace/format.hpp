@@ -102,6 +102,7 @@ enum class EventType : std::uint8_t {
   kSpawn = 20,     // task
   kRunBegin = 21,  // task
   kRunEnd = 22,    // task
+  kJoin = 23,      // the running task's blocking wait (it helped or slept) returned
 };
 
 struct Event {

@@ -94,6 +94,14 @@ inline void on_notify(int, std::uint32_t park_id, int woke) noexcept {
 inline void on_park_fence(int) noexcept {
   if (sched_on()) [[unlikely]] record(EventType::kParkFence, 0, 0, 0);
 }
+// A blocking wait of a task on a worker (TaskGroup::wait, Future::get,
+// block_until) that helped or slept returns: the join edge of the task
+// graph, for the report's span (task level). A wait that finds its tasks
+// finished returns inline in the program and records nothing; the reader
+// infers those joins (docs/design/tracing.md, "Work and span").
+inline void on_join() noexcept {
+  if (tasks_on()) [[unlikely]] record(EventType::kJoin, 0, 0, 0);
+}
 // The I/O layer (no USDT probe): an operation handed to the ring, and its
 // completion (the last CQE of an operation and its linked timeout).
 inline void on_io_submit(std::uint8_t opcode) noexcept {

@@ -1,0 +1,167 @@
+// trace_dag.cpp -- work_span: spawns matched to runs, then each run's
+// longest path, children first, then each run's distance from its root in
+// order of run start.
+#include "trace_dag.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <unordered_map>
+
+namespace parkway::tracetool {
+
+namespace {
+
+constexpr std::size_t kNone = SIZE_MAX;
+
+struct Node {
+  std::size_t parent = kNone;
+  std::uint64_t at_spawn = 0, at_spawn_b = 0;  // the parent's path (burdened) at the spawn
+  std::uint64_t path = 0, path_b = 0;          // longest path from this run's start (burdened)
+  std::vector<std::size_t> children;
+};
+
+// For each spawn point, the run it started: the first run of that address
+// starting after it (an address is reused only once its task has run).
+void link_spawns(const std::vector<TaskRun>& runs, std::vector<Node>& nodes,
+                 std::vector<std::vector<std::size_t>>& child_of_point) {
+  struct Ev {
+    std::uint64_t at, task;
+    std::size_t run, point;  // point == kNone: a run's start
+  };
+  std::vector<Ev> evs;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    evs.push_back({runs[r].begin, runs[r].task, r, kNone});
+    for (std::size_t p = 0; p < runs[r].points.size(); ++p)
+      if (runs[r].points[p].kind == DagPointKind::kSpawn) evs.push_back({runs[r].points[p].at, runs[r].points[p].task, r, p});
+  }
+  std::stable_sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) {
+    return a.at != b.at ? a.at < b.at : (a.point != kNone) > (b.point != kNone);  // a spawn before a start at the same ns
+  });
+  child_of_point.assign(runs.size(), {});
+  for (std::size_t r = 0; r < runs.size(); ++r) child_of_point[r].assign(runs[r].points.size(), kNone);
+  std::unordered_map<std::uint64_t, std::pair<std::size_t, std::size_t>> spawned;  // task -> (run, point)
+  for (const Ev& e : evs) {
+    if (e.point != kNone) {
+      spawned[e.task] = {e.run, e.point};
+      continue;
+    }
+    auto it = spawned.find(e.task);
+    if (it == spawned.end()) continue;  // a root: injected, or its spawn was not recorded
+    nodes[e.run].parent = it->second.first;
+    child_of_point[it->second.first][it->second.second] = e.run;
+    nodes[it->second.first].children.push_back(e.run);
+    spawned.erase(it);
+  }
+}
+
+}  // namespace
+
+WorkSpan work_span(std::vector<TaskRun>& runs) {
+  WorkSpan ws;
+  if (runs.empty()) return ws;
+  ws.valid = true;
+  ws.runs = runs.size();
+  std::vector<Node> nodes(runs.size());
+  std::vector<std::vector<std::size_t>> child_of_point;
+  link_spawns(runs, nodes, child_of_point);
+
+  // Bottom-up: children before their parent (post-order of the spawn tree).
+  std::vector<std::size_t> order;
+  order.reserve(runs.size());
+  {
+    std::vector<std::pair<std::size_t, std::size_t>> stack;  // (run, next child)
+    for (std::size_t root = 0; root < runs.size(); ++root) {
+      if (nodes[root].parent != kNone) continue;
+      stack.push_back({root, 0});
+      while (!stack.empty()) {
+        auto& [r, next] = stack.back();
+        if (next < nodes[r].children.size()) {
+          const std::size_t c = nodes[r].children[next++];
+          stack.push_back({c, 0});
+        } else {
+          order.push_back(r);
+          stack.pop_back();
+        }
+      }
+    }
+  }
+  for (std::size_t r : order) {
+    const TaskRun& run = runs[r];
+    std::vector<std::size_t> pending;  // spawned, not yet joined
+    std::uint64_t path = 0, path_b = 0, self = 0;
+    // Joins the pending children that `joined` says are joined here.
+    auto join = [&](auto joined) {
+      std::size_t keep = 0;
+      for (std::size_t c : pending) {
+        if (!joined(c)) {
+          pending[keep++] = c;
+          continue;
+        }
+        const Node& cn = nodes[c];
+        path = std::max(path, cn.at_spawn + cn.path);
+        path_b = std::max(path_b, cn.at_spawn_b + kBurdenNs + cn.path_b);
+      }
+      pending.resize(keep);
+    };
+    for (std::size_t p = 0; p < run.points.size(); ++p) {
+      const DagPoint& pt = run.points[p];
+      path += pt.self - self;
+      path_b += pt.self - self;
+      self = pt.self;
+      switch (pt.kind) {
+        case DagPointKind::kSpawn: {
+          ++ws.spawn_edges;
+          const std::size_t c = child_of_point[r][p];
+          if (c == kNone) break;  // never started in the trace
+          nodes[c].at_spawn = path;
+          nodes[c].at_spawn_b = path_b;
+          pending.push_back(c);
+          break;
+        }
+        case DagPointKind::kJoinEvent:
+          // The wait returned once its group had finished: every child
+          // spawned so far (a child's run end is recorded a moment after
+          // the completion that let the wait return, so it may come later).
+          ++ws.joins_recorded;
+          join([](std::size_t) { return true; });
+          break;
+        case DagPointKind::kJoinNested:
+          // The run was in a wait: the children that had ended by then.
+          ++ws.joins_nested;
+          join([&](std::size_t c) { return runs[c].end <= pt.at; });
+          break;
+      }
+    }
+    path += run.self - self;
+    path_b += run.self - self;
+    // A group made in a task finishes before the task returns: the
+    // children that started before this run ended are joined by its end.
+    const std::size_t before_end = pending.size();
+    join([&](std::size_t c) { return runs[c].begin <= run.end; });
+    ws.joined_at_end += before_end - pending.size();
+    ws.detached += pending.size();
+    nodes[r].path = path;
+    nodes[r].path_b = path_b;
+  }
+
+  // Top-down, in order of run start: each run's distance from its root.
+  std::vector<std::size_t> by_begin(runs.size());
+  std::iota(by_begin.begin(), by_begin.end(), 0);
+  std::sort(by_begin.begin(), by_begin.end(), [&](std::size_t a, std::size_t b) { return runs[a].begin < runs[b].begin; });
+  std::vector<std::uint64_t> from_root(runs.size(), 0), from_root_b(runs.size(), 0);
+  for (std::size_t r : by_begin) {
+    const Node& n = nodes[r];
+    ws.work += runs[r].self;
+    if (n.parent == kNone) {
+      ++ws.roots;
+    } else {
+      from_root[r] = from_root[n.parent] + n.at_spawn;
+      from_root_b[r] = from_root_b[n.parent] + n.at_spawn_b + kBurdenNs;
+    }
+    ws.span = std::max(ws.span, from_root[r] + n.path);
+    ws.burdened_span = std::max(ws.burdened_span, from_root_b[r] + n.path_b);
+  }
+  return ws;
+}
+
+}  // namespace parkway::tracetool
