@@ -276,14 +276,38 @@ if facts:
           m.group(0) if m else out[-300:])
 
 # Threads that end hand their buffers to the next: twelve runtimes one
-# after another, every task of each in the file (the events of all of
-# them: the report covers one runtime, so count the file's events).
+# after another, every task of each in the file (the file's events).
 facts, path = ground_truth("runtimes", ["runtimes", "12"], "task")
 if facts:
     r = parse_report(report(path)[1])
     want = 3 * int(facts["executed"])  # each task: spawn (all but the roots), run begin, run end
     check(r["dropped"] == 0 and r["events"] >= want - 12,
           "12 runtimes in turn: %d events for %s tasks (threads' buffers reused)" % (r["events"], facts["executed"]))
+
+# Two runtimes at once: one report section each, with that runtime's own
+# counts, and main's submissions (an outside thread) in both.
+facts, path = ground_truth("two", ["two"], "task")
+if facts:
+    rc, out, err = report(path)
+    head, _, rest = out.partition("\n==== Runtime ")
+    parts = rest.split("\n==== Runtime ") if rest else []
+    check(rc == 0 and len(parts) == 2 and ", 2 runtimes," in head,
+          "two runtimes: two report sections", "exit %d, %d sections: %s" % (rc, len(parts), out[:300]))
+    got = set()
+    for part in parts:
+        r = parse_report(head + "\n" + part)
+        got.add((sum(w["tasks"] for w in r["workers"].values()), sum(w["spawns"] for w in r["workers"].values()),
+                 "out" in r["wakers"]))
+    want = {(int(facts["a_executed"]), int(facts["a_spawned"]), True),
+            (int(facts["b_executed"]), int(facts["b_spawned"]), True)}
+    check(got == want, "two runtimes: each section has its runtime's tasks and spawns and main's wakes (%s)" % sorted(want),
+          str(sorted(got)))
+    js = os.path.join(TMP, "two.json")
+    rc, _, err = run([PARKWAY, "trace", "export", "--json", js, "--svg", os.path.join(TMP, "two.svg"), path])
+    procs = set()
+    if rc == 0:
+        procs = {e["pid"] for e in json.load(open(js))["traceEvents"] if e.get("name") == "process_name"}
+    check(rc == 0 and len(procs) == 2, "two runtimes: the JSON has one process per runtime", "%d %s %s" % (rc, procs, err))
 
 facts, path = ground_truth("fork", ["fork"], "task")
 if facts:

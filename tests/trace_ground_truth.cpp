@@ -22,6 +22,9 @@
 //       the next and waiting for it) and a fan-out (kFan children of
 //       kFanMs), waits, then stays busy kTailMs. Span: the chain plus the
 //       tail; work: every task's busy time.
+//   trace_ground_truth two        two runtimes at once, both parked, then
+//       given fib(16) and fib(13) in turn from main (a, b, a): each
+//       runtime's own counts of spawned and run tasks
 //   trace_ground_truth rounds N   N rounds 20 ms apart, each a task whose
 //       child the other worker must steal: a process that lives N * 20 ms
 //       with a known number of steals, for `parkway trace record -p`
@@ -207,6 +210,24 @@ int runtimes_mode(int n) {
   return 0;
 }
 
+int two_mode() {
+  parkway::Runtime a(parkway::Options{.workers = 2});
+  parkway::Runtime b(parkway::Options{.workers = 2});
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // all four workers park
+  long r = a.run([] { return fib(16); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  r += b.run([] { return fib(13); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  r += a.run([] { return fib(16); });
+  a.shutdown();
+  b.shutdown();
+  const parkway::Stats sa = a.stats(), sb = b.stats();
+  std::printf("sum=%ld\na_executed=%llu\na_spawned=%llu\nb_executed=%llu\nb_spawned=%llu\n", r,
+              (unsigned long long)sa.total.executed, (unsigned long long)sa.total.spawned,
+              (unsigned long long)sb.total.executed, (unsigned long long)sb.total.spawned);
+  return 0;
+}
+
 int fork_mode() {
   parkway::Runtime rt(parkway::Options{.workers = 2});
   pid_t child = rt.run([] { return fork(); });
@@ -251,8 +272,9 @@ int main(int argc, char** argv) {
   if (argc == 3 && !std::strcmp(argv[1], "rounds")) return rounds(std::atoi(argv[2]));
   if (argc == 2 && !std::strcmp(argv[1], "fork")) return fork_mode();
   if (argc == 2 && !std::strcmp(argv[1], "dag")) return dag_mode();
+  if (argc == 2 && !std::strcmp(argv[1], "two")) return two_mode();
   if (argc == 3 && !std::strcmp(argv[1], "runtimes")) return runtimes_mode(std::atoi(argv[2]));
   if (argc == 3 && !std::strcmp(argv[1], "io")) return io_mode(std::atoi(argv[2]));
-  std::fprintf(stderr, "usage: trace_ground_truth schedule | dag | fib N | rounds N | fork | io N | runtimes N\n");
+  std::fprintf(stderr, "usage: trace_ground_truth schedule | dag | two | fib N | rounds N | fork | io N | runtimes N\n");
   return 2;
 }

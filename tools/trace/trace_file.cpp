@@ -32,6 +32,7 @@ const char* event_name(std::uint8_t type) {
     case EventType::kIoComplete: return "io_complete";
     case EventType::kOffCpu: return "off_cpu";
     case EventType::kOnCpu: return "on_cpu";
+    case EventType::kRuntime: return "runtime";
     case EventType::kSpawn: return "spawn";
     case EventType::kRunBegin: return "run_begin";
     case EventType::kRunEnd: return "run_end";

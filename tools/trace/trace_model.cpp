@@ -204,6 +204,7 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
       case EventType::kStealFence: ++tr.steal_fences; break;
       case EventType::kParkFence: ++tr.park_fences; break;
       case EventType::kNotify: ++tr.notifies; break;
+      case EventType::kRuntime: break;  // outside threads' events are sorted by it before the walk
       case EventType::kOffCpu:
         m.kernel_view = true;
         if (e->a8) push(at, SpanKind::kDescheduled, 0);  // preempted; a thread that blocked is in its park or task
@@ -339,21 +340,31 @@ void queue_lengths(Model& m, std::vector<QueueMove>& moves) {
 
 }  // namespace
 
-Model build_model(const TraceFile& tf) {
+std::vector<std::uint64_t> trace_runtimes(const TraceFile& tf) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> first;  // (first event, runtime)
+  for (const Stream& s : tf.streams) {
+    if (s.info.worker < 0) continue;
+    const std::uint64_t at = s.events.empty() ? UINT64_MAX : s.events.front().ticks;
+    auto it = std::find_if(first.begin(), first.end(), [&](const auto& f) { return f.second == s.info.runtime; });
+    if (it == first.end())
+      first.emplace_back(at, s.info.runtime);
+    else
+      it->first = std::min(it->first, at);
+  }
+  std::sort(first.begin(), first.end());
+  std::vector<std::uint64_t> out;
+  for (const auto& f : first) out.push_back(f.second);
+  return out;
+}
+
+Model build_model(const TraceFile& tf, std::uint64_t runtime, bool first_runtime) {
   Model m;
   m.task_level = tf.header.level == std::uint32_t(trace_format::Level::kTask);
   m.end_ns = tf.end_ns;
   m.dropped = tf.dropped;
   m.events = tf.events;
   m.complete = tf.complete;
-
-  // The runtime with the most events; a process may have made several.
-  std::map<std::uint64_t, std::uint64_t> per_runtime;
-  for (const Stream& s : tf.streams)
-    if (s.info.worker >= 0) per_runtime[s.info.runtime] += s.events.size();
-  for (const auto& [rt, n] : per_runtime)
-    if (m.runtime == 0 || n > per_runtime[m.runtime]) m.runtime = rt;
-  m.other_runtimes = per_runtime.empty() ? 0 : unsigned(per_runtime.size() - 1);
+  m.runtime = runtime;
 
   std::vector<std::vector<const Stream*>> of_worker;
   std::vector<const Stream*> outside;
@@ -383,8 +394,20 @@ Model build_model(const TraceFile& tf) {
     for (const Stream* s : streams) {
       tr.dropped += s->dropped;
       tr.tid = s->info.tid;
-      for (const Event& e : s->events) evs.push_back(&e);
+      // A thread outside the pool: its events about this runtime, as its
+      // runtime events say (those before its first go with the first runtime).
+      std::uint64_t about = first_runtime ? m.runtime : 0;
+      for (const Event& e : s->events) {
+        if (worker >= 0) {
+          evs.push_back(&e);
+        } else if (EventType(e.type) == EventType::kRuntime) {
+          about = event_task(e);
+        } else if (about == m.runtime) {
+          evs.push_back(&e);
+        }
+      }
     }
+    if (worker < 0 && evs.empty()) return;
     if (!evs.empty()) {
       tr.first = evs.front()->ticks;
       tr.last = evs.back()->ticks;

@@ -74,7 +74,6 @@ struct Model {
   bool task_level = false;
   std::uint64_t end_ns = 0;
   std::uint64_t runtime = 0;       // the runtime analysed (a process may hold several)
-  unsigned other_runtimes = 0;     // runtimes in the file left out
   std::vector<Track> tracks;       // workers first (by index), then outside threads
   unsigned workers = 0;            // tracks[0..workers) are workers; index == worker
   std::vector<Steal> steals;
@@ -98,7 +97,13 @@ struct Model {
   bool complete = true;
 };
 
-Model build_model(const TraceFile& tf);
+// The runtimes of the file's worker streams (their RuntimeImpl addresses;
+// runtimes made one after another at one address are one), by first event.
+std::vector<std::uint64_t> trace_runtimes(const TraceFile& tf);
+// The model of one runtime: its workers, and the events of threads outside
+// the pool that are about it (kRuntime events say which; those before a
+// thread's first go with `first_runtime`'s model).
+Model build_model(const TraceFile& tf, std::uint64_t runtime, bool first_runtime);
 
 // Workers running tasks (task level; else not searching or parked) in
 // `bins` equal slices of [from, to) (default: the whole trace): the

@@ -260,24 +260,30 @@ void section_parallelism(std::FILE* o, const Model& m) {
 
 }  // namespace
 
-void write_report(const std::string& path, const TraceFile& tf, const Model& m, std::FILE* o) {
+void write_report(const std::string& path, const TraceFile& tf, const std::vector<Model>& models, std::FILE* o) {
   const auto& h = tf.header;
+  unsigned workers = 0;
+  for (const Model& m : models) workers += m.workers;
+  const bool task_level = h.level == std::uint32_t(trace_format::Level::kTask);
   std::fprintf(o, "parkway trace %s\n", path.c_str());
-  std::fprintf(o, "  pid %u, level %s, clock %s, %u workers, %s traced, %llu events, %llu dropped%s\n", h.pid,
-               m.task_level ? "task" : "sched", h.clock == 1 ? "tsc" : "monotonic", m.workers,
-               fmt_ns(double(m.end_ns)).c_str(), (unsigned long long)m.events, (unsigned long long)m.dropped,
-               m.complete ? "" : " (file cut: no end record)");
-  if (m.dropped)
+  std::fprintf(o, "  pid %u, level %s, clock %s, %u workers, %zu runtime%s, %s traced, %llu events, %llu dropped%s\n",
+               h.pid, task_level ? "task" : "sched", h.clock == 1 ? "tsc" : "monotonic", workers, models.size(),
+               models.size() == 1 ? "" : "s", fmt_ns(double(tf.end_ns)).c_str(), (unsigned long long)tf.events,
+               (unsigned long long)tf.dropped, tf.complete ? "" : " (file cut: no end record)");
+  if (tf.dropped)
     std::fprintf(o, "  DROPPED %llu events: the writer fell behind; spans around them may be wrong "
-                    "(a larger PARKWAY_TRACE_CHUNK helps)\n", (unsigned long long)m.dropped);
-  if (m.other_runtimes)
-    std::fprintf(o, "  the file holds %u more runtime(s); this report covers the one with the most events\n",
-                 m.other_runtimes);
-  section_workers(o, m);
-  section_steals(o, m);
-  section_parks_wakes(o, m);
-  section_tasks(o, m);
-  section_parallelism(o, m);
+                    "(a larger PARKWAY_TRACE_CHUNK helps)\n", (unsigned long long)tf.dropped);
+  for (std::size_t k = 0; k < models.size(); ++k) {
+    const Model& m = models[k];
+    if (models.size() > 1)
+      std::fprintf(o, "\n==== Runtime %zu of %zu (id 0x%llx): %u workers ====\n", k + 1, models.size(),
+                   (unsigned long long)m.runtime, m.workers);
+    section_workers(o, m);
+    section_steals(o, m);
+    section_parks_wakes(o, m);
+    section_tasks(o, m);
+    section_parallelism(o, m);
+  }
 }
 
 }  // namespace parkway::tracetool

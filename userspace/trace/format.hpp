@@ -12,7 +12,8 @@
 //     kEnd     EndInfo                         the last record of a complete file
 //
 // A stream is one thread's events: a worker (worker >= 0) or a thread
-// outside the pool (worker -1: inject, an outside wake, an outside park).
+// outside the pool (worker -1: inject, an outside wake, an outside park;
+// a kRuntime event names the runtime its following events are about).
 // Chunks of one stream come in order; chunks of different streams
 // interleave in the order they were written.
 #pragma once
@@ -98,6 +99,10 @@ enum class EventType : std::uint8_t {
   // The kernel's view (`parkway trace record`, from sched_switch).
   kOffCpu = 14,  // the thread left its CPU; a8 = 1: preempted (still runnable), 0: it blocked
   kOnCpu = 15,   // the thread runs again
+  // Scheduling level: the runtime this thread's next events are about (a
+  // thread outside the pool, before its first inject or wake for a runtime
+  // other than its last one). runtime (a16:a32 = 48-bit RuntimeImpl address).
+  kRuntime = 16,
   // Task level.
   kSpawn = 20,     // task
   kRunBegin = 21,  // task
@@ -114,7 +119,8 @@ struct Event {
 };
 static_assert(sizeof(Event) == 16);
 
-// A task's identity: its address, 48 bits (x86-64 user space), split over a16:a32.
+// A task's (or kRuntime's runtime's) identity: its address, 48 bits
+// (x86-64 user space), split over a16:a32.
 inline std::uint64_t event_task(const Event& e) { return (std::uint64_t(e.a16) << 32) | e.a32; }
 
 }  // namespace parkway::trace_format

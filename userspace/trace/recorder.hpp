@@ -61,6 +61,14 @@ bool run_traced(Task* t) noexcept;
 // the path of every spawn, made the compiler save registers on it).
 inline void on_spawn(int, const void*) noexcept {}
 inline void on_run(int, const void*) noexcept {}
+// A thread outside the pool about to inject into or wake a worker of
+// runtime `rt` (RuntimeImpl::inject, wake_one_from): a kRuntime event when
+// `rt` is not the thread's last, so the reader can tell the runtimes of one
+// process apart (a worker's stream names its runtime already).
+void note_runtime(const void* rt) noexcept;
+inline void on_outside_runtime(const void* rt) noexcept {
+  if (sched_on()) [[unlikely]] note_runtime(rt);
+}
 inline void on_inject(const void* t) noexcept {
   if (sched_on()) [[unlikely]] record_task(EventType::kInject, t);
 }
