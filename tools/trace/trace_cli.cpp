@@ -125,8 +125,8 @@ int run(int argc, char** argv) {
   TraceFile tf = read_trace(a.file, a.partial);
   std::vector<Model> models;
   const std::vector<std::uint64_t> runtimes = trace_runtimes(tf);
-  for (std::size_t k = 0; k < runtimes.size(); ++k) models.push_back(build_model(tf, runtimes[k], k == 0));
-  if (models.empty()) models.push_back(build_model(tf, 0, true));  // no worker recorded anything
+  for (std::size_t k = 0; k < runtimes.size(); ++k) models.push_back(build_model(tf, runtimes[k], k == 0, report));
+  if (models.empty()) models.push_back(build_model(tf, 0, true, report));  // no worker recorded anything
   if (report) {
     write_report(a.file, tf, models, stdout);
     return std::fflush(stdout) == 0 ? kOk : kFail;

@@ -11,35 +11,32 @@ namespace parkway::tracetool {
 
 namespace {
 
-constexpr std::size_t kNone = SIZE_MAX;
+constexpr std::uint32_t kNone = UINT32_MAX;
 
 struct Node {
-  std::size_t parent = kNone;
+  std::uint32_t parent = kNone;
   std::uint64_t at_spawn = 0, at_spawn_b = 0;  // the parent's path (burdened) at the spawn
   std::uint64_t path = 0, path_b = 0;          // longest path from this run's start (burdened)
-  std::vector<std::size_t> children;
 };
 
-// For each spawn point, the run it started: the first run of that address
-// starting after it (an address is reused only once its task has run).
-void link_spawns(const std::vector<TaskRun>& runs, std::vector<Node>& nodes,
-                 std::vector<std::vector<std::size_t>>& child_of_point) {
+// For each spawn point, the run it started (DagPoint::child): the first
+// run of that address starting after it (an address is reused only once
+// its task has run).
+void link_spawns(std::vector<TaskRun>& runs, std::vector<Node>& nodes) {
   struct Ev {
     std::uint64_t at, task;
-    std::size_t run, point;  // point == kNone: a run's start
+    std::uint32_t run, point;  // point == kNone: a run's start
   };
   std::vector<Ev> evs;
-  for (std::size_t r = 0; r < runs.size(); ++r) {
+  for (std::uint32_t r = 0; r < runs.size(); ++r) {
     evs.push_back({runs[r].begin, runs[r].task, r, kNone});
-    for (std::size_t p = 0; p < runs[r].points.size(); ++p)
+    for (std::uint32_t p = 0; p < runs[r].points.size(); ++p)
       if (runs[r].points[p].kind == DagPointKind::kSpawn) evs.push_back({runs[r].points[p].at, runs[r].points[p].task, r, p});
   }
   std::stable_sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) {
     return a.at != b.at ? a.at < b.at : (a.point != kNone) > (b.point != kNone);  // a spawn before a start at the same ns
   });
-  child_of_point.assign(runs.size(), {});
-  for (std::size_t r = 0; r < runs.size(); ++r) child_of_point[r].assign(runs[r].points.size(), kNone);
-  std::unordered_map<std::uint64_t, std::pair<std::size_t, std::size_t>> spawned;  // task -> (run, point)
+  std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> spawned;  // task -> (run, point)
   for (const Ev& e : evs) {
     if (e.point != kNone) {
       spawned[e.task] = {e.run, e.point};
@@ -48,51 +45,61 @@ void link_spawns(const std::vector<TaskRun>& runs, std::vector<Node>& nodes,
     auto it = spawned.find(e.task);
     if (it == spawned.end()) continue;  // a root: injected, or its spawn was not recorded
     nodes[e.run].parent = it->second.first;
-    child_of_point[it->second.first][it->second.second] = e.run;
-    nodes[it->second.first].children.push_back(e.run);
+    runs[it->second.first].points[it->second.second].child = e.run + 1;
     spawned.erase(it);
   }
+}
+
+// Children before their parent: a post-order of the spawn tree (its
+// child lists laid out flat, by parent).
+std::vector<std::uint32_t> children_first(const std::vector<Node>& nodes) {
+  const std::size_t n = nodes.size();
+  std::vector<std::uint32_t> first(n + 1, 0), child(n);
+  for (const Node& x : nodes)
+    if (x.parent != kNone) ++first[x.parent + 1];
+  for (std::size_t i = 0; i < n; ++i) first[i + 1] += first[i];
+  std::vector<std::uint32_t> fill(first.begin(), first.end() - 1);
+  for (std::uint32_t i = 0; i < n; ++i)
+    if (nodes[i].parent != kNone) child[fill[nodes[i].parent]++] = i;
+  std::vector<std::uint32_t> order;
+  order.reserve(n);
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> stack;  // (run, next child slot)
+  for (std::uint32_t root = 0; root < n; ++root) {
+    if (nodes[root].parent != kNone) continue;
+    stack.push_back({root, first[root]});
+    while (!stack.empty()) {
+      auto& [r, next] = stack.back();
+      if (next < first[r + 1]) {
+        const std::uint32_t c = child[next++];
+        stack.push_back({c, first[c]});
+      } else {
+        order.push_back(r);
+        stack.pop_back();
+      }
+    }
+  }
+  return order;
 }
 
 }  // namespace
 
 WorkSpan work_span(std::vector<TaskRun>& runs) {
   WorkSpan ws;
-  if (runs.empty()) return ws;
+  if (runs.empty() || runs.size() >= kNone) return ws;  // none, or beyond a 32-bit run index
   ws.valid = true;
   ws.runs = runs.size();
   std::vector<Node> nodes(runs.size());
-  std::vector<std::vector<std::size_t>> child_of_point;
-  link_spawns(runs, nodes, child_of_point);
-
-  // Bottom-up: children before their parent (post-order of the spawn tree).
-  std::vector<std::size_t> order;
-  order.reserve(runs.size());
-  {
-    std::vector<std::pair<std::size_t, std::size_t>> stack;  // (run, next child)
-    for (std::size_t root = 0; root < runs.size(); ++root) {
-      if (nodes[root].parent != kNone) continue;
-      stack.push_back({root, 0});
-      while (!stack.empty()) {
-        auto& [r, next] = stack.back();
-        if (next < nodes[r].children.size()) {
-          const std::size_t c = nodes[r].children[next++];
-          stack.push_back({c, 0});
-        } else {
-          order.push_back(r);
-          stack.pop_back();
-        }
-      }
-    }
-  }
-  for (std::size_t r : order) {
+  link_spawns(runs, nodes);
+  const std::vector<std::uint32_t> order = children_first(nodes);
+  std::vector<std::uint32_t> pending;  // the run's children spawned, not yet joined
+  for (std::uint32_t r : order) {
     const TaskRun& run = runs[r];
-    std::vector<std::size_t> pending;  // spawned, not yet joined
+    pending.clear();
     std::uint64_t path = 0, path_b = 0, self = 0;
     // Joins the pending children that `joined` says are joined here.
     auto join = [&](auto joined) {
       std::size_t keep = 0;
-      for (std::size_t c : pending) {
+      for (std::uint32_t c : pending) {
         if (!joined(c)) {
           pending[keep++] = c;
           continue;
@@ -111,8 +118,8 @@ WorkSpan work_span(std::vector<TaskRun>& runs) {
       switch (pt.kind) {
         case DagPointKind::kSpawn: {
           ++ws.spawn_edges;
-          const std::size_t c = child_of_point[r][p];
-          if (c == kNone) break;  // never started in the trace
+          if (pt.child == 0) break;  // never started in the trace
+          const std::uint32_t c = pt.child - 1;
           nodes[c].at_spawn = path;
           nodes[c].at_spawn_b = path_b;
           pending.push_back(c);
@@ -123,12 +130,12 @@ WorkSpan work_span(std::vector<TaskRun>& runs) {
           // spawned so far (a child's run end is recorded a moment after
           // the completion that let the wait return, so it may come later).
           ++ws.joins_recorded;
-          join([](std::size_t) { return true; });
+          join([](std::uint32_t) { return true; });
           break;
         case DagPointKind::kJoinNested:
           // The run was in a wait: the children that had ended by then.
           ++ws.joins_nested;
-          join([&](std::size_t c) { return runs[c].end <= pt.at; });
+          join([&](std::uint32_t c) { return runs[c].end <= pt.at; });
           break;
       }
     }
@@ -137,7 +144,7 @@ WorkSpan work_span(std::vector<TaskRun>& runs) {
     // A group made in a task finishes before the task returns: the
     // children that started before this run ended are joined by its end.
     const std::size_t before_end = pending.size();
-    join([&](std::size_t c) { return runs[c].begin <= run.end; });
+    join([&](std::uint32_t c) { return runs[c].begin <= run.end; });
     ws.joined_at_end += before_end - pending.size();
     ws.detached += pending.size();
     nodes[r].path = path;

@@ -38,6 +38,7 @@ struct DagPoint {
   std::uint64_t at;    // ns since the trace start
   std::uint64_t self;  // the run's own time up to `at`
   std::uint64_t task;  // kSpawn: the spawned task's address
+  std::uint32_t child; // kSpawn: the run it started + 1 (work_span fills it in), 0: none
   DagPointKind kind;
 };
 

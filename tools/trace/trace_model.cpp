@@ -52,7 +52,7 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
   // Per stack entry, its run in m.runs (a task span of a worker), else kNoRun.
   constexpr std::size_t kNoRun = SIZE_MAX;
   std::vector<std::size_t> run_of;
-  const bool dag = m.task_level && tr.worker >= 0;
+  const bool dag = m.task_level && m.with_work_span && tr.worker >= 0;
   // The innermost task run on the stack, or kNoRun.
   auto enclosing_run = [&]() -> std::size_t {
     for (auto it = run_of.rbegin(); it != run_of.rend(); ++it)
@@ -61,7 +61,7 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
   };
   auto dag_point = [&](std::uint64_t at, std::uint64_t task, DagPointKind kind) {
     const std::size_t r = enclosing_run();
-    if (r != kNoRun) m.runs[r].points.push_back({at, m.runs[r].self, task, kind});
+    if (r != kNoRun) m.runs[r].points.push_back({at, m.runs[r].self, task, 0, kind});
   };
   std::uint64_t t_prev = tr.first;
   State cur = kOther;
@@ -357,7 +357,7 @@ std::vector<std::uint64_t> trace_runtimes(const TraceFile& tf) {
   return out;
 }
 
-Model build_model(const TraceFile& tf, std::uint64_t runtime, bool first_runtime) {
+Model build_model(const TraceFile& tf, std::uint64_t runtime, bool first_runtime, bool with_work_span) {
   Model m;
   m.task_level = tf.header.level == std::uint32_t(trace_format::Level::kTask);
   m.end_ns = tf.end_ns;
@@ -365,6 +365,7 @@ Model build_model(const TraceFile& tf, std::uint64_t runtime, bool first_runtime
   m.events = tf.events;
   m.complete = tf.complete;
   m.runtime = runtime;
+  m.with_work_span = with_work_span;
 
   std::vector<std::vector<const Stream*>> of_worker;
   std::vector<const Stream*> outside;
@@ -425,7 +426,10 @@ Model build_model(const TraceFile& tf, std::uint64_t runtime, bool first_runtime
   match_wakes(m);
   if (m.task_level) {
     match_migrations(m, tasks);
-    m.work_span = work_span(m.runs);
+    if (m.with_work_span) {
+      m.work_span = work_span(m.runs);
+      std::vector<TaskRun>().swap(m.runs);  // done with: the report keeps several runtimes' models
+    }
     idle_with_work(m, queue);
     queue_lengths(m, moves);
   }

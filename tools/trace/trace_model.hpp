@@ -81,8 +81,9 @@ struct Model {
   std::vector<std::uint64_t> park_ns;        // each park's duration (closed parks)
   std::vector<std::uint64_t> task_ns;        // each task's duration, nested tasks included
   std::uint64_t work_ns = 0;                 // sum of task time, nested tasks counted once
-  std::vector<TaskRun> runs;                // task level, workers' tracks: the task graph's runs
-  WorkSpan work_span;                        // from `runs` (task level)
+  bool with_work_span = false;               // build_model was asked for work_span
+  std::vector<TaskRun> runs;                // the task graph's runs, while the model is built
+  WorkSpan work_span;                        // task level, with_work_span
   std::vector<Migration> migrations;
   // Idle while work was queued elsewhere (task level): worker-ns.
   std::uint64_t idle_with_work_searching = 0, idle_with_work_parked = 0, idle_with_work_descheduled = 0;
@@ -103,7 +104,9 @@ std::vector<std::uint64_t> trace_runtimes(const TraceFile& tf);
 // The model of one runtime: its workers, and the events of threads outside
 // the pool that are about it (kRuntime events say which; those before a
 // thread's first go with `first_runtime`'s model).
-Model build_model(const TraceFile& tf, std::uint64_t runtime, bool first_runtime);
+// with_work_span: rebuild the task graph for work_span (the report; the
+// exports do without it).
+Model build_model(const TraceFile& tf, std::uint64_t runtime, bool first_runtime, bool with_work_span);
 
 // Workers running tasks (task level; else not searching or parked) in
 // `bins` equal slices of [from, to) (default: the whole trace): the

@@ -1,4 +1,4 @@
-// trace/format.hpp -- the parkway trace file, version 1 (docs/design/tracing.md).
+// trace/format.hpp -- the parkway trace file, version 2 (docs/design/tracing.md).
 //
 // Written by the in-process recorder (trace/recorder.cpp) and read by
 // `parkway trace` (tools/trace/). All integers little-endian, as the
@@ -23,7 +23,10 @@
 namespace parkway::trace_format {
 
 inline constexpr char kMagic[8] = {'P', 'W', 'T', 'R', 'A', 'C', 'E', '\0'};
-inline constexpr std::uint32_t kVersion = 1;
+// Version 2 added the join and runtime events; a reader of version 2
+// reads version 1 files too (they hold neither).
+inline constexpr std::uint32_t kVersion = 2;
+inline constexpr std::uint32_t kOldestVersion = 1;
 inline constexpr std::uint32_t kRecordMagic = 0x43525750;  // "PWRC"
 
 enum class Clock : std::uint32_t {
