@@ -22,16 +22,16 @@ struct Node {
 // For each spawn point, the run it started (DagPoint::child): the first
 // run of that address starting after it (an address is reused only once
 // its task has run).
-void link_spawns(std::vector<TaskRun>& runs, std::vector<Node>& nodes) {
+void link_spawns(TaskGraph& g, std::vector<Node>& nodes) {
   struct Ev {
     std::uint64_t at, task;
     std::uint32_t run, point;  // point == kNone: a run's start
   };
   std::vector<Ev> evs;
-  for (std::uint32_t r = 0; r < runs.size(); ++r) {
-    evs.push_back({runs[r].begin, runs[r].task, r, kNone});
-    for (std::uint32_t p = 0; p < runs[r].points.size(); ++p)
-      if (runs[r].points[p].kind == DagPointKind::kSpawn) evs.push_back({runs[r].points[p].at, runs[r].points[p].task, r, p});
+  for (std::uint32_t r = 0; r < g.runs.size(); ++r) {
+    evs.push_back({g.runs[r].begin, g.runs[r].task, r, kNone});
+    for (std::uint32_t p = g.runs[r].first; p != kNoPoint; p = g.points[p].next)
+      if (g.points[p].kind == DagPointKind::kSpawn) evs.push_back({g.points[p].at, g.points[p].task, r, p});
   }
   std::stable_sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) {
     return a.at != b.at ? a.at < b.at : (a.point != kNone) > (b.point != kNone);  // a spawn before a start at the same ns
@@ -45,7 +45,7 @@ void link_spawns(std::vector<TaskRun>& runs, std::vector<Node>& nodes) {
     auto it = spawned.find(e.task);
     if (it == spawned.end()) continue;  // a root: injected, or its spawn was not recorded
     nodes[e.run].parent = it->second.first;
-    runs[it->second.first].points[it->second.second].child = e.run + 1;
+    g.points[it->second.second].child = e.run + 1;
     spawned.erase(it);
   }
 }
@@ -83,13 +83,14 @@ std::vector<std::uint32_t> children_first(const std::vector<Node>& nodes) {
 
 }  // namespace
 
-WorkSpan work_span(std::vector<TaskRun>& runs) {
+WorkSpan work_span(TaskGraph& g) {
+  const std::vector<TaskRun>& runs = g.runs;
   WorkSpan ws;
   if (runs.empty() || runs.size() >= kNone) return ws;  // none, or beyond a 32-bit run index
   ws.valid = true;
   ws.runs = runs.size();
   std::vector<Node> nodes(runs.size());
-  link_spawns(runs, nodes);
+  link_spawns(g, nodes);
   const std::vector<std::uint32_t> order = children_first(nodes);
   std::vector<std::uint32_t> pending;  // the run's children spawned, not yet joined
   for (std::uint32_t r : order) {
@@ -110,8 +111,8 @@ WorkSpan work_span(std::vector<TaskRun>& runs) {
       }
       pending.resize(keep);
     };
-    for (std::size_t p = 0; p < run.points.size(); ++p) {
-      const DagPoint& pt = run.points[p];
+    for (std::uint32_t p = run.first; p != kNoPoint; p = g.points[p].next) {
+      const DagPoint& pt = g.points[p];
       path += pt.self - self;
       path_b += pt.self - self;
       self = pt.self;

@@ -34,11 +34,14 @@ inline constexpr std::uint64_t kBurdenNs = 5000;
 
 enum class DagPointKind : std::uint8_t { kSpawn, kJoinEvent, kJoinNested };
 
+inline constexpr std::uint32_t kNoPoint = UINT32_MAX;
+
 struct DagPoint {
-  std::uint64_t at;    // ns since the trace start
-  std::uint64_t self;  // the run's own time up to `at`
-  std::uint64_t task;  // kSpawn: the spawned task's address
-  std::uint32_t child; // kSpawn: the run it started + 1 (work_span fills it in), 0: none
+  std::uint64_t at;     // ns since the trace start
+  std::uint64_t self;   // the run's own time up to `at`
+  std::uint64_t task;   // kSpawn: the spawned task's address
+  std::uint32_t child;  // kSpawn: the run it started + 1 (work_span fills it in), 0: none
+  std::uint32_t next;   // the run's next point (TaskGraph::points), or kNoPoint
   DagPointKind kind;
 };
 
@@ -46,8 +49,23 @@ struct TaskRun {
   std::uint64_t task = 0, begin = 0, end = 0;
   std::uint64_t self = 0;  // own time, all told
   int worker = -1;
-  bool waiting = false;          // in a blocking wait (while the model is built)
-  std::vector<DagPoint> points;  // in time order
+  bool waiting = false;  // in a blocking wait (while the model is built)
+  std::uint32_t first = kNoPoint, last = kNoPoint;  // its points, in time order (a list in TaskGraph::points)
+};
+
+// The runs and their points, the points of all runs in one array (a run's
+// points interleave with those of the runs nested in it).
+struct TaskGraph {
+  std::vector<TaskRun> runs;
+  std::vector<DagPoint> points;
+  void add_point(std::uint32_t run, DagPoint p) {
+    p.next = kNoPoint;
+    const auto i = std::uint32_t(points.size());
+    points.push_back(p);
+    TaskRun& r = runs[run];
+    (r.last == kNoPoint ? r.first : points[r.last].next) = i;
+    r.last = i;
+  }
 };
 
 struct WorkSpan {
@@ -60,6 +78,6 @@ struct WorkSpan {
   std::uint64_t detached = 0;        // children started after their parent ended
 };
 
-WorkSpan work_span(std::vector<TaskRun>& runs);
+WorkSpan work_span(TaskGraph& g);
 
 }  // namespace parkway::tracetool

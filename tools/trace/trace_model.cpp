@@ -49,7 +49,7 @@ struct QueueMove {  // a change of one queue's length
 void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*>& evs, std::vector<TaskPoint>& tasks,
           std::vector<QueuePoint>& queue, std::vector<QueueMove>& moves) {
   std::vector<std::size_t> stack;  // indices into tr.spans
-  // Per stack entry, its run in m.runs (a task span of a worker), else kNoRun.
+  // Per stack entry, its run in m.graph.runs (a task span of a worker), else kNoRun.
   constexpr std::size_t kNoRun = SIZE_MAX;
   std::vector<std::size_t> run_of;
   const bool dag = m.task_level && m.with_work_span && tr.worker >= 0;
@@ -61,7 +61,7 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
   };
   auto dag_point = [&](std::uint64_t at, std::uint64_t task, DagPointKind kind) {
     const std::size_t r = enclosing_run();
-    if (r != kNoRun) m.runs[r].points.push_back({at, m.runs[r].self, task, 0, kind});
+    if (r != kNoRun) m.graph.add_point(std::uint32_t(r), {at, m.graph.runs[r].self, task, 0, kNoPoint, kind});
   };
   std::uint64_t t_prev = tr.first;
   State cur = kOther;
@@ -70,7 +70,7 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
     State s = stack.empty() ? kOther : state_of(tr.spans[stack.back()].kind);
     // A task in a blocking wait, between its searches, parks and the tasks
     // it ran there, is the worker loop, not the task's work.
-    if (s == kRunning && dag && m.runs[run_of.back()].waiting) s = kOther;
+    if (s == kRunning && dag && m.graph.runs[run_of.back()].waiting) s = kOther;
     if (s == cur && !tr.states.empty()) return;
     cur = s;
     tr.states.emplace_back(at, std::uint8_t(s));
@@ -80,17 +80,17 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
     // A search or park right inside a task: it is in a blocking wait,
     // until that wait's `join` event.
     if (dag && k != SpanKind::kTask && k != SpanKind::kDescheduled && !run_of.empty() && run_of.back() != kNoRun)
-      m.runs[run_of.back()].waiting = true;
+      m.graph.runs[run_of.back()].waiting = true;
     tr.spans.push_back({at, at, k, std::uint16_t(stack.size()), false, task});
     stack.push_back(tr.spans.size() - 1);
     std::size_t run = kNoRun;
     if (dag && k == SpanKind::kTask) {
-      run = m.runs.size();
+      run = m.graph.runs.size();
       TaskRun tr_run;
       tr_run.task = task;
       tr_run.begin = tr_run.end = at;
       tr_run.worker = tr.worker;
-      m.runs.push_back(std::move(tr_run));
+      m.graph.runs.push_back(std::move(tr_run));
     }
     run_of.push_back(run);
     set_state(at);
@@ -101,7 +101,7 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
     s.closed = true;
     stack.pop_back();
     if (const std::size_t r = run_of.back(); r != kNoRun) {
-      m.runs[r].end = at;
+      m.graph.runs[r].end = at;
       run_of.pop_back();
       dag_point(at, 0, DagPointKind::kJoinNested);  // the enclosing run was in a wait
     } else {
@@ -115,7 +115,7 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
   for (const Event* e : evs) {
     const std::uint64_t at = e->ticks;
     tr.time_in[cur] += at - t_prev;
-    if (cur == kRunning && dag && run_of.back() != kNoRun) m.runs[run_of.back()].self += at - t_prev;
+    if (cur == kRunning && dag && run_of.back() != kNoRun) m.graph.runs[run_of.back()].self += at - t_prev;
     t_prev = at;
     ++tr.events;
     switch (EventType(e->type)) {
@@ -135,7 +135,7 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
         if (it == stack.rend()) break;  // its begin was dropped
         while (tr.spans[stack.back()].task != event_task(*e) || tr.spans[stack.back()].kind != SpanKind::kTask) {
           tr.spans[stack.back()].end = at;  // unclosed inside it: its end was dropped
-          if (run_of.back() != kNoRun) m.runs[run_of.back()].end = at;
+          if (run_of.back() != kNoRun) m.graph.runs[run_of.back()].end = at;
           stack.pop_back();
           run_of.pop_back();
         }
@@ -186,7 +186,7 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
       case EventType::kJoin:
         if (dag) {
           dag_point(at, 0, DagPointKind::kJoinEvent);
-          if (const std::size_t r = enclosing_run(); r != kNoRun) m.runs[r].waiting = false;
+          if (const std::size_t r = enclosing_run(); r != kNoRun) m.graph.runs[r].waiting = false;
           set_state(at);
         }
         break;
@@ -216,10 +216,10 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
     }
   }
   tr.time_in[cur] += tr.last - t_prev;
-  if (cur == kRunning && dag && run_of.back() != kNoRun) m.runs[run_of.back()].self += tr.last - t_prev;
+  if (cur == kRunning && dag && run_of.back() != kNoRun) m.graph.runs[run_of.back()].self += tr.last - t_prev;
   for (std::size_t i : stack) tr.spans[i].end = tr.last;  // open at its last event
   for (std::size_t r : run_of)
-    if (r != kNoRun) m.runs[r].end = tr.last;
+    if (r != kNoRun) m.graph.runs[r].end = tr.last;
 }
 
 // The first element of `v` (sorted) at or after t, or v.end().
@@ -427,8 +427,8 @@ Model build_model(const TraceFile& tf, std::uint64_t runtime, bool first_runtime
   if (m.task_level) {
     match_migrations(m, tasks);
     if (m.with_work_span) {
-      m.work_span = work_span(m.runs);
-      std::vector<TaskRun>().swap(m.runs);  // done with: the report keeps several runtimes' models
+      m.work_span = work_span(m.graph);
+      m.graph = TaskGraph();  // done with: the report keeps several runtimes' models
     }
     idle_with_work(m, queue);
     queue_lengths(m, moves);

@@ -82,7 +82,7 @@ struct Model {
   std::vector<std::uint64_t> task_ns;        // each task's duration, nested tasks included
   std::uint64_t work_ns = 0;                 // sum of task time, nested tasks counted once
   bool with_work_span = false;               // build_model was asked for work_span
-  std::vector<TaskRun> runs;                // the task graph's runs, while the model is built
+  TaskGraph graph;                          // while the model is built
   WorkSpan work_span;                        // task level, with_work_span
   std::vector<Migration> migrations;
   // Idle while work was queued elsewhere (task level): worker-ns.
