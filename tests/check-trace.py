@@ -112,6 +112,11 @@ def parse_report(text):
     r["migrated"] = int(m.group(1)) if m else None
     m = re.search(r"work \(time inside tasks, all workers\): (\S+ \S+) over", text)
     r["work"] = ns(m.group(1)) if m else None
+    m = re.search(r"work ([\d.]+) us, span ([\d.]+) us: parallelism ([\d.]+)\n"
+                  r"  burdened span ([\d.]+) us \(([\d.]+) us per spawn edge on a path\): burdened parallelism ([\d.]+)", text)
+    if m:
+        r["dag"] = {"work": float(m.group(1)) * 1e3, "span": float(m.group(2)) * 1e3, "par": float(m.group(3)),
+                    "bspan": float(m.group(4)) * 1e3, "burden": float(m.group(5)) * 1e3, "bpar": float(m.group(6))}
     return r
 
 
@@ -172,27 +177,56 @@ def check_schedule(tag, extra_env=None):
     return facts, path, r
 
 
-def schedule_with_retries(tag, extra_env=None, tries=3):
-    """check_schedule, again (up to `tries` times) when a check failed: the
-    program times each task inside its body, the trace around it, and a
+def check_dag(tag, extra_env=None):
+    """The known task graph (trace_ground_truth dag): work, span and the
+    burdened span within tolerance of what the program measured."""
+    facts, path = ground_truth("dag-" + tag, ["dag"], "task", extra_env)
+    if facts is None:
+        return None
+    rc, out, err = report(path)
+    if not check(rc == 0 and not err, tag + ": dag: report exits 0", "exit %d: %s" % (rc, err)):
+        return None
+    d = parse_report(out).get("dag")
+    if not check(d is not None, tag + ": dag: the report has work and span", out[-400:]):
+        return None
+    for key, fact in (("work", "dag_work_ms"), ("span", "dag_span_ms")):
+        want = float(facts[fact]) * 1e6
+        # The program times each task's busy loop; the trace the whole run
+        # (its spawns, its completion's wake-up): a little more above.
+        check(want - 20e3 <= d[key] <= want * 1.03 + 300e3,
+              "%s: dag: %s %.3f ms (the program measured %.3f ms)" % (tag, key, d[key] / 1e6, want / 1e6))
+    check(abs(d["par"] - d["work"] / d["span"]) < 0.01, "%s: dag: parallelism = work / span (%.2f)" % (tag, d["par"]))
+    edges = int(facts["dag_span_spawns"])
+    extra = d["bspan"] - d["span"]
+    check(abs(extra - edges * d["burden"]) <= 2e3,
+          "%s: dag: the burdened span adds %d burdens of %.1f us (the chain's spawn edges): +%.1f us" %
+          (tag, edges, d["burden"] / 1e3, extra / 1e3))
+    check(abs(d["bpar"] - d["work"] / d["bspan"]) < 0.01, "%s: dag: burdened parallelism = work / burdened span" % tag)
+    return d
+
+
+def with_retries(fn, tag, extra_env=None, tries=3):
+    """fn(tag, extra_env), again (up to `tries` times) when a check failed:
+    the program times each task inside its body, the trace around it, and a
     preemption in between (milliseconds on a loaded 2-CPU machine) makes a
     task longer in the trace than the program saw. The last try counts."""
     global PENDING
     for attempt in range(1, tries + 1):
         PENDING = []
-        res = check_schedule(tag, extra_env)
+        res = fn(tag, extra_env)
         results, PENDING = PENDING, None
         if all(ok for ok, _, _ in results) or attempt == tries:
             break
-        print("note: %s: try %d failed (%s); running the schedule again" %
+        print("note: %s: try %d failed (%s); running it again" %
               (tag, attempt, "; ".join(n for ok, n, _ in results if not ok)))
     for ok, name, why in results:
         check(ok, name + (" (try %d)" % attempt if attempt > 1 else ""), why)
     return res
 
 
-res = schedule_with_retries("tsc")
-schedule_with_retries("monotonic", {"PARKWAY_TRACE_CLOCK": "monotonic"})
+with_retries(check_dag, "tsc")
+res = with_retries(check_schedule, "tsc")
+with_retries(check_schedule, "monotonic", {"PARKWAY_TRACE_CLOCK": "monotonic"})
 rc, out, _ = report(os.path.join(TMP, "schedule-monotonic.pwt"))
 check("clock monotonic" in out, "PARKWAY_TRACE_CLOCK=monotonic is recorded in the file")
 
@@ -242,14 +276,38 @@ if facts:
           m.group(0) if m else out[-300:])
 
 # Threads that end hand their buffers to the next: twelve runtimes one
-# after another, every task of each in the file (the events of all of
-# them: the report covers one runtime, so count the file's events).
+# after another, every task of each in the file (the file's events).
 facts, path = ground_truth("runtimes", ["runtimes", "12"], "task")
 if facts:
     r = parse_report(report(path)[1])
     want = 3 * int(facts["executed"])  # each task: spawn (all but the roots), run begin, run end
     check(r["dropped"] == 0 and r["events"] >= want - 12,
           "12 runtimes in turn: %d events for %s tasks (threads' buffers reused)" % (r["events"], facts["executed"]))
+
+# Two runtimes at once: one report section each, with that runtime's own
+# counts, and main's submissions (an outside thread) in both.
+facts, path = ground_truth("two", ["two"], "task")
+if facts:
+    rc, out, err = report(path)
+    head, _, rest = out.partition("\n==== Runtime ")
+    parts = rest.split("\n==== Runtime ") if rest else []
+    check(rc == 0 and len(parts) == 2 and ", 2 runtimes," in head,
+          "two runtimes: two report sections", "exit %d, %d sections: %s" % (rc, len(parts), out[:300]))
+    got = set()
+    for part in parts:
+        r = parse_report(head + "\n" + part)
+        got.add((sum(w["tasks"] for w in r["workers"].values()), sum(w["spawns"] for w in r["workers"].values()),
+                 "out" in r["wakers"]))
+    want = {(int(facts["a_executed"]), int(facts["a_spawned"]), True),
+            (int(facts["b_executed"]), int(facts["b_spawned"]), True)}
+    check(got == want, "two runtimes: each section has its runtime's tasks and spawns and main's wakes (%s)" % sorted(want),
+          str(sorted(got)))
+    js = os.path.join(TMP, "two.json")
+    rc, _, err = run([PARKWAY, "trace", "export", "--json", js, "--svg", os.path.join(TMP, "two.svg"), path])
+    procs = set()
+    if rc == 0:
+        procs = {e["pid"] for e in json.load(open(js))["traceEvents"] if e.get("name") == "process_name"}
+    check(rc == 0 and len(procs) == 2, "two runtimes: the JSON has one process per runtime", "%d %s %s" % (rc, procs, err))
 
 facts, path = ground_truth("fork", ["fork"], "task")
 if facts:
@@ -303,6 +361,10 @@ if base:
     broken("cut-header", base[:20], 20, "truncated: the file header")
     broken("not-a-trace", b"GIF89a" + base[6:], 0, "not a parkway trace")
     broken("version", base[:8] + struct.pack("<I", 7) + base[12:], 8, "format version 7")
+    path = os.path.join(TMP, "version1.pwt")
+    open(path, "wb").write(base[:8] + struct.pack("<I", 1) + base[12:])
+    rc, out, err = report(path)
+    check(rc == 0 and not err, "a version 1 file (before the join and runtime events) still reads", err)
     broken("cut-record-header", base[:chunk[0] + 5], chunk[0], "truncated: a record header needs 16 bytes, 5 left")
     broken("cut-chunk", base[:chunk[0] + REC + 30], chunk[0], "truncated: a chunk record of %d bytes, 30 left" % chunk[2])
     broken("no-end", base[:end[0]], end[0], "the file ends without its end record")

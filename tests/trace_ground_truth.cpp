@@ -17,6 +17,14 @@
 //   trace_ground_truth fork       a task forks; the child exits normally
 //       (its atexit handlers run) while the parent goes on: the parent's
 //       trace must still be complete
+//   trace_ground_truth dag        a task graph of known work and span:
+//       the root spawns a chain (kLinks tasks of kLinkMs, each spawning
+//       the next and waiting for it) and a fan-out (kFan children of
+//       kFanMs), waits, then stays busy kTailMs. Span: the chain plus the
+//       tail; work: every task's busy time.
+//   trace_ground_truth two        two runtimes at once, both parked, then
+//       given fib(16) and fib(13) in turn from main (a, b, a): each
+//       runtime's own counts of spawned and run tasks
 //   trace_ground_truth rounds N   N rounds 20 ms apart, each a task whose
 //       child the other worker must steal: a process that lives N * 20 ms
 //       with a known number of steals, for `parkway trace record -p`
@@ -98,6 +106,61 @@ int schedule() {
   return 0;
 }
 
+constexpr int kLinks = 8;
+constexpr double kLinkMs = 2.0;
+constexpr int kFan = 24;
+constexpr double kFanMs = 1.0;
+constexpr double kTailMs = 3.0;
+
+// Each task's busy time as it measured it: [0, kLinks) the chain,
+// [kLinks, kLinks + kFan) the fan-out.
+double dag_ms[kLinks + kFan];
+
+void chain_link(int i) {
+  const auto t0 = Clock::now();
+  busy_for(kLinkMs);
+  dag_ms[i] = ms_since(t0);
+  if (i + 1 == kLinks) return;
+  parkway::TaskGroup g;
+  g.spawn([i] { chain_link(i + 1); });
+  g.wait();
+}
+
+int dag_mode() {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  double tail_ms = 0;
+  rt.run([&] {
+    parkway::TaskGroup g;
+    g.spawn([] { chain_link(0); });
+    g.spawn([] {
+      parkway::TaskGroup fan;
+      for (int i = 0; i < kFan; ++i)
+        fan.spawn([i] {
+          const auto t0 = Clock::now();
+          busy_for(kFanMs);
+          dag_ms[kLinks + i] = ms_since(t0);
+        });
+      fan.wait();
+    });
+    g.wait();
+    const auto t0 = Clock::now();
+    busy_for(kTailMs);
+    tail_ms = ms_since(t0);
+  });
+  rt.shutdown();
+  double chain = 0, work = tail_ms;
+  for (int i = 0; i < kLinks; ++i) chain += dag_ms[i];
+  for (double ms : dag_ms) work += ms;
+  // The longest path: the root's spawn of the chain, each link's spawn of
+  // the next (kLinks spawn edges), the links, the tail.
+  std::printf("dag_work_ms=%.3f\ndag_span_ms=%.3f\ndag_span_spawns=%d\ndag_tasks=%d\n", work, chain + tail_ms, kLinks,
+              1 + kLinks + 1 + kFan);
+  std::printf("dag_tail_ms=%.3f\ndag_task_ms=", tail_ms);
+  for (double ms : dag_ms) std::printf("%.3f,", ms);
+  std::printf("\n");
+  return 0;
+}
+
 long fib(int n) {
   if (n < 2) return n;
   long a = 0;
@@ -147,6 +210,24 @@ int runtimes_mode(int n) {
   return 0;
 }
 
+int two_mode() {
+  parkway::Runtime a(parkway::Options{.workers = 2});
+  parkway::Runtime b(parkway::Options{.workers = 2});
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // all four workers park
+  long r = a.run([] { return fib(16); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  r += b.run([] { return fib(13); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  r += a.run([] { return fib(16); });
+  a.shutdown();
+  b.shutdown();
+  const parkway::Stats sa = a.stats(), sb = b.stats();
+  std::printf("sum=%ld\na_executed=%llu\na_spawned=%llu\nb_executed=%llu\nb_spawned=%llu\n", r,
+              (unsigned long long)sa.total.executed, (unsigned long long)sa.total.spawned,
+              (unsigned long long)sb.total.executed, (unsigned long long)sb.total.spawned);
+  return 0;
+}
+
 int fork_mode() {
   parkway::Runtime rt(parkway::Options{.workers = 2});
   pid_t child = rt.run([] { return fork(); });
@@ -190,8 +271,10 @@ int main(int argc, char** argv) {
   if (argc == 3 && !std::strcmp(argv[1], "fib")) return fib_mode(std::atoi(argv[2]));
   if (argc == 3 && !std::strcmp(argv[1], "rounds")) return rounds(std::atoi(argv[2]));
   if (argc == 2 && !std::strcmp(argv[1], "fork")) return fork_mode();
+  if (argc == 2 && !std::strcmp(argv[1], "dag")) return dag_mode();
+  if (argc == 2 && !std::strcmp(argv[1], "two")) return two_mode();
   if (argc == 3 && !std::strcmp(argv[1], "runtimes")) return runtimes_mode(std::atoi(argv[2]));
   if (argc == 3 && !std::strcmp(argv[1], "io")) return io_mode(std::atoi(argv[2]));
-  std::fprintf(stderr, "usage: trace_ground_truth schedule | fib N | rounds N | fork | io N | runtimes N\n");
+  std::fprintf(stderr, "usage: trace_ground_truth schedule | dag | two | fib N | rounds N | fork | io N | runtimes N\n");
   return 2;
 }

@@ -48,6 +48,7 @@ bool help_own_deque(Worker* me, DoneFn done, void* ctx) noexcept {
 void block_until(Worker* me, std::uint32_t id, DoneFn done, void* ctx, bool timed) noexcept {
   if (me && !me->runtime().forked()) [[likely]] {
     me->run_until(done, ctx, timed);  // helps while it waits
+    trace::on_join();  // the waiting task goes on: a join in the task graph (task level)
     // Unless a task it ran forked and this is the child: run_until gave up
     // (its runtime is forked), not because done(ctx) holds.
     if (!me->runtime().forked()) [[likely]]

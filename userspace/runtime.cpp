@@ -224,6 +224,7 @@ void RuntimeImpl::inject(Task* t) {
     injecting.fetch_sub(1, std::memory_order_release);
     throw RuntimeShutdown("parkway: the runtime is shutting down; the task was not accepted");
   }
+  trace::on_outside_runtime(this);
   PW_PROBE1(inject, t);  // before the push: once pushed, t may run (and fire `run`) at once
   injection.push(t);  // [Q1]
   PW_CHAOS();
@@ -240,6 +241,7 @@ void RuntimeImpl::wake_one_from(int waker) noexcept {
   int w = parking.wake_one();
   if (w >= 0) {
     external_wakeups.fetch_add(1, std::memory_order_relaxed);
+    if (waker < 0) trace::on_outside_runtime(this);
     PW_PROBE2(wake, waker, w);
   }
 }

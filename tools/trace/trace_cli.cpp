@@ -123,20 +123,31 @@ int run(int argc, char** argv) {
   Args a;
   if (int rc = parse(argc, argv, where, !report, &a); rc != kOk) return rc;
   TraceFile tf = read_trace(a.file, a.partial);
-  Model m = build_model(tf);
+  std::vector<Model> models;
+  const std::vector<std::uint64_t> runtimes = trace_runtimes(tf);
+  for (std::size_t k = 0; k < runtimes.size(); ++k) models.push_back(build_model(tf, runtimes[k], k == 0, report));
+  if (models.empty()) models.push_back(build_model(tf, 0, true, report));  // no worker recorded anything
   if (report) {
-    write_report(a.file, tf, m, stdout);
+    write_report(a.file, tf, models, stdout);
     return std::fflush(stdout) == 0 ? kOk : kFail;
   }
   if (a.json.empty()) a.json = with_ext(a.file, ".json");
   if (a.svg.empty()) a.svg = with_ext(a.file, ".svg");
   std::FILE* j = open_out(where, a.json);
   if (!j) return kFail;
-  write_chrome_json(tf, m, j);
+  write_chrome_json(tf, models, j);
   if (!close_out(where, a.json, j)) return kFail;
   std::FILE* s = open_out(where, a.svg);
   if (!s) return kFail;
-  write_svg(a.file, m, s, a.from_ns, a.to_ns);
+  // The SVG draws the runtime with the most events.
+  const Model* most = &models[0];
+  std::uint64_t most_events = 0;
+  for (const Model& m : models) {
+    std::uint64_t n = 0;
+    for (const Track& t : m.tracks) n += t.events;
+    if (n > most_events) most = &m, most_events = n;
+  }
+  write_svg(models.size() > 1 ? a.file + " (the runtime with the most events)" : a.file, *most, s, a.from_ns, a.to_ns);
   if (!close_out(where, a.svg, s)) return kFail;
   if (a.json != "-" && a.svg != "-")
     std::fprintf(stderr, "%s: wrote %s (ui.perfetto.dev) and %s\n", where, a.json.c_str(), a.svg.c_str());

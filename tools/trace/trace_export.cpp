@@ -74,14 +74,15 @@ struct Json {
   }
 };
 
-}  // namespace
-
-void write_chrome_json(const TraceFile& tf, const Model& m, std::FILE* o) {
-  const int pid = int(tf.header.pid);
-  Json j{o};
-  std::fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", o);
+// One runtime's tracks, slices, flows and counters, as process `pid`.
+void write_runtime(Json& j, const Model& m, int pid, std::size_t k, std::size_t of) {
+  std::FILE* o = j.o;
   j.sep();
-  std::fprintf(o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"parkway pid %d\"}}", pid, pid);
+  if (of == 1)
+    std::fprintf(o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"parkway pid %d\"}}", pid, pid);
+  else
+    std::fprintf(o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"parkway runtime %zu of %zu\"}}",
+                 pid, k + 1, of);
   for (std::size_t i = 0; i < m.tracks.size(); ++i) {
     j.sep();
     std::fprintf(o, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", pid,
@@ -97,7 +98,7 @@ void write_chrome_json(const TraceFile& tf, const Model& m, std::FILE* o) {
       j.slice(pid, tid_of(m, i), span_name(s.kind), s.begin, s.end, s.kind == SpanKind::kTask ? args : nullptr);
     }
   }
-  std::uint64_t id = 1;
+  std::uint64_t id = 1 + std::uint64_t(k) * 10000000;  // flow ids: unique across runtimes
   if (m.task_level) {
     for (std::size_t k = 0; k < m.migrations.size() && k < kMaxFlows; ++k) {
       const Migration& g = m.migrations[k];
@@ -129,8 +130,21 @@ void write_chrome_json(const TraceFile& tf, const Model& m, std::FILE* o) {
     const std::string name = q < m.workers ? "deque " + m.tracks[q].label : std::string("injection queue");
     for (const auto& [at, n] : m.queue_len[q]) j.counter(pid, name.c_str(), at, double(n));
   }
+}
+
+}  // namespace
+
+void write_chrome_json(const TraceFile& tf, const std::vector<Model>& models, std::FILE* o) {
+  Json j{o};
+  std::fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", o);
+  for (std::size_t k = 0; k < models.size(); ++k) {
+    // One process per runtime: the traced pid, then made-up ones beside it.
+    const int pid = int(tf.header.pid) + int(k) * 1000000;
+    write_runtime(j, models[k], pid, k, models.size());
+  }
   std::fputs("\n]}\n", o);
 }
+
 
 void write_svg(const std::string& title, const Model& m, std::FILE* o, std::uint64_t from, std::uint64_t to) {
   const int width = 1200, left = 150, right = 20, row = 22, plot_h = 120;

@@ -32,9 +32,11 @@ const char* event_name(std::uint8_t type) {
     case EventType::kIoComplete: return "io_complete";
     case EventType::kOffCpu: return "off_cpu";
     case EventType::kOnCpu: return "on_cpu";
+    case EventType::kRuntime: return "runtime";
     case EventType::kSpawn: return "spawn";
     case EventType::kRunBegin: return "run_begin";
     case EventType::kRunEnd: return "run_end";
+    case EventType::kJoin: return "join";
   }
   return nullptr;
 }
@@ -98,9 +100,9 @@ TraceFile read_trace(const std::string& path, bool allow_cut) {
   std::memcpy(&tf.header, m.p, sizeof(FileHeader));
   const FileHeader& h = tf.header;
   if (std::memcmp(h.magic, kMagic, 8) != 0) bad(path, 0, "not a parkway trace (no PWTRACE magic)");
-  if (h.version != kVersion)
-    bad(path, 8, "format version " + std::to_string(h.version) + "; this parkway reads version " +
-                     std::to_string(kVersion));
+  if (h.version < kOldestVersion || h.version > kVersion)
+    bad(path, 8, "format version " + std::to_string(h.version) + "; this parkway reads versions " +
+                     std::to_string(kOldestVersion) + " to " + std::to_string(kVersion));
   if (h.header_bytes < sizeof(FileHeader) || h.header_bytes > m.n)
     bad(path, 12, "corrupt header: header size " + std::to_string(h.header_bytes));
   if (h.clock != std::uint32_t(Clock::kTsc) && h.clock != std::uint32_t(Clock::kMonotonic))

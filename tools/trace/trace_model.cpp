@@ -49,19 +49,50 @@ struct QueueMove {  // a change of one queue's length
 void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*>& evs, std::vector<TaskPoint>& tasks,
           std::vector<QueuePoint>& queue, std::vector<QueueMove>& moves) {
   std::vector<std::size_t> stack;  // indices into tr.spans
+  // Per stack entry, its run in m.graph.runs (a task span of a worker), else kNoRun.
+  constexpr std::size_t kNoRun = SIZE_MAX;
+  std::vector<std::size_t> run_of;
+  const bool dag = m.task_level && m.with_work_span && tr.worker >= 0;
+  // The innermost task run on the stack, or kNoRun.
+  auto enclosing_run = [&]() -> std::size_t {
+    for (auto it = run_of.rbegin(); it != run_of.rend(); ++it)
+      if (*it != kNoRun) return *it;
+    return kNoRun;
+  };
+  auto dag_point = [&](std::uint64_t at, std::uint64_t task, DagPointKind kind) {
+    const std::size_t r = enclosing_run();
+    if (r != kNoRun) m.graph.add_point(std::uint32_t(r), {at, m.graph.runs[r].self, task, 0, kNoPoint, kind});
+  };
   std::uint64_t t_prev = tr.first;
   State cur = kOther;
   std::uint64_t last_inject = 0;  // an inject not yet followed by a wake
   auto set_state = [&](std::uint64_t at) {
     State s = stack.empty() ? kOther : state_of(tr.spans[stack.back()].kind);
+    // A task in a blocking wait, between its searches, parks and the tasks
+    // it ran there, is the worker loop, not the task's work.
+    if (s == kRunning && dag && m.graph.runs[run_of.back()].waiting) s = kOther;
     if (s == cur && !tr.states.empty()) return;
     cur = s;
     tr.states.emplace_back(at, std::uint8_t(s));
     if (tr.worker >= 0) queue.push_back({at, tr.worker, std::int8_t(s), 0});
   };
   auto push = [&](std::uint64_t at, SpanKind k, std::uint64_t task) {
+    // A search or park right inside a task: it is in a blocking wait,
+    // until that wait's `join` event.
+    if (dag && k != SpanKind::kTask && k != SpanKind::kDescheduled && !run_of.empty() && run_of.back() != kNoRun)
+      m.graph.runs[run_of.back()].waiting = true;
     tr.spans.push_back({at, at, k, std::uint16_t(stack.size()), false, task});
     stack.push_back(tr.spans.size() - 1);
+    std::size_t run = kNoRun;
+    if (dag && k == SpanKind::kTask) {
+      run = m.graph.runs.size();
+      TaskRun tr_run;
+      tr_run.task = task;
+      tr_run.begin = tr_run.end = at;
+      tr_run.worker = tr.worker;
+      m.graph.runs.push_back(std::move(tr_run));
+    }
+    run_of.push_back(run);
     set_state(at);
   };
   auto pop = [&](std::uint64_t at) {
@@ -69,6 +100,13 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
     s.end = at;
     s.closed = true;
     stack.pop_back();
+    if (const std::size_t r = run_of.back(); r != kNoRun) {
+      m.graph.runs[r].end = at;
+      run_of.pop_back();
+      dag_point(at, 0, DagPointKind::kJoinNested);  // the enclosing run was in a wait
+    } else {
+      run_of.pop_back();
+    }
     if (s.kind == SpanKind::kTask) m.task_ns.push_back(s.end - s.begin);
     if (s.kind == SpanKind::kPark) m.park_ns.push_back(s.end - s.begin);
     set_state(at);
@@ -77,6 +115,7 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
   for (const Event* e : evs) {
     const std::uint64_t at = e->ticks;
     tr.time_in[cur] += at - t_prev;
+    if (cur == kRunning && dag && run_of.back() != kNoRun) m.graph.runs[run_of.back()].self += at - t_prev;
     t_prev = at;
     ++tr.events;
     switch (EventType(e->type)) {
@@ -96,7 +135,9 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
         if (it == stack.rend()) break;  // its begin was dropped
         while (tr.spans[stack.back()].task != event_task(*e) || tr.spans[stack.back()].kind != SpanKind::kTask) {
           tr.spans[stack.back()].end = at;  // unclosed inside it: its end was dropped
+          if (run_of.back() != kNoRun) m.graph.runs[run_of.back()].end = at;
           stack.pop_back();
+          run_of.pop_back();
         }
         pop(at);
         break;
@@ -142,8 +183,16 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
           moves.push_back({at, tr.worker, std::int32_t(e->a32)});
         }
         break;
+      case EventType::kJoin:
+        if (dag) {
+          dag_point(at, 0, DagPointKind::kJoinEvent);
+          if (const std::size_t r = enclosing_run(); r != kNoRun) m.graph.runs[r].waiting = false;
+          set_state(at);
+        }
+        break;
       case EventType::kSpawn:
         ++tr.spawns;
+        if (dag) dag_point(at, event_task(*e), DagPointKind::kSpawn);
         if (tr.worker >= 0) {
           tasks.push_back({at, event_task(*e), tr.worker, true});
           moves.push_back({at, tr.worker, +1});
@@ -155,6 +204,7 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
       case EventType::kStealFence: ++tr.steal_fences; break;
       case EventType::kParkFence: ++tr.park_fences; break;
       case EventType::kNotify: ++tr.notifies; break;
+      case EventType::kRuntime: break;  // outside threads' events are sorted by it before the walk
       case EventType::kOffCpu:
         m.kernel_view = true;
         if (e->a8) push(at, SpanKind::kDescheduled, 0);  // preempted; a thread that blocked is in its park or task
@@ -166,7 +216,10 @@ void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*
     }
   }
   tr.time_in[cur] += tr.last - t_prev;
+  if (cur == kRunning && dag && run_of.back() != kNoRun) m.graph.runs[run_of.back()].self += tr.last - t_prev;
   for (std::size_t i : stack) tr.spans[i].end = tr.last;  // open at its last event
+  for (std::size_t r : run_of)
+    if (r != kNoRun) m.graph.runs[r].end = tr.last;
 }
 
 // The first element of `v` (sorted) at or after t, or v.end().
@@ -287,21 +340,32 @@ void queue_lengths(Model& m, std::vector<QueueMove>& moves) {
 
 }  // namespace
 
-Model build_model(const TraceFile& tf) {
+std::vector<std::uint64_t> trace_runtimes(const TraceFile& tf) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> first;  // (first event, runtime)
+  for (const Stream& s : tf.streams) {
+    if (s.info.worker < 0) continue;
+    const std::uint64_t at = s.events.empty() ? UINT64_MAX : s.events.front().ticks;
+    auto it = std::find_if(first.begin(), first.end(), [&](const auto& f) { return f.second == s.info.runtime; });
+    if (it == first.end())
+      first.emplace_back(at, s.info.runtime);
+    else
+      it->first = std::min(it->first, at);
+  }
+  std::sort(first.begin(), first.end());
+  std::vector<std::uint64_t> out;
+  for (const auto& f : first) out.push_back(f.second);
+  return out;
+}
+
+Model build_model(const TraceFile& tf, std::uint64_t runtime, bool first_runtime, bool with_work_span) {
   Model m;
   m.task_level = tf.header.level == std::uint32_t(trace_format::Level::kTask);
   m.end_ns = tf.end_ns;
   m.dropped = tf.dropped;
   m.events = tf.events;
   m.complete = tf.complete;
-
-  // The runtime with the most events; a process may have made several.
-  std::map<std::uint64_t, std::uint64_t> per_runtime;
-  for (const Stream& s : tf.streams)
-    if (s.info.worker >= 0) per_runtime[s.info.runtime] += s.events.size();
-  for (const auto& [rt, n] : per_runtime)
-    if (m.runtime == 0 || n > per_runtime[m.runtime]) m.runtime = rt;
-  m.other_runtimes = per_runtime.empty() ? 0 : unsigned(per_runtime.size() - 1);
+  m.runtime = runtime;
+  m.with_work_span = with_work_span;
 
   std::vector<std::vector<const Stream*>> of_worker;
   std::vector<const Stream*> outside;
@@ -331,8 +395,20 @@ Model build_model(const TraceFile& tf) {
     for (const Stream* s : streams) {
       tr.dropped += s->dropped;
       tr.tid = s->info.tid;
-      for (const Event& e : s->events) evs.push_back(&e);
+      // A thread outside the pool: its events about this runtime, as its
+      // runtime events say (those before its first go with the first runtime).
+      std::uint64_t about = first_runtime ? m.runtime : 0;
+      for (const Event& e : s->events) {
+        if (worker >= 0) {
+          evs.push_back(&e);
+        } else if (EventType(e.type) == EventType::kRuntime) {
+          about = event_task(e);
+        } else if (about == m.runtime) {
+          evs.push_back(&e);
+        }
+      }
     }
+    if (worker < 0 && evs.empty()) return;
     if (!evs.empty()) {
       tr.first = evs.front()->ticks;
       tr.last = evs.back()->ticks;
@@ -350,6 +426,10 @@ Model build_model(const TraceFile& tf) {
   match_wakes(m);
   if (m.task_level) {
     match_migrations(m, tasks);
+    if (m.with_work_span) {
+      m.work_span = work_span(m.graph);
+      m.graph = TaskGraph();  // done with: the report keeps several runtimes' models
+    }
     idle_with_work(m, queue);
     queue_lengths(m, moves);
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "trace_dag.hpp"
 #include "trace_file.hpp"
 
 namespace parkway::tracetool {
@@ -73,7 +74,6 @@ struct Model {
   bool task_level = false;
   std::uint64_t end_ns = 0;
   std::uint64_t runtime = 0;       // the runtime analysed (a process may hold several)
-  unsigned other_runtimes = 0;     // runtimes in the file left out
   std::vector<Track> tracks;       // workers first (by index), then outside threads
   unsigned workers = 0;            // tracks[0..workers) are workers; index == worker
   std::vector<Steal> steals;
@@ -81,6 +81,9 @@ struct Model {
   std::vector<std::uint64_t> park_ns;        // each park's duration (closed parks)
   std::vector<std::uint64_t> task_ns;        // each task's duration, nested tasks included
   std::uint64_t work_ns = 0;                 // sum of task time, nested tasks counted once
+  bool with_work_span = false;               // build_model was asked for work_span
+  TaskGraph graph;                          // while the model is built
+  WorkSpan work_span;                        // task level, with_work_span
   std::vector<Migration> migrations;
   // Idle while work was queued elsewhere (task level): worker-ns.
   std::uint64_t idle_with_work_searching = 0, idle_with_work_parked = 0, idle_with_work_descheduled = 0;
@@ -95,7 +98,15 @@ struct Model {
   bool complete = true;
 };
 
-Model build_model(const TraceFile& tf);
+// The runtimes of the file's worker streams (their RuntimeImpl addresses;
+// runtimes made one after another at one address are one), by first event.
+std::vector<std::uint64_t> trace_runtimes(const TraceFile& tf);
+// The model of one runtime: its workers, and the events of threads outside
+// the pool that are about it (kRuntime events say which; those before a
+// thread's first go with `first_runtime`'s model).
+// with_work_span: rebuild the task graph for work_span (the report; the
+// exports do without it).
+Model build_model(const TraceFile& tf, std::uint64_t runtime, bool first_runtime, bool with_work_span);
 
 // Workers running tasks (task level; else not searching or parked) in
 // `bins` equal slices of [from, to) (default: the whole trace): the

@@ -208,6 +208,28 @@ void section_tasks(std::FILE* o, const Model& m) {
   std::fprintf(o, "  tasks started on another worker than the one that spawned them: %zu\n", m.migrations.size());
 }
 
+// Cilkscale's measures of the task graph (trace_dag.hpp says how it is rebuilt).
+void section_work_span(std::FILE* o, const WorkSpan& ws) {
+  if (!ws.valid || ws.span == 0) {
+    std::fprintf(o, "  work/span: no task ran on a worker in the trace\n");
+    return;
+  }
+  std::fprintf(o, "\nWork and span of the task graph (%llu task runs, %llu roots, %llu spawn edges)\n",
+               (unsigned long long)ws.runs, (unsigned long long)ws.roots, (unsigned long long)ws.spawn_edges);
+  auto us = [](std::uint64_t ns) { return double(ns) / 1e3; };
+  std::fprintf(o, "  work %.1f us, span %.1f us: parallelism %.2f\n", us(ws.work), us(ws.span),
+               double(ws.work) / double(ws.span));
+  std::fprintf(o, "  burdened span %.1f us (%.1f us per spawn edge on a path): burdened parallelism %.2f\n",
+               us(ws.burdened_span), us(kBurdenNs), double(ws.work) / double(ws.burdened_span));
+  std::fprintf(o, "  joins: %llu waits that blocked or helped, %llu nested task ends; %llu children joined at "
+                  "their parent's end, %llu started after it (detached)\n",
+               (unsigned long long)ws.joins_recorded, (unsigned long long)ws.joins_nested,
+               (unsigned long long)ws.joined_at_end, (unsigned long long)ws.detached);
+  if (ws.roots > 1)
+    std::fprintf(o, "  the %llu roots (tasks submitted from outside the pool) count as parallel: the span is the "
+                    "longest of their graphs\n", (unsigned long long)ws.roots);
+}
+
 void section_parallelism(std::FILE* o, const Model& m) {
   const unsigned bins = 40;
   const auto [t0, t1] = active_window(m);
@@ -226,7 +248,7 @@ void section_parallelism(std::FILE* o, const Model& m) {
     std::fprintf(o, "  work (time inside tasks, all workers): %s over %s: average parallelism %.2f of %u workers\n",
                  fmt_ns(double(m.work_ns)).c_str(), fmt_ns(double(t1 - t0)).c_str(),
                  t1 > t0 ? double(m.work_ns) / double(t1 - t0) : 0.0, m.workers);
-    std::fprintf(o, "  span: not measured (the trace records no joins, so the task graph's critical path is unknown)\n");
+    section_work_span(o, m.work_span);
     double idle = 0;
     for (unsigned w = 0; w < m.workers; ++w) idle += double(m.tracks[w].time_in[kSearching] + m.tracks[w].time_in[kParked]);
     std::fprintf(o, "\nIdle while work was queued (a worker searching or parked while a spawned task waited to start)\n");
@@ -238,24 +260,30 @@ void section_parallelism(std::FILE* o, const Model& m) {
 
 }  // namespace
 
-void write_report(const std::string& path, const TraceFile& tf, const Model& m, std::FILE* o) {
+void write_report(const std::string& path, const TraceFile& tf, const std::vector<Model>& models, std::FILE* o) {
   const auto& h = tf.header;
+  unsigned workers = 0;
+  for (const Model& m : models) workers += m.workers;
+  const bool task_level = h.level == std::uint32_t(trace_format::Level::kTask);
   std::fprintf(o, "parkway trace %s\n", path.c_str());
-  std::fprintf(o, "  pid %u, level %s, clock %s, %u workers, %s traced, %llu events, %llu dropped%s\n", h.pid,
-               m.task_level ? "task" : "sched", h.clock == 1 ? "tsc" : "monotonic", m.workers,
-               fmt_ns(double(m.end_ns)).c_str(), (unsigned long long)m.events, (unsigned long long)m.dropped,
-               m.complete ? "" : " (file cut: no end record)");
-  if (m.dropped)
+  std::fprintf(o, "  pid %u, level %s, clock %s, %u workers, %zu runtime%s, %s traced, %llu events, %llu dropped%s\n",
+               h.pid, task_level ? "task" : "sched", h.clock == 1 ? "tsc" : "monotonic", workers, models.size(),
+               models.size() == 1 ? "" : "s", fmt_ns(double(tf.end_ns)).c_str(), (unsigned long long)tf.events,
+               (unsigned long long)tf.dropped, tf.complete ? "" : " (file cut: no end record)");
+  if (tf.dropped)
     std::fprintf(o, "  DROPPED %llu events: the writer fell behind; spans around them may be wrong "
-                    "(a larger PARKWAY_TRACE_CHUNK helps)\n", (unsigned long long)m.dropped);
-  if (m.other_runtimes)
-    std::fprintf(o, "  the file holds %u more runtime(s); this report covers the one with the most events\n",
-                 m.other_runtimes);
-  section_workers(o, m);
-  section_steals(o, m);
-  section_parks_wakes(o, m);
-  section_tasks(o, m);
-  section_parallelism(o, m);
+                    "(a larger PARKWAY_TRACE_CHUNK helps)\n", (unsigned long long)tf.dropped);
+  for (std::size_t k = 0; k < models.size(); ++k) {
+    const Model& m = models[k];
+    if (models.size() > 1)
+      std::fprintf(o, "\n==== Runtime %zu of %zu (id 0x%llx): %u workers ====\n", k + 1, models.size(),
+                   (unsigned long long)m.runtime, m.workers);
+    section_workers(o, m);
+    section_steals(o, m);
+    section_parks_wakes(o, m);
+    section_tasks(o, m);
+    section_parallelism(o, m);
+  }
 }
 
 }  // namespace parkway::tracetool

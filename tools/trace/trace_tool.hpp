@@ -11,9 +11,11 @@
 
 namespace parkway::tracetool {
 
-void write_report(const std::string& path, const TraceFile& tf, const Model& m, std::FILE* out);
-// Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing).
-void write_chrome_json(const TraceFile& tf, const Model& m, std::FILE* out);
+// One section per runtime (models: build_model of each of trace_runtimes).
+void write_report(const std::string& path, const TraceFile& tf, const std::vector<Model>& models, std::FILE* out);
+// Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing): one process
+// per runtime.
+void write_chrome_json(const TraceFile& tf, const std::vector<Model>& models, std::FILE* out);
 // [from, to) ns of the trace; from == to: from the first event to the last.
 void write_svg(const std::string& title, const Model& m, std::FILE* out, std::uint64_t from = 0, std::uint64_t to = 0);
 

@@ -1,4 +1,4 @@
-// trace/format.hpp -- the parkway trace file, version 1 (docs/design/tracing.md).
+// trace/format.hpp -- the parkway trace file, version 2 (docs/design/tracing.md).
 //
 // Written by the in-process recorder (trace/recorder.cpp) and read by
 // `parkway trace` (tools/trace/). All integers little-endian, as the
@@ -12,7 +12,8 @@
 //     kEnd     EndInfo                         the last record of a complete file
 //
 // A stream is one thread's events: a worker (worker >= 0) or a thread
-// outside the pool (worker -1: inject, an outside wake, an outside park).
+// outside the pool (worker -1: inject, an outside wake, an outside park;
+// a kRuntime event names the runtime its following events are about).
 // Chunks of one stream come in order; chunks of different streams
 // interleave in the order they were written.
 #pragma once
@@ -22,7 +23,10 @@
 namespace parkway::trace_format {
 
 inline constexpr char kMagic[8] = {'P', 'W', 'T', 'R', 'A', 'C', 'E', '\0'};
-inline constexpr std::uint32_t kVersion = 1;
+// Version 2 added the join and runtime events; a reader of version 2
+// reads version 1 files too (they hold neither).
+inline constexpr std::uint32_t kVersion = 2;
+inline constexpr std::uint32_t kOldestVersion = 1;
 inline constexpr std::uint32_t kRecordMagic = 0x43525750;  // "PWRC"
 
 enum class Clock : std::uint32_t {
@@ -98,10 +102,15 @@ enum class EventType : std::uint8_t {
   // The kernel's view (`parkway trace record`, from sched_switch).
   kOffCpu = 14,  // the thread left its CPU; a8 = 1: preempted (still runnable), 0: it blocked
   kOnCpu = 15,   // the thread runs again
+  // Scheduling level: the runtime this thread's next events are about (a
+  // thread outside the pool, before its first inject or wake for a runtime
+  // other than its last one). runtime (a16:a32 = 48-bit RuntimeImpl address).
+  kRuntime = 16,
   // Task level.
   kSpawn = 20,     // task
   kRunBegin = 21,  // task
   kRunEnd = 22,    // task
+  kJoin = 23,      // the running task's blocking wait (it helped or slept) returned
 };
 
 struct Event {
@@ -113,7 +122,8 @@ struct Event {
 };
 static_assert(sizeof(Event) == 16);
 
-// A task's identity: its address, 48 bits (x86-64 user space), split over a16:a32.
+// A task's (or kRuntime's runtime's) identity: its address, 48 bits
+// (x86-64 user space), split over a16:a32.
 inline std::uint64_t event_task(const Event& e) { return (std::uint64_t(e.a16) << 32) | e.a32; }
 
 }  // namespace parkway::trace_format

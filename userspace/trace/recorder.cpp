@@ -498,9 +498,16 @@ void record(EventType type, std::uint8_t a8, std::uint16_t a16, std::uint32_t a3
   append(pack(type, a8, a16, a32));
 }
 
-void record_task(EventType type, const void* task) noexcept {
+void record_task(EventType type, const void* task) noexcept {  // also kRuntime's runtime
   const auto a = std::uint64_t(reinterpret_cast<std::uintptr_t>(task));
   append(pack(type, 0, std::uint16_t(a >> 32), std::uint32_t(a)));
+}
+
+void note_runtime(const void* rt) noexcept {
+  static thread_local const void* last = nullptr;
+  if (rt == last) return;
+  last = rt;
+  record_task(EventType::kRuntime, rt);
 }
 
 bool run_traced(Task* t) noexcept {

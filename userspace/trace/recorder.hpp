@@ -61,6 +61,14 @@ bool run_traced(Task* t) noexcept;
 // the path of every spawn, made the compiler save registers on it).
 inline void on_spawn(int, const void*) noexcept {}
 inline void on_run(int, const void*) noexcept {}
+// A thread outside the pool about to inject into or wake a worker of
+// runtime `rt` (RuntimeImpl::inject, wake_one_from): a kRuntime event when
+// `rt` is not the thread's last, so the reader can tell the runtimes of one
+// process apart (a worker's stream names its runtime already).
+void note_runtime(const void* rt) noexcept;
+inline void on_outside_runtime(const void* rt) noexcept {
+  if (sched_on()) [[unlikely]] note_runtime(rt);
+}
 inline void on_inject(const void* t) noexcept {
   if (sched_on()) [[unlikely]] record_task(EventType::kInject, t);
 }
@@ -93,6 +101,14 @@ inline void on_notify(int, std::uint32_t park_id, int woke) noexcept {
 }
 inline void on_park_fence(int) noexcept {
   if (sched_on()) [[unlikely]] record(EventType::kParkFence, 0, 0, 0);
+}
+// A blocking wait of a task on a worker (TaskGroup::wait, Future::get,
+// block_until) that helped or slept returns: the join edge of the task
+// graph, for the report's span (task level). A wait that finds its tasks
+// finished returns inline in the program and records nothing; the reader
+// infers those joins (docs/design/tracing.md, "Work and span").
+inline void on_join() noexcept {
+  if (tasks_on()) [[unlikely]] record(EventType::kJoin, 0, 0, 0);
 }
 // The I/O layer (no USDT probe): an operation handed to the ring, and its
 // completion (the last CQE of an operation and its linked timeout).
