@@ -232,6 +232,7 @@ void IoRing::drain_mailbox() noexcept {
       io_uring_prep_cancel64(sqe, r->target, 0);
       io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(r) | kTagCancel);
       ++cancels_;
+      urgent_ = true;  // its canceller waits
     } else {
       r->release(r);  // cannot happen short of a broken ring; the op completes on its own
     }
@@ -246,6 +247,7 @@ void IoRing::cancel_everything() noexcept {
     io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
     io_uring_sqe_set_data64(sqe, kTagInternal);
     ++cancels_;
+    urgent_ = true;
   }
 }
 
@@ -267,7 +269,9 @@ void IoRing::enter(bool wait, bool timed) noexcept {
 
 unsigned IoRing::poll() noexcept {
   drain_mailbox();
-  if (io_uring_sq_ready(&ring_) != 0 ||
+  // SQEs nobody waits for alone are no reason to enter: between_tasks
+  // sends them within a few tasks, and the ring park with its own entry.
+  if ((urgent_ && io_uring_sq_ready(&ring_) != 0) ||
       (IO_URING_READ_ONCE(*ring_.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0)
     enter(false, false);
   return reap();

@@ -56,16 +56,19 @@ class IoRing {
   // between two tasks: reap if the kernel has completions for us and the
   // worker's ready queue is empty (the last batch has been taken: reaping
   // per task would cost a system call each); queued SQEs go to the kernel
-  // with that reap. While a batch of continuations runs, SQEs that a peer
-  // waits for (a send on the ring, a write, a connect: `urgent_`) go every
-  // few tasks; the others (a receive, an accept, a sleep) wait for the
-  // reap, since what they complete is not reaped before it anyway. So a
-  // batch costs one system call or a few, not one per operation (io.md,
-  // "When SQEs go to the kernel").
+  // with that reap. Otherwise SQEs that a peer waits for (a send on the
+  // ring, a write, a connect, a cancel: `urgent_`) go within a few tasks
+  // while a batch runs, the others (a receive, an accept, a sleep) within
+  // a few tasks once it is over, or with the ring park's entry if the
+  // worker runs out of work first: what they complete could not be reaped
+  // sooner anyway. So a request costs one system call or less, not one
+  // per operation (io.md, "When SQEs go to the kernel").
   void between_tasks() noexcept {
     if (!ready_.maybe_nonempty()) {
-      if (events_waiting() || io_uring_sq_ready(&ring_) != 0) [[unlikely]]
+      if (events_waiting()) [[unlikely]]
         poll();
+      else if (io_uring_sq_ready(&ring_) != 0 && (urgent_ || ++sq_ticks_ >= kFlushTicks)) [[unlikely]]
+        enter(false, false);
     } else if (urgent_ && ++sq_ticks_ >= kFlushTicks) {
       enter(false, false);
     }
