@@ -54,13 +54,12 @@ bool Worker::poll_io() noexcept { return io_ && io_->poll() != 0; }
 bool Worker::run_own_slow() noexcept {
   if (io_) {
     io_->between_tasks();
-    // A ready continuation and the own deque's newest task take turns, so
-    // neither a stream of completions nor a wait's own tasks starve the other.
-    if (!ready_ran_last_) {
-      if (Task* c = io_ready_.take()) {
-        ready_ran_last_ = true;
-        return execute(c);
-      }
+    // The ready continuations and the own deque's newest task take turns,
+    // so neither a stream of completions nor a wait's own tasks starve the
+    // other.
+    if (!ready_ran_last_ && run_ready_batch() != 0) {
+      ready_ran_last_ = true;
+      return true;
     }
     ready_ran_last_ = false;
   }
@@ -74,8 +73,19 @@ bool Worker::io_point() noexcept {
   if (!io_) [[likely]]
     return false;
   io_->between_tasks();
-  Task* c = io_ready_.take();
-  return c && execute(c);
+  return run_ready_batch() != 0;
+}
+
+unsigned Worker::run_ready_batch() noexcept {
+  unsigned ran = 0;
+  for (std::uint32_t n = io_ready_.size(); n != 0; --n) {
+    Task* c = io_ready_.take();
+    if (!c) break;  // thieves took the rest
+    if (ran != 0) io_->between_tasks();  // between two continuations: urgent SQEs go within a few
+    execute(c);
+    ++ran;
+  }
+  return ran;
 }
 
 
@@ -213,13 +223,6 @@ Task* Worker::steal_round() noexcept {
   unsigned v = victims_.begin();
   for (unsigned k = 0; k < n; ++k, v = victims_.next()) {
     if (v == index_) continue;
-    // The victim's oldest ready I/O continuation first: it may wait behind
-    // a long task there (one CAS, no steal session).
-    if (Task* c = rt_.workers[v]->io_ready_.take()) {
-      WorkerCounters::bump(counters_.steals);
-      PW_PROBE3(steal, int(index_), int(v), 1);
-      return c;
-    }
     std::size_t taken;
     bool lost, paid_fence;
     Task* t = deque_.steal_batch(rt_.workers[v]->deque(), kStealBatch, &taken, &lost, &paid_fence);  // [Q5]
@@ -232,6 +235,16 @@ Task* Worker::steal_round() noexcept {
       WorkerCounters::bump(counters_.steals, taken);
       PW_PROBE3(steal, int(index_), int(v), taken);
       return t;
+    }
+    // Then the victim's oldest ready I/O continuation (one CAS, no steal
+    // session): it may wait behind a long task there. Not first: a thief
+    // woken for a spawn then took the continuation the victim was about
+    // to run and left it the spawned task, and a stream of compute tasks
+    // moved between the workers (io.md, "Ready continuations").
+    if (Task* c = rt_.workers[v]->io_ready_.take()) {
+      WorkerCounters::bump(counters_.steals);
+      PW_PROBE3(steal, int(index_), int(v), 1);
+      return c;
     }
     WorkerCounters::bump(counters_.failed_steals);
   }

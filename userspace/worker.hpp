@@ -100,10 +100,10 @@ class alignas(64) Worker {
     return run_own_popped();
   }
   // The ring's between-tasks point, for the paths that pop (loop, helping
-  // waits): reap if it is time, then run the oldest ready continuation, if
-  // any (true if it ran one); nothing without a ring. The caller then runs
-  // at most one task of its own, so continuations and the deque's tasks
-  // take turns.
+  // waits): reap if it is time, then run the ready continuations (true if
+  // it ran any); nothing without a ring. The caller then runs at most one
+  // task of its own, so a batch of continuations and a deque task take
+  // turns.
   bool io_point() noexcept;
   [[gnu::always_inline]] bool run_own_popped() noexcept {
     std::int64_t top, bottom;
@@ -221,6 +221,10 @@ class alignas(64) Worker {
   bool any_work_visible() const noexcept;
   // The ring's reap at a scheduling point: true if it made tasks runnable.
   bool poll_io() noexcept;
+  // Runs the continuations in the ready queue now, oldest first (not those
+  // they make ready meanwhile: the next scheduling point has those); how
+  // many ran. Thieves may take some first.
+  unsigned run_ready_batch() noexcept;
   // run_own() on a worker with a ring: its between-tasks reap, then a
   // ready continuation or the pop, taking turns.
   [[gnu::noinline]] bool run_own_slow() noexcept;
@@ -241,7 +245,7 @@ class alignas(64) Worker {
   // run_own() takes run_own_slow(): a ring exists, or the trace records
   // every task (set on the worker's thread only).
   bool slow_run_ = false;
-  bool ready_ran_last_ = false;  // run_own_slow: its last call ran a ready continuation
+  bool ready_ran_last_ = false;  // run_own_slow: its last call ran ready continuations
   Deque deque_;
   io::detail::ReadyQueue io_ready_;  // filled by the ring's reaps; taken by us and thieves
   alignas(64) WorkerCounters counters_;

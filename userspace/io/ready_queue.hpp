@@ -45,8 +45,10 @@ class ReadyQueue {
   }
 
   // Owner only: how many more push() accepts now (at least this many).
-  std::uint32_t room() const noexcept {
-    return kCapacity - (tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_acquire));
+  std::uint32_t room() const noexcept { return kCapacity - size(); }
+  // Owner only: how many tasks it holds now (at most this many).
+  std::uint32_t size() const noexcept {
+    return tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_acquire);
   }
 
   // Any thread: the oldest task, or nullptr if there was none.
