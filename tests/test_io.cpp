@@ -212,12 +212,23 @@ TEST(Io, StolenContinuationSubmitsOnTheThiefsRing) {
     std::vector<Hop> hops(8);
     std::atomic<int> per_worker[2] = {0, 0};
     std::vector<parkway::Spawned<void>> spawned;
+    // One worker held in a task while the other starts every hop, so that
+    // all eight receives are on one ring: its reap makes a batch of eight
+    // 20 ms continuations, and the released worker takes some of them.
+    std::atomic<bool> held{false}, release{false};
+    auto blocker = rt.submit([&] {
+      held.store(true);
+      while (!release.load()) std::this_thread::yield();
+    });
+    ASSERT_TRUE(eventually([&] { return held.load(); }));
     parkway::sync_wait(rt, start_hops(&pairs, &hops, per_worker, &spawned));
     ASSERT_TRUE(eventually([&] {
       for (auto& h : hops)
         if (h.submit1 < 0) return false;
       return true;
     }));
+    release.store(true);
+    blocker.get();
     std::this_thread::sleep_for(5ms);
     for (auto& p : pairs) ASSERT_EQ(::write(p.b, "x", 1), 1);
     for (auto& s : spawned) s.get();
