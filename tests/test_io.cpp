@@ -279,6 +279,104 @@ TEST(Io, TimeoutFiresWithinItsDeadline) {
   EXPECT_EQ(*r, 5u);
 }
 
+namespace {
+Task<void> recv_timed(int fd, std::chrono::milliseconds t, std::chrono::steady_clock::time_point t0,
+                      std::vector<std::pair<double, int>>* ends, int id, io::Result<std::size_t>* out) {
+  std::byte b[16];
+  *out = co_await io::recv(fd, b, {.timeout = t});
+  ends->push_back({ms_since(t0), id});  // one worker: no lock needed
+}
+}  // namespace
+
+// Operations with staggered timeouts, submitted out of order on one ring,
+// some answered before their deadline: the answered ones get their data,
+// the others ETIMEDOUT no sooner than their own timeout, earliest
+// deadline first (the ring's deadline heap: an answered operation leaves
+// it from the middle).
+TEST(Io, TimeoutsFireInDeadlineOrderAndAnsweredOnesKeepTheirData) {
+  pwtest::Watchdog wd("Io.TimeoutsFireInDeadlineOrderAndAnsweredOnesKeepTheirData", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  constexpr int kOps = 24;
+  std::vector<Pair> pairs(kOps);
+  std::vector<int> order(kOps);
+  for (int i = 0; i < kOps; ++i) order[std::size_t(i)] = (i * 7) % kOps;  // a permutation
+  std::vector<std::pair<double, int>> ends;
+  std::vector<io::Result<std::size_t>> res(kOps, io::Result<std::size_t>(std::size_t(0)));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto all = [&]() -> Task<void> {
+    std::vector<parkway::Spawned<void>> v;
+    for (int i : order)  // op i times out after 40 + 15 i ms; every third is answered at 20 ms
+      v.push_back(parkway::spawn(recv_timed(pairs[std::size_t(i)].a, std::chrono::milliseconds(40 + 15 * i), t0,
+                                            &ends, i, &res[std::size_t(i)])));
+    for (auto& s : v) co_await std::move(s);
+  };
+  auto done = parkway::spawn(all(), rt);
+  std::this_thread::sleep_for(20ms);
+  for (int i = 0; i < kOps; i += 3) ASSERT_EQ(::write(pairs[std::size_t(i)].b, "abc", 3), 3);
+  done.get();
+  ASSERT_EQ(ends.size(), std::size_t(kOps));
+  double last_timeout_end = 0;
+  int last_id = -1;
+  for (auto [ms, id] : ends) {
+    auto& r = res[std::size_t(id)];
+    if (id % 3 == 0) {
+      ASSERT_TRUE(r) << "op " << id << ": " << r.error().message();
+      EXPECT_EQ(*r, 3u);
+      continue;
+    }
+    ASSERT_FALSE(r) << "op " << id << " should have timed out";
+    EXPECT_EQ(r.error(), std::errc::timed_out) << r.error().message();
+    EXPECT_GE(ms, 40.0 + 15 * id - 1) << "op " << id << " timed out early";
+    EXPECT_LT(ms, 40.0 + 15 * id + 1000) << "op " << id << " timed out late";
+    EXPECT_GT(id, last_id) << "op " << id << " timed out before op " << last_id << ", whose deadline was earlier";
+    EXPECT_GE(ms, last_timeout_end);
+    last_timeout_end = ms;
+    last_id = id;
+  }
+}
+
+namespace {
+Task<void> recv_then_flag(int fd, io::Result<std::size_t>* out, std::atomic<bool>* done) {
+  std::byte b[16];
+  *out = co_await io::recv(fd, b, {.timeout = 30ms});
+  done->store(true);
+}
+}  // namespace
+
+// A worker that never runs out of tasks never parks, so only its
+// scheduling points can notice the deadline: the operation still times
+// out (not when the tasks stop).
+TEST(Io, TimeoutFiresOnAWorkerThatNeverParks) {
+  pwtest::Watchdog wd("Io.TimeoutFiresOnAWorkerThatNeverParks", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  Pair p;
+  io::Result<std::size_t> r(std::size_t(0));
+  std::atomic<bool> done{false};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto s = parkway::spawn(recv_then_flag(p.a, &r, &done), rt);
+  ASSERT_TRUE(eventually([&] { return rt.stats().total.io_ops >= 1; }));  // in the ring
+  auto busy = [&]() -> Task<long> {
+    long tasks = 0;
+    // Small tasks until the receive is over, 5 s at most.
+    while (!done.load() && ms_since(t0) < 5000) {
+      parkway::TaskGroup g;
+      for (int i = 0; i < 8; ++i) g.spawn([] {});
+      g.wait();
+      tasks += 8;
+    }
+    co_return tasks;
+  };
+  const long tasks = parkway::sync_wait(rt, busy());
+  const double ms = ms_since(t0);
+  s.get();
+  std::printf("timed out after %.1f ms, %ld tasks run meanwhile, %llu parks\n", ms, tasks,
+              (unsigned long long)rt.stats().total.parks);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::timed_out) << r.error().message();
+  EXPECT_GE(ms, 29.0);
+  EXPECT_LT(ms, 1000.0) << "the deadline was noticed only when the tasks stopped";
+}
+
 TEST(Io, SleepForSleepsAtLeastItsDuration) {
   parkway::Runtime rt(parkway::Options{.workers = 1});
   auto t0 = std::chrono::steady_clock::now();

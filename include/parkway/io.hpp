@@ -33,7 +33,8 @@
 //     std::logic_error naming the operation; a ring that cannot be created
 //     is a std::system_error.
 // Timeouts and cancellation: every operation takes OpOptions. A timeout or
-// deadline makes it fail with ETIMEDOUT; a CancelSource that fires (from
+// deadline makes it fail with ETIMEDOUT (its worker cancels it at its first
+// scheduling point past the deadline); a CancelSource that fires (from
 // any thread) makes it fail with ECANCELED. Closing a Socket, Listener or
 // File cancels the operations in flight on it first. Cancelling the
 // TaskGroup a coroutine belongs to (parkway/coro.hpp) cancels its

@@ -5,9 +5,7 @@
 // An OpState lives on the heap, not in the coroutine frame, so that the
 // kernel's CQEs and a cancel request in flight never point at freed
 // memory. It is freed when its last reference goes:
-//   - the kernel's: one per CQE still to come (the operation, and its
-//     linked timeout if it has one); dropped as a whole when the last
-//     of them is reaped;
+//   - the kernel's: until the operation's CQE is reaped;
 //   - the awaiter's: dropped when the co_await ends (or, if the coroutine
 //     was destroyed after its continuation was queued, by that
 //     continuation);
@@ -26,6 +24,7 @@
 #include <coroutine>
 #include <cstdint>
 
+#include "io/deadline_heap.hpp"
 #include "parkway/io.hpp"
 #include "parkway/task.hpp"
 
@@ -36,7 +35,6 @@ class IoRing;
 // user_data tags (the low 3 bits; every tagged object is 8-aligned).
 enum : std::uint64_t {
   kTagOp = 0,          // an OpState's operation
-  kTagTimeout = 1,     // its linked timeout
   kTagCancel = 2,      // a CancelRequest's ASYNC_CANCEL
   kTagAccept = 3,      // an AcceptQueue's multishot accept
   kTagRingWait = 4,    // the ring's own wait on the park word (no object)
@@ -80,13 +78,13 @@ struct OpState {
   std::atomic<std::uint32_t> refs{0};
   IoRing* ring = nullptr;             // the ring the operation was submitted to
   int res = 0;                        // the operation's CQE result
-  int timeout_res = 0;                // its linked timeout's
   std::uint32_t cqe_flags = 0;
-  std::uint8_t cqes_left = 0;         // owner of ring only
+  std::uint32_t deadline_pos = kNoDeadline;  // place in the ring's DeadlineHeap (owner of ring only)
+  bool timed_out = false;             // its deadline passed and the ring cancelled it (owner only)
   ScopeLink links[3];                 // [0]: the descriptor's scope, [1]: the CancelSource's,
                                       // [2]: the awaiting coroutine's TaskGroup's (group_scope.cpp)
   CancelRequest cancel;
-  __kernel_timespec ts{};             // a linked timeout's or a sleep's
+  __kernel_timespec ts{};             // a sleep's
   ::parkway::detail::CompletionWord kernel_done;  // 1 until every CQE is reaped
 };
 

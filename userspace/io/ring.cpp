@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <ctime>
+#include <new>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +26,15 @@ using ::parkway::detail::ParkWord;
 using ::parkway::detail::Worker;
 
 namespace {
+
+// A timed ring park sleeps at most this long.
+constexpr std::int64_t kMaxWaitNs = 1000000;
+
+std::int64_t monotonic_ns() noexcept {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return std::int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
 
 // IORING_OP_FUTEX_WAIT (Linux 6.7). Neither liburing 2.3 nor the 6.1
 // kernel headers know it, so the SQE is filled in by hand.
@@ -117,7 +129,7 @@ IoRing::~IoRing() {
       io_uring_sqe_set_data64(sqe, kTagIgnore);
     }
     for (int i = 0; (armed_ || cancels_ != 0) && i < 1000; ++i) {
-      enter(true, true);
+      enter(true, kMaxWaitNs);
       reap();
     }
   }
@@ -155,8 +167,7 @@ io_uring_sqe* IoRing::get_sqe(unsigned need) noexcept {
 }
 
 int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
-  const bool linked = o.timeout.count() > 0 || o.deadline.time_since_epoch().count() != 0;
-  io_uring_sqe* sqe = get_sqe(linked ? 2 : 1);
+  io_uring_sqe* sqe = get_sqe();
   if (!sqe) return -EBUSY;
   io_uring_prep_rw(a.opcode, sqe, a.fd, reinterpret_cast<const void*>(a.addr), a.len, a.off);
   sqe->rw_flags = int(a.op_flags);
@@ -171,26 +182,21 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
   urgent_ |= peer_waits_for(a.opcode);
   st->ring = this;
-  st->cqes_left = 1;
-  ::parkway::detail::trace::on_io_submit(a.opcode);
-  if (linked) {
-    sqe->flags |= IOSQE_IO_LINK;
-    io_uring_sqe* t = io_uring_get_sqe(&ring_);  // room for two was checked
-    unsigned tflags = 0;
-    std::int64_t ns;
-    if (o.timeout.count() > 0) {
-      ns = o.timeout.count();
-    } else {
-      ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o.deadline.time_since_epoch()).count();
-      tflags = IORING_TIMEOUT_ABS;  // CLOCK_MONOTONIC, which steady_clock reads
-      if (ns <= 0) ns = 1;
+  if (o.timeout.count() > 0 || o.deadline.time_since_epoch().count() != 0) {
+    // steady_clock is CLOCK_MONOTONIC, which expire_deadlines reads.
+    const std::int64_t at = o.timeout.count() > 0 ? monotonic_ns() + o.timeout.count()
+                                                  : std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                        o.deadline.time_since_epoch())
+                                                        .count();
+    try {
+      deadlines_.push(st, at);
+    } catch (const std::bad_alloc&) {  // the SQE is filled: make it a no-op that fails
+      io_uring_prep_nop(sqe);
+      io_uring_sqe_set_data64(sqe, kTagIgnore);
+      return -ENOMEM;
     }
-    st->ts.tv_sec = ns / 1000000000;
-    st->ts.tv_nsec = ns % 1000000000;
-    io_uring_prep_link_timeout(t, &st->ts, tflags);
-    io_uring_sqe_set_data64(t, reinterpret_cast<std::uint64_t>(st) | kTagTimeout);
-    st->cqes_left = 2;
   }
+  ::parkway::detail::trace::on_io_submit(a.opcode);
   ++ops_;
   ++submitted_;
   w_.count_io_op();
@@ -251,12 +257,12 @@ void IoRing::cancel_everything() noexcept {
   }
 }
 
-void IoRing::enter(bool wait, bool timed) noexcept {
+void IoRing::enter(bool wait, std::int64_t wait_ns) noexcept {
   int rc;
   if (!wait) {
     rc = defer_taskrun_ ? io_uring_submit_and_get_events(&ring_) : io_uring_submit(&ring_);
-  } else if (timed) {
-    __kernel_timespec ts{0, 1000000};
+  } else if (wait_ns >= 0) {
+    __kernel_timespec ts{wait_ns / 1000000000, wait_ns % 1000000000};
     io_uring_cqe* cqe;
     rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
   } else {
@@ -267,13 +273,34 @@ void IoRing::enter(bool wait, bool timed) noexcept {
   urgent_ = false;
 }
 
+void IoRing::expire_deadlines() noexcept {
+  deadline_ticks_ = 0;
+  const std::int64_t now = monotonic_ns();
+  while (OpState* st = deadlines_.pop_expired(now)) {
+    // The operation's CQE says how it ended: -ECANCELED if this cancel
+    // reached it (then ETIMEDOUT, in complete), its own result if it
+    // finished first (the cancel then finds nothing).
+    st->timed_out = true;
+    io_uring_sqe* sqe = get_sqe();
+    if (!sqe) {  // cannot happen short of a broken ring: look again at the next point
+      deadlines_.push(st, now);
+      return;
+    }
+    io_uring_prep_cancel64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp, 0);
+    io_uring_sqe_set_data64(sqe, kTagInternal);
+    ++cancels_;
+    urgent_ = true;  // its awaiter waits
+  }
+}
+
 unsigned IoRing::poll() noexcept {
   drain_mailbox();
+  if (!deadlines_.empty()) expire_deadlines();
   // SQEs nobody waits for alone are no reason to enter: between_tasks
   // sends them within a few tasks, and the ring park with its own entry.
   if ((urgent_ && io_uring_sq_ready(&ring_) != 0) ||
       (IO_URING_READ_ONCE(*ring_.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0)
-    enter(false, false);
+    enter(false);
   return reap();
 }
 
@@ -304,16 +331,11 @@ void IoRing::on_cqe(const io_uring_cqe* cqe) noexcept {
   const std::uint64_t ud = cqe->user_data;
   const std::uint64_t tag = ud & kTagMask;
   switch (tag) {
-    case kTagOp:
-    case kTagTimeout: {
+    case kTagOp: {
       auto* st = reinterpret_cast<OpState*>(ud & ~kTagMask);
-      if (tag == kTagOp) {
-        st->res = cqe->res;
-        st->cqe_flags = cqe->flags;
-      } else {
-        st->timeout_res = cqe->res;
-      }
-      if (--st->cqes_left == 0) complete(st);
+      st->res = cqe->res;
+      st->cqe_flags = cqe->flags;
+      complete(st);
       return;
     }
     case kTagCancel: {
@@ -338,8 +360,9 @@ void IoRing::on_cqe(const io_uring_cqe* cqe) noexcept {
 
 void IoRing::complete(OpState* st) noexcept {
   --ops_;
-  // A linked timeout that fired cancelled the operation: say so.
-  if (st->res == -ECANCELED && st->timeout_res == -ETIME) st->res = -ETIMEDOUT;
+  deadlines_.erase(st);
+  // Cancelled because its deadline passed: say so.
+  if (st->res == -ECANCELED && st->timed_out) st->res = -ETIMEDOUT;
   ::parkway::detail::trace::on_io_complete(st->res);
   scope_remove(st, 0);
   scope_remove(st, 1);
@@ -364,7 +387,14 @@ void IoRing::park(ParkWord& pw, bool timed) noexcept {
     }
   }
   w_.count_ring_park();
-  enter(true, timed);  // [R3]; the worker reaps [R4] once it is off the idle list
+  // Sleep no later than the earliest deadline: its operation is cancelled
+  // at [R4]'s poll.
+  std::int64_t wait_ns = timed ? kMaxWaitNs : -1;
+  if (!deadlines_.empty()) {
+    const std::int64_t until = std::max<std::int64_t>(deadlines_.earliest() - monotonic_ns(), 0);
+    if (wait_ns < 0 || until < wait_ns) wait_ns = until;
+  }
+  enter(true, wait_ns);  // [R3]; the worker reaps [R4] once it is off the idle list
 }
 
 }  // namespace parkway::io::detail

@@ -41,8 +41,9 @@ class IoRing {
   IoRing(const IoRing&) = delete;
   IoRing& operator=(const IoRing&) = delete;
 
-  // Queues st's operation (and its linked timeout) as SQEs; they go to the
-  // kernel at the next flush. Returns 0, or -errno if no SQE could be had.
+  // Queues st's operation as an SQE; it goes to the kernel at the next
+  // flush. A timeout or deadline in o puts st in the ring's deadline heap
+  // (io.md, "Timeouts"). Returns 0, or -errno if no SQE could be had.
   int submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept;
   // Queues a multishot accept whose CQEs carry user_data `tagged`.
   int submit_multishot_accept(int fd, std::uint64_t tagged) noexcept;
@@ -63,17 +64,23 @@ class IoRing {
   // worker runs out of work first: what they complete could not be reaped
   // sooner anyway. So a request costs one system call or less, not one
   // per operation (io.md, "When SQEs go to the kernel").
+  // Every kDeadlineTicks calls it also cancels the operations whose
+  // deadline has passed (a clock read per call would cost a compute task
+  // more than the task itself).
   void between_tasks() noexcept {
+    if (!deadlines_.empty() && ++deadline_ticks_ >= kDeadlineTicks) [[unlikely]]
+      expire_deadlines();
     if (!ready_.maybe_nonempty()) {
       if (events_waiting()) [[unlikely]]
         poll();
       else if (io_uring_sq_ready(&ring_) != 0 && (urgent_ || ++sq_ticks_ >= kFlushTicks)) [[unlikely]]
-        enter(false, false);
+        enter(false);
     } else if (urgent_ && ++sq_ticks_ >= kFlushTicks) {
-      enter(false, false);
+      enter(false);
     }
   }
-  // flush SQEs, run the kernel's deferred completions, reap the CQEs (each
+  // cancel operations past their deadline, flush SQEs, run the kernel's
+  // deferred completions, reap the CQEs (each
   // finished operation's continuation joins the worker's ready queue; CQEs
   // beyond its room stay in the CQ for the next reap) and drain the
   // mailbox. Returns how many continuations it pushed.
@@ -100,7 +107,8 @@ class IoRing {
   // Before [P0] of a ring park in eventfd mode: publish the doorbell.
   void prepare_park(::parkway::detail::ParkWord& pw) noexcept;
   // [R2] arm the ring's wait if it is not armed, [R3] sleep in
-  // io_uring_enter until a CQE arrives (1 ms at most if timed). Called
+  // io_uring_enter until a CQE arrives, the earliest deadline of the
+  // ring's operations passes, or (if timed) 1 ms has gone by. Called
   // after [P0]..[P2] and [R1] found nothing; the worker reaps [R4] (poll)
   // after it has left the idle list.
   void park(::parkway::detail::ParkWord& pw, bool timed) noexcept;
@@ -114,12 +122,16 @@ class IoRing {
 
  private:
   static constexpr unsigned kFlushTicks = 4;  // continuations that may queue SQEs before a flush
+  static constexpr unsigned kDeadlineTicks = 64;  // between_tasks() calls per look at the clock
   io_uring_sqe* get_sqe(unsigned need = 1) noexcept;
   unsigned reap() noexcept;
   void drain_mailbox() noexcept;
   void complete(OpState* st) noexcept;
   void on_cqe(const io_uring_cqe* cqe) noexcept;
-  void enter(bool wait, bool timed) noexcept;
+  // Waits up to `wait_ns` (< 0: no limit) when `wait`.
+  void enter(bool wait, std::int64_t wait_ns = -1) noexcept;
+  // Queues an ASYNC_CANCEL of each operation whose deadline has passed.
+  void expire_deadlines() noexcept;
 
   io_uring ring_;
   ::parkway::detail::Worker& w_;
@@ -135,6 +147,8 @@ class IoRing {
   std::uint64_t submitted_ = 0;
   std::uint64_t doorbell_buf_ = 0;  // the eventfd read's target
   std::atomic<CancelRequest*> mailbox_{nullptr};
+  DeadlineHeap<OpState> deadlines_;  // operations with a timeout, earliest deadline first
+  unsigned deadline_ticks_ = 0;      // between_tasks() calls since expire_deadlines()
   ReadyQueue& ready_;  // the worker's ready continuations, where reaps put them
 };
 
