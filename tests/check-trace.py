@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import xml.dom.minidom
 
 PARKWAY, GT = sys.argv[1], sys.argv[2]
@@ -315,6 +316,57 @@ if facts:
     check(facts.get("child_status") == "0" and facts.get("fib") == "610" and rc == 0,
           "a forked child that exits normally leaves the parent's trace complete", "%s %d %s" % (facts, rc, err))
 
+# ---- large traces: memory bounded --------------------------------------------
+# fib(27) and fib(30) at the task level: about 1M and 4M events (chunks of
+# 1M events, so that the writer keeps up). Reading streams the file: the
+# peak RSS of report and export is the same for both, well under the file.
+
+def peak_rss(cmd):
+    """Runs cmd under /usr/bin/time, output discarded: (exit code, peak RSS
+    in KiB, seconds). (A child of this script starts as a copy of it, and
+    its peak RSS counts that copy; time's child does not.)"""
+    t0 = time.monotonic()
+    p = subprocess.run(["/usr/bin/time", "-f", "maxrss %M"] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True, errors="replace")
+    m = re.search(r"maxrss (\d+)", p.stderr)
+    return p.returncode, int(m.group(1)) if m else 1 << 40, time.monotonic() - t0
+
+
+large = {}
+if not os.access("/usr/bin/time", os.X_OK):
+    print("SKIP: large traces (7 checks): /usr/bin/time is not installed")
+for n in ((27, 30) if os.access("/usr/bin/time", os.X_OK) else ()):
+    facts, path = ground_truth("large-fib%d" % n, ["fib", str(n)], "task", {"PARKWAY_TRACE_CHUNK": "1048576"})
+    if not facts:
+        continue
+    rc, out, err = report(path)
+    r = parse_report(out) if rc == 0 else None
+    m = re.search(r"\((\d+) task runs,", out)
+    if r and r["dropped"] == 0:
+        tasks = sum(w["tasks"] for w in r["workers"].values())
+        spawns = sum(w["spawns"] for w in r["workers"].values())
+        check(tasks == int(facts["executed"]) and spawns == int(facts["spawned"]) and m and int(m.group(1)) == tasks,
+              "fib(%d), %d events: every spawn and run counted, each run in the task graph" % (n, r["events"]),
+              "tasks %d spawns %d graph %s (want %s, %s)" % (tasks, spawns, m and m.group(1), facts["executed"], facts["spawned"]))
+    large[n] = {"events": r["events"] if r else 0, "bytes": os.path.getsize(path),
+                "report": peak_rss([PARKWAY, "trace", "report", path]),
+                "export": peak_rss([PARKWAY, "trace", "export", "--json", os.path.join(TMP, "large.json"),
+                                    "--svg", os.path.join(TMP, "large.svg"), path])}
+    os.unlink(path)
+if len(large) == 2:
+    small, big = large[27], large[30]
+    check(big["events"] >= 3.5 * small["events"] > 0, "fib(30) has about 4x the events of fib(27): %d and %d" %
+          (big["events"], small["events"]))
+    for cmd in ("report", "export"):
+        (rc1, kb1, s1), (rc2, kb2, s2) = small[cmd], big[cmd]
+        what = "%s: peak RSS %d KiB for %d events (%.2f s), %d KiB for %d events (%.2f s)" % (
+            cmd, kb1, small["events"], s1, kb2, big["events"], s2)
+        check(rc1 == 0 and rc2 == 0 and kb2 <= kb1 * 1.1 + 1024, what + ": within 10% + 1 MiB")
+        check(kb2 * 1024 < big["bytes"] / 4, "%s: peak RSS %d KiB, under a quarter of the %d-byte file" % (cmd, kb2, big["bytes"]))
+    for f in ("large.json", "large.svg"):
+        if os.path.exists(os.path.join(TMP, f)):
+            os.unlink(os.path.join(TMP, f))
+
 # ---- the environment's mistakes ---------------------------------------------
 
 for var, val, want in (("PARKWAY_TRACE_LEVEL", "tasks", "PARKWAY_TRACE_LEVEL must be 'sched' or 'task', got 'tasks'"),
@@ -493,7 +545,7 @@ def record_skip_reason():
     return None
 
 
-skipped = 0
+skipped = 0 if os.access("/usr/bin/time", os.X_OK) else 7
 why = record_skip_reason()
 if why:
     print("SKIP: parkway trace record (3 checks): " + why)
@@ -522,7 +574,6 @@ else:
     prog = subprocess.Popen([GT, "rounds", "1500"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rec = subprocess.Popen([PARKWAY, "trace", "record", "-o", path, "-p", str(prog.pid)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
-    import time
     time.sleep(5)
     rec.send_signal(2)
     out, err = rec.communicate(timeout=60)
