@@ -334,7 +334,7 @@ def peak_rss(cmd):
 
 large = {}
 if not os.access("/usr/bin/time", os.X_OK):
-    print("SKIP: large traces (7 checks): /usr/bin/time is not installed")
+    print("SKIP: large traces (8 checks): /usr/bin/time is not installed")
 for n in ((27, 30) if os.access("/usr/bin/time", os.X_OK) else ()):
     facts, path = ground_truth("large-fib%d" % n, ["fib", str(n)], "task", {"PARKWAY_TRACE_CHUNK": "1048576"})
     if not facts:
@@ -348,7 +348,9 @@ for n in ((27, 30) if os.access("/usr/bin/time", os.X_OK) else ()):
         check(tasks == int(facts["executed"]) and spawns == int(facts["spawned"]) and m and int(m.group(1)) == tasks,
               "fib(%d), %d events: every spawn and run counted, each run in the task graph" % (n, r["events"]),
               "tasks %d spawns %d graph %s (want %s, %s)" % (tasks, spawns, m and m.group(1), facts["executed"], facts["spawned"]))
-    large[n] = {"events": r["events"] if r else 0, "bytes": os.path.getsize(path),
+    m = re.search(r"the graph held at most (\d+) task runs at once", out)
+    large[n] = {"events": r["events"] if r else 0, "bytes": os.path.getsize(path), "held": int(m.group(1)) if m else -1,
+                "runs": int(facts["executed"]),
                 "report": peak_rss([PARKWAY, "trace", "report", path]),
                 "export": peak_rss([PARKWAY, "trace", "export", "--json", os.path.join(TMP, "large.json"),
                                     "--svg", os.path.join(TMP, "large.svg"), path])}
@@ -357,6 +359,9 @@ if len(large) == 2:
     small, big = large[27], large[30]
     check(big["events"] >= 3.5 * small["events"] > 0, "fib(30) has about 4x the events of fib(27): %d and %d" %
           (big["events"], small["events"]))
+    check(0 < big["held"] <= 2 * small["held"] + 256 and big["held"] * 100 < big["runs"],
+          "the task graph held at most %d runs at once for fib(30) (%d runs), %d for fib(27): the live spawn tree" %
+          (big["held"], big["runs"], small["held"]))
     for cmd in ("report", "export"):
         (rc1, kb1, s1), (rc2, kb2, s2) = small[cmd], big[cmd]
         what = "%s: peak RSS %d KiB for %d events (%.2f s), %d KiB for %d events (%.2f s)" % (
@@ -545,7 +550,7 @@ def record_skip_reason():
     return None
 
 
-skipped = 0 if os.access("/usr/bin/time", os.X_OK) else 7
+skipped = 0 if os.access("/usr/bin/time", os.X_OK) else 8
 why = record_skip_reason()
 if why:
     print("SKIP: parkway trace record (3 checks): " + why)

@@ -232,6 +232,7 @@ TraceIndex index_trace(const std::string& path, bool allow_cut) {
           }
           done += k;
         }
+        if (n) s.last_chunk = off;
         ix.events += n;
         break;
       }
@@ -292,6 +293,7 @@ TraceIndex index_trace(const std::string& path, bool allow_cut) {
 struct EventReader::Cursor {
   std::uint32_t id = 0;
   std::uint64_t scan = 0;        // the next record to look at for this stream's chunks
+  std::uint64_t last = 0;        // its last chunk with events
   std::uint64_t chunk_at = 0;    // the current chunk's next unread event
   std::uint64_t chunk_left = 0;  // its events not yet read
   std::vector<Event> block;      // read, ticks converted
@@ -310,6 +312,7 @@ EventReader::EventReader(const TraceIndex& ix) : ix_(ix) {
   for (std::size_t i = 0; i < cursors_.size(); ++i) {
     cursors_[i].id = ix.streams[i].id;
     cursors_[i].scan = ix.streams[i].record;
+    cursors_[i].last = ix.streams[i].last_chunk;
     if (ix.streams[i].events && refill(cursors_[i])) heap_.push_back(i);
   }
   std::make_heap(heap_.begin(), heap_.end(), [this](std::size_t a, std::size_t b) { return later(a, b); });
@@ -323,7 +326,7 @@ EventReader::~EventReader() {
 bool EventReader::refill(Cursor& c) {
   if (c.pos < c.block.size()) return true;
   while (c.chunk_left == 0) {
-    if (c.scan >= ix_.data_end) return false;
+    if (c.scan > c.last || c.scan >= ix_.data_end) return false;
     RecordHeader r;
     read_exact(fd_, ix_.path, &r, sizeof r, c.scan);
     const std::uint64_t body = c.scan + sizeof r;

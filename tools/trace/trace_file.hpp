@@ -32,6 +32,7 @@ struct StreamIndex {
   std::uint32_t id = 0;
   trace_format::StreamInfo info{};
   std::uint64_t record = 0;            // the offset of its stream record
+  std::uint64_t last_chunk = 0;        // the offset of its last chunk record (events > 0)
   std::uint64_t events = 0;
   std::uint64_t first = 0, last = 0;   // its first and last event, ns since the start (events > 0)
   std::uint64_t dropped = 0;           // as the chunk headers say

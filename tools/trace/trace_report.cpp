@@ -176,7 +176,7 @@ void section_tasks(std::FILE* o, const Model& m) {
 }
 
 // Cilkscale's measures of the task graph (trace_dag.hpp says how it is rebuilt).
-void section_work_span(std::FILE* o, const WorkSpan& ws) {
+void section_work_span(std::FILE* o, const WorkSpan& ws, std::size_t held) {
   if (!ws.valid || ws.span == 0) {
     std::fprintf(o, "  work/span: no task ran on a worker in the trace\n");
     return;
@@ -192,6 +192,7 @@ void section_work_span(std::FILE* o, const WorkSpan& ws) {
                   "their parent's end, %llu started after it (detached)\n",
                (unsigned long long)ws.joins_recorded, (unsigned long long)ws.joins_nested,
                (unsigned long long)ws.joined_at_end, (unsigned long long)ws.detached);
+  std::fprintf(o, "  the graph held at most %zu task runs at once (those not done, and their children)\n", held);
   if (ws.roots > 1)
     std::fprintf(o, "  the %llu roots (tasks submitted from outside the pool) count as parallel: the span is the "
                     "longest of their graphs\n", (unsigned long long)ws.roots);
@@ -217,7 +218,7 @@ void section_parallelism(std::FILE* o, const Model& m) {
     std::fprintf(o, "  work (time inside tasks, all workers): %s over %s: average parallelism %.2f of %u workers\n",
                  fmt_ns(double(m.work_ns)).c_str(), fmt_ns(double(t1 - t0)).c_str(),
                  t1 > t0 ? double(m.work_ns) / double(t1 - t0) : 0.0, m.workers);
-    section_work_span(o, m.work_span);
+    section_work_span(o, m.work_span, m.dag_runs_held);
     double idle = 0;
     for (unsigned w = 0; w < m.workers; ++w) idle += double(m.tracks[w].time_in[kSearching] + m.tracks[w].time_in[kParked]);
     std::fprintf(o, "\nIdle while work was queued (a worker searching or parked while a spawned task waited to start)\n");
