@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""check-trace.py PARKWAY GROUND_TRUTH -- the in-process trace and
+"""check-trace.py PARKWAY GROUND_TRUTH SKETCH_CHECK -- the in-process trace and
 `parkway trace`, held against a program whose schedule is known
 (tests/trace_ground_truth.cpp prints what it knows; the report must show
 the same numbers), and against broken files (each error is one line
-naming the byte offset, exit 1, never a crash). One line per check, then
+naming the byte offset, exit 1, never a crash), and the report's quantile
+sketch against sorted lists (SKETCH_CHECK, tests/trace_sketch_check.cpp).
+One line per check, then
 "N passed, N failed, N skipped". The checks of `parkway trace record`
 need root, bpftrace and tracefs (mounted here if it is not); without them
 they are skipped.
@@ -19,7 +21,7 @@ import tempfile
 import time
 import xml.dom.minidom
 
-PARKWAY, GT = sys.argv[1], sys.argv[2]
+PARKWAY, GT, SKETCH = sys.argv[1], sys.argv[2], sys.argv[3]
 TMP = tempfile.mkdtemp(prefix="check-trace.")
 passed = failed = 0
 
@@ -371,6 +373,13 @@ if len(large) == 2:
     for f in ("large.json", "large.svg"):
         if os.path.exists(os.path.join(TMP, f)):
             os.unlink(os.path.join(TMP, f))
+
+# ---- the quantile sketch: within its bound of the sorted list ---------------
+
+rc, out, err = run([SKETCH])
+lines = [l for l in out.splitlines() if l.startswith(("ok: ", "FAIL: "))]
+check(rc == 0 and len(lines) == 4 and all(l.startswith("ok: ") for l in lines),
+      "quantile sketch: " + "; ".join(l.split(": ", 1)[1] for l in lines), "exit %d: %s %s" % (rc, out, err))
 
 # ---- the environment's mistakes ---------------------------------------------
 

@@ -140,9 +140,15 @@ $(TRACE_GT_BIN): tests/trace_ground_truth.cpp $(LIB_A) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB_A) -luring $(LDLIBS)
 
+# The report's quantile sketch against sorted lists (its stated error bound).
+TRACE_SKETCH_BIN := $(BUILD)/tests/trace_sketch_check
+$(TRACE_SKETCH_BIN): tests/trace_sketch_check.cpp tools/trace/trace_sketch.hpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++20 -O2 -g -Wall -Wextra -Itools/trace -o $@ $<
+
 .PHONY: test-trace
-test-trace: $(TRACE_GT_BIN) $(BUILD)/parkway
-	@python3 tests/check-trace.py $(BUILD)/parkway $(TRACE_GT_BIN)
+test-trace: $(TRACE_GT_BIN) $(BUILD)/parkway $(TRACE_SKETCH_BIN)
+	@python3 tests/check-trace.py $(BUILD)/parkway $(TRACE_GT_BIN) $(TRACE_SKETCH_BIN)
 
 TEST_SUITES += test-trace
 
