@@ -33,7 +33,9 @@ extern "C" const char parkway_trace_usage[] =
     "                event)\n"
     "trace record  the scheduling events of a running process (-p, until Ctrl-C)\n"
     "              or of COMMAND, from the USDT probes under bpftrace (root),\n"
-    "              into FILE (default parkway.pwt); no restart with PARKWAY_TRACE\n";
+    "              into FILE (default parkway.pwt); no restart with PARKWAY_TRACE;\n"
+    "              with `parkway sched load`, the sched_ext scheduler's decisions\n"
+    "              about the workers too (those alone without bpftrace)\n";
 
 namespace {
 

@@ -114,6 +114,12 @@ struct ChromeJsonWriter::Impl : ModelSink {
     j.slice(pid_of(m), s.victim, "stolen from", s.at, s.at, args);
     j.flow(pid_of(m), "steal", p.next_id++, s.victim, s.at, s.thief, s.at);
   }
+  void sched_ext(const Model& m, std::size_t track, std::uint64_t at, unsigned kind, unsigned cpu) override {
+    std::snprintf(args, sizeof args, "\"cpu\":%u", cpu);
+    char name[32];
+    std::snprintf(name, sizeof name, "sched_ext %s", sched_ext_name(kind));
+    j.slice(pid_of(m), tid_of(m, track), name, at, at, args);
+  }
   void wake(const Model& m, const Wake& w) override {
     PerModel& p = of(m);
     if (!w.asleep || p.wakes++ >= kMaxFlows) return;

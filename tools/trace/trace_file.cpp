@@ -36,6 +36,7 @@ const char* event_name(std::uint8_t type) {
     case EventType::kOffCpu: return "off_cpu";
     case EventType::kOnCpu: return "on_cpu";
     case EventType::kRuntime: return "runtime";
+    case EventType::kSchedExt: return "sched_ext";
     case EventType::kSpawn: return "spawn";
     case EventType::kRunBegin: return "run_begin";
     case EventType::kRunEnd: return "run_end";

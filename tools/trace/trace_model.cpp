@@ -28,6 +28,15 @@ void StateGrid::add(std::size_t track, std::uint64_t begin, std::uint64_t end, s
   }
 }
 
+const char* sched_ext_name(unsigned kind) {
+  switch (kind) {
+    case kScxBusyPromote: return "busy_promote";
+    case kScxKeepPrev: return "keep_prev";
+    case kScxYieldToBusy: return "yield_to_busy";
+  }
+  return "other";
+}
+
 std::vector<double> parallelism(const Model& m, const StateGrid& g) {
   std::vector<double> busy(g.bins, 0.0);
   if (g.to <= g.from || g.bins == 0) return busy;
@@ -456,6 +465,13 @@ void Builder::event(std::size_t track, const Event& e) {
     case EventType::kParkFence: ++tr.park_fences; break;
     case EventType::kNotify: ++tr.notifies; break;
     case EventType::kRuntime: break;  // routed by analyse
+    case EventType::kSchedExt: {
+      m_.sched_ext = true;
+      const unsigned kind = e.a8 <= unsigned(kScxYieldToBusy) ? unsigned(e.a8) : unsigned(kScxOther);
+      ++tr.sched_ext[kind];
+      if (opt_.sink) opt_.sink->sched_ext(m_, track, at, kind, e.a16);
+      break;
+    }
     case EventType::kOffCpu:
       m_.kernel_view = true;
       if (e.a8) push(track, at, SpanKind::kDescheduled, 0);  // preempted; a thread that blocked is in its park or task

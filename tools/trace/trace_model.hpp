@@ -48,7 +48,13 @@ struct Track {
   std::uint64_t events = 0;
   std::uint64_t spawns = 0, runs = 0, steals = 0, stolen = 0, injected_taken = 0, io_submits = 0, io_completes = 0;
   std::uint64_t steal_fences = 0, park_fences = 0, notifies = 0;
+  // The sched_ext scheduler's decisions about it, by kind (SchedExtKind).
+  std::uint64_t sched_ext[4] = {};
 };
+
+// The kinds of kSchedExt events (bpf/parkway_sched.h, parkway_sched_event_kind).
+enum SchedExtKind { kScxOther = 0, kScxBusyPromote = 1, kScxKeepPrev = 2, kScxYieldToBusy = 3 };
+const char* sched_ext_name(unsigned kind);
 
 struct Steal {
   std::uint64_t at;
@@ -117,6 +123,7 @@ struct Model {
   // Idle while work was queued elsewhere (task level): worker-ns.
   std::uint64_t idle_with_work_searching = 0, idle_with_work_parked = 0, idle_with_work_descheduled = 0;
   bool kernel_view = false;  // off_cpu/on_cpu events are in the trace
+  bool sched_ext = false;    // the sched_ext scheduler's events are in the trace
   // Tasks queued (spawned or injected, not started), pool-wide, sampled:
   // (ns, count) at most one point per 1/4000 of the trace.
   std::vector<std::pair<std::uint64_t, std::int64_t>> queued;
@@ -135,6 +142,8 @@ struct ModelSink {
   virtual void steal(const Model&, const Steal&) {}
   virtual void wake(const Model&, const Wake&) {}
   virtual void migration(const Model&, const Migration&) {}
+  virtual void sched_ext(const Model&, std::size_t /*track*/, std::uint64_t /*at*/, unsigned /*kind*/,
+                         unsigned /*cpu*/) {}
 };
 
 struct AnalyseOptions {

@@ -96,6 +96,22 @@ void section_workers(std::FILE* o, const Model& m) {
   }
 }
 
+// What the sched_ext scheduler decided about each worker (docs/design/sched-ext.md).
+void section_sched_ext(std::FILE* o, const Model& m) {
+  if (!m.sched_ext) return;
+  std::fprintf(o, "\nThe sched_ext scheduler's decisions about each worker (parkway sched load)\n");
+  std::fprintf(o, "    %-6s %13s %13s %13s %9s\n", "worker", "busy_promote", "keep_prev", "yield_to_busy", "other");
+  for (unsigned w = 0; w < m.workers; ++w) {
+    const Track& t = m.tracks[w];
+    std::fprintf(o, "    %-6s %13llu %13llu %13llu %9llu\n", t.label.c_str(), (unsigned long long)t.sched_ext[kScxBusyPromote],
+                 (unsigned long long)t.sched_ext[kScxKeepPrev], (unsigned long long)t.sched_ext[kScxYieldToBusy],
+                 (unsigned long long)t.sched_ext[kScxOther]);
+  }
+  std::fprintf(o, "    busy_promote: preempted while busy, queued ahead of its program's thieves; keep_prev: its\n"
+                  "    slice ran out, it kept the CPU (still ahead of the queue); yield_to_busy: searching, it\n"
+                  "    gave its CPU to a busy sibling that waited\n");
+}
+
 void section_steals(std::FILE* o, const Model& m) {
   std::fprintf(o, "\nSteals: %llu, thief (row) by victim (column): steals/tasks moved\n", (unsigned long long)m.steal_count);
   if (m.steals.empty() || m.workers == 0) return;
@@ -250,6 +266,7 @@ void write_report(const TraceIndex& tf, const std::vector<Model>& models, std::F
       std::fprintf(o, "\n==== Runtime %zu of %zu (id 0x%llx): %u workers ====\n", k + 1, models.size(),
                    (unsigned long long)m.runtime, m.workers);
     section_workers(o, m);
+    section_sched_ext(o, m);
     section_steals(o, m);
     section_parks_wakes(o, m);
     section_tasks(o, m);
