@@ -46,6 +46,7 @@
 #define PARKWAY_PIN_STATS   PARKWAY_PIN_DIR "/stats"
 #define PARKWAY_PIN_PROCS   PARKWAY_PIN_DIR "/procs"
 #define PARKWAY_PIN_RUNTIME PARKWAY_PIN_DIR "/runtime"
+#define PARKWAY_PIN_EVENTS  PARKWAY_PIN_DIR "/events"
 #define PARKWAY_OPS_NAME    "parkway"
 
 #define PARKWAY_MAX_PROCS 4096
@@ -126,6 +127,26 @@ enum parkway_stat {
 /* Whether a stat is a maximum (combined across CPUs with max, not sum). */
 #define PARKWAY_STAT_IS_MAX(i) \
 	((i) == PARKWAY_STAT_MAX_WAIT_US || (i) == PARKWAY_STAT_MAX_QUEUED)
+
+/* The scheduler's decisions about registered workers, one record each in
+ * a BPF ring buffer (PARKWAY_PIN_EVENTS) that `parkway trace record`
+ * drains. With no reader the ring fills and further records are lost
+ * (the reserve fails). */
+enum parkway_sched_event_kind {
+	PARKWAY_EV_BUSY_PROMOTE = 1,  /* a preempted busy worker queued ahead of its program's thieves */
+	PARKWAY_EV_KEEP_PREV = 2,     /* a worker whose slice ran out kept its CPU: still ahead of the queue */
+	PARKWAY_EV_YIELD_TO_BUSY = 3, /* a searching worker gave up its CPU to a waiting busy sibling */
+};
+struct parkway_sched_event {
+	__u64 ns;      /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
+	__u32 tgid;
+	__u32 tid;
+	__u32 kind;    /* enum parkway_sched_event_kind */
+	__u32 worker;  /* the worker index it registered with */
+	__u32 cpu;
+	__u32 reserved;
+};
+#define PARKWAY_EVENTS_BYTES (256 * 1024)
 
 /* Load-time settings, in the BPF object's ".rodata.cfg" section (read-only
  * once loaded, so the verifier sees them as constants). The loader checks

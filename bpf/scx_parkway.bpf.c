@@ -35,6 +35,9 @@
  *  - parked: asleep on a futex, not runnable, costs nothing, and sleeping
  *    earns its program no credit.
  * Wakeups that find an idle CPU go straight to it, like scx_simple.
+ * Each busy_promote, keep_prev and yield_to_busy of a registered worker is
+ * also one record in the `events` ring buffer, which `parkway trace record`
+ * drains (lost while nobody does: the ring is full).
  *
  * Why this shape: one queue with a per-program key keeps the policy in a
  * few lines and makes fairness between programs (parkway or not) the
@@ -101,6 +104,12 @@ struct {
 	__type(value, u64);
 } stats SEC(".maps");
 
+/* Decisions about registered workers, for `parkway trace record`. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, PARKWAY_EVENTS_BYTES);
+} events SEC(".maps");
+
 /* Per task, freed with the task. For a registered worker it is also the
  * registration: only pw_register, run by the thread itself, sets
  * state_addr. */
@@ -121,6 +130,24 @@ struct {
 	__type(key, int);
 	__type(value, struct task_ctx);
 } task_ctxs SEC(".maps");
+
+/* A decision about p, if it is a registered worker: one ring record, or
+ * nothing when the ring is full (nobody reads it). */
+static void sched_event(struct task_struct *p, u32 worker, u32 kind)
+{
+	struct parkway_sched_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e)
+		return;
+	e->ns = bpf_ktime_get_ns();
+	e->tgid = p->tgid;
+	e->tid = p->pid;
+	e->kind = kind;
+	e->worker = worker;
+	e->cpu = bpf_get_smp_processor_id();
+	e->reserved = 0;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
 
 static void stat_inc(u32 idx)
 {
@@ -330,6 +357,8 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
 			__sync_fetch_and_add(&pr->busy_waiting, 1);
 		}
 		stat_inc(PARKWAY_STAT_BUSY_PROMOTE);
+		if (tc && tc->state_addr)
+			sched_event(p, tc->index, PARKWAY_EV_BUSY_PROMOTE);
 	}
 	pw_insert_vtime(p, SHARED_DSQ, slice, key, enq_flags);
 	stat_inc(PARKWAY_STAT_DISPATCH);
@@ -358,6 +387,8 @@ static bool keep_prev(struct task_struct *prev, u64 slice)
 		ahead = (s64)(key - q->scx.dsq_vtime) < 0;
 		break;
 	}
+	if (ahead && tc && tc->state_addr)
+		sched_event(prev, tc->index, PARKWAY_EV_KEEP_PREV);
 	return ahead;
 }
 
@@ -446,7 +477,11 @@ static bool thief_should_yield(struct task_struct *p)
 	if (worker_state(p, tc) != PARKWAY_W_SEARCHING)
 		return false;
 	pr = bpf_map_lookup_elem(&procs, &tgid);
-	return pr && pr->busy_waiting;
+	if (!pr || !pr->busy_waiting)
+		return false;
+	if (tc)
+		sched_event(p, tc->index, PARKWAY_EV_YIELD_TO_BUSY);
+	return true;
 }
 
 void PW_OP(pw_tick, struct task_struct *p)

@@ -1,31 +1,75 @@
 #!/usr/bin/env bash
-# check-trace-san.sh PARKWAY TSAN_BIN ASAN_BIN -- the trace recorder under
+# check-trace-san.sh READER TSAN_BIN ASAN_BIN -- the trace recorder under
 # the sanitizers: each program traced at the task level (with 64-event
 # chunks too, so that chunks are handed over and events dropped), no
-# sanitizer report, and a file that `parkway trace report` reads.
+# sanitizer report, and a file that `parkway trace report` and `export`
+# read. READER is `parkway trace` built with ASan + UBSan: it also reads
+# 30 damaged copies of one file (cut, bytes changed), each an exit 0 or 1
+# with no sanitizer report.
 set -u
-parkway=$1; shift
+reader=$1; shift
 pass=0; fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+export ASAN_OPTIONS="exitcode=66" UBSAN_OPTIONS="halt_on_error=1 exitcode=66"
+# The reader on $1: report and export, exit 0 (or 0/1 with $2 = damaged), no sanitizer report.
+read_ok() {
+  local f=$1 damaged=${2:-}
+  for cmd in report export; do
+    if [ $cmd = report ]; then
+      "$reader" report "$f" >"$tmp/report" 2>"$tmp/rerr"
+    else
+      "$reader" export --json "$tmp/t.json" --svg "$tmp/t.svg" "$f" >/dev/null 2>"$tmp/rerr"
+    fi
+    rc=$?
+    if grep -qE 'AddressSanitizer|runtime error|LeakSanitizer' "$tmp/rerr" || [ $rc -gt 1 ] ||
+       { [ -z "$damaged" ] && [ $rc -ne 0 ]; }; then
+      echo "  the reader's $cmd: exit $rc"; sed 's/^/  /' "$tmp/rerr" | head -30
+      return 1
+    fi
+  done
+  return 0
+}
 for bin in "$@"; do
   san=$(basename "$(dirname "$(dirname "$bin")")")
   for args in "schedule" "fib 18" "runtimes 12"; do
     for chunk in "" 64; do
       what="$san: trace_ground_truth $args${chunk:+, PARKWAY_TRACE_CHUNK=$chunk}"
       env PARKWAY_TRACE=$tmp/t.pwt PARKWAY_TRACE_LEVEL=task ${chunk:+PARKWAY_TRACE_CHUNK=$chunk} \
-        TSAN_OPTIONS="halt_on_error=1 exitcode=66" ASAN_OPTIONS="exitcode=66" \
+        TSAN_OPTIONS="halt_on_error=1 exitcode=66" \
         "$bin" $args >"$tmp/out" 2>"$tmp/err"
       rc=$?
       if [ $rc -ne 0 ] || grep -qE 'ThreadSanitizer|AddressSanitizer|runtime error' "$tmp/err"; then
         echo "FAIL: $what: exit $rc"; sed 's/^/  /' "$tmp/err" | head -40; fail=$((fail + 1)); continue
       fi
-      if ! "$parkway" trace report "$tmp/t.pwt" >"$tmp/report" 2>"$tmp/rerr"; then
-        echo "FAIL: $what: the report: $(cat "$tmp/rerr")"; fail=$((fail + 1)); continue
+      if ! read_ok "$tmp/t.pwt"; then
+        echo "FAIL: $what: the reader (ASan + UBSan)"; fail=$((fail + 1)); continue
       fi
-      echo "ok: $what"; pass=$((pass + 1))
+      [ "$args" = "fib 18" ] && [ -n "$chunk" ] && cp "$tmp/t.pwt" "$tmp/base.pwt"
+      echo "ok: $what, read and exported"; pass=$((pass + 1))
     done
   done
 done
+if [ -f "$tmp/base.pwt" ]; then
+  bad=0
+  for i in $(seq 1 30); do
+    python3 - "$tmp/base.pwt" "$tmp/d.pwt" "$i" <<'PY'
+import random, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+rng = random.Random(int(sys.argv[3]))
+for _ in range(rng.randrange(1, 5)):
+    d[rng.randrange(48, len(d))] = rng.randrange(256)
+if rng.random() < 0.4:
+    d = d[:rng.randrange(48, len(d))]
+open(sys.argv[2], "wb").write(d)
+PY
+    read_ok "$tmp/d.pwt" damaged || { echo "  (damaged copy $i)"; bad=$((bad + 1)); }
+  done
+  if [ $bad -eq 0 ]; then
+    echo "ok: the reader (ASan + UBSan) on 30 damaged copies: exit 0 or 1, no report"; pass=$((pass + 1))
+  else
+    echo "FAIL: the reader (ASan + UBSan) on damaged copies: $bad of 30"; fail=$((fail + 1))
+  fi
+fi
 echo "$pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]

@@ -140,9 +140,15 @@ $(TRACE_GT_BIN): tests/trace_ground_truth.cpp $(LIB_A) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB_A) -luring $(LDLIBS)
 
+# The report's quantile sketch against sorted lists (its stated error bound).
+TRACE_SKETCH_BIN := $(BUILD)/tests/trace_sketch_check
+$(TRACE_SKETCH_BIN): tests/trace_sketch_check.cpp tools/trace/trace_sketch.hpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++20 -O2 -g -Wall -Wextra -Itools/trace -o $@ $<
+
 .PHONY: test-trace
-test-trace: $(TRACE_GT_BIN) $(BUILD)/parkway
-	@python3 tests/check-trace.py $(BUILD)/parkway $(TRACE_GT_BIN)
+test-trace: $(TRACE_GT_BIN) $(BUILD)/parkway $(TRACE_SKETCH_BIN)
+	@python3 tests/check-trace.py $(BUILD)/parkway $(TRACE_GT_BIN) $(TRACE_SKETCH_BIN)
 
 TEST_SUITES += test-trace
 
@@ -155,10 +161,18 @@ ASAN_MAKE := $(MAKE) --no-print-directory BUILD=build/asan \
   OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
   LDLIBS="-pthread -fsanitize=address,undefined"
 
+# The reader too (`parkway trace` alone, ASan + UBSan) reads and exports
+# each of those files and damaged copies of one.
+TRACE_TOOL_ASAN := build/asan/tests/parkway_trace
+$(TRACE_TOOL_ASAN): tests/trace_tool_main.cpp $(wildcard tools/trace/*.cpp tools/trace/*.hpp tools/trace/*.h) userspace/trace/format.hpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++20 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
+	  -Wall -Wextra -D_GNU_SOURCE -Iuserspace -Itools/trace -o $@ $< $(wildcard tools/trace/*.cpp)
+
 .PHONY: test-trace-san
-test-trace-san: $(BUILD)/parkway
+test-trace-san: $(BUILD)/parkway $(TRACE_TOOL_ASAN)
 	+@$(TSAN_MAKE) build/tsan/tests/trace_ground_truth
 	+@$(ASAN_MAKE) build/asan/tests/trace_ground_truth
-	@bash tests/check-trace-san.sh $(BUILD)/parkway build/tsan/tests/trace_ground_truth build/asan/tests/trace_ground_truth
+	@bash tests/check-trace-san.sh $(TRACE_TOOL_ASAN) build/tsan/tests/trace_ground_truth build/asan/tests/trace_ground_truth
 
 TEST_SUITES += test-trace-san

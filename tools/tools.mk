@@ -42,7 +42,7 @@ $(BUILD)/obj/$(CLI_DIR)/%.o: $(CLI_DIR)/%.c $(wildcard $(CLI_DIR)/*.h) $(TRACE_D
 	@mkdir -p $(dir $@)
 	$(CC) $(CLI_CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/$(TRACE_DIR)/%.o: $(TRACE_DIR)/%.cpp $(wildcard $(TRACE_DIR)/*.hpp $(TRACE_DIR)/*.h) userspace/trace/format.hpp
+$(BUILD)/obj/$(TRACE_DIR)/%.o: $(TRACE_DIR)/%.cpp $(wildcard $(TRACE_DIR)/*.hpp $(TRACE_DIR)/*.h) userspace/trace/format.hpp bpf/parkway_sched.h
 	@mkdir -p $(dir $@)
 	$(CXX) $(TRACE_CXXFLAGS) -c $< -o $@
 

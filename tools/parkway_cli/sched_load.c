@@ -101,7 +101,7 @@ static bool pin_all(struct bpf_object *obj)
 {
 	static const struct { const char *map, *path; } pins[] = {
 		{ "stats", PARKWAY_PIN_STATS }, { "procs", PARKWAY_PIN_PROCS },
-		{ "runtime", PARKWAY_PIN_RUNTIME },
+		{ "runtime", PARKWAY_PIN_RUNTIME }, { "events", PARKWAY_PIN_EVENTS },
 	};
 	struct bpf_program *reg = bpf_object__find_program_by_name(obj, "pw_register");
 	int err;

@@ -167,7 +167,7 @@ bool pins_prepare(void)
 void pins_remove(void)
 {
 	static const char *pins[] = { PARKWAY_PIN_REGISTER, PARKWAY_PIN_STATS, PARKWAY_PIN_PROCS,
-				      PARKWAY_PIN_RUNTIME };
+				      PARKWAY_PIN_RUNTIME, PARKWAY_PIN_EVENTS };
 
 	if (is_bpffs(PARKWAY_BPFFS)) {
 		for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++)

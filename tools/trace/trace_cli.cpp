@@ -1,5 +1,6 @@
 // trace_cli.cpp -- `parkway trace report|export`: arguments, then the
-// file read, the model built, and the chosen output written.
+// file indexed (checked), analysed in a second pass, and the chosen
+// output written.
 #include "trace_cli.h"
 
 #include <cerrno>
@@ -32,7 +33,9 @@ extern "C" const char parkway_trace_usage[] =
     "                event)\n"
     "trace record  the scheduling events of a running process (-p, until Ctrl-C)\n"
     "              or of COMMAND, from the USDT probes under bpftrace (root),\n"
-    "              into FILE (default parkway.pwt); no restart with PARKWAY_TRACE\n";
+    "              into FILE (default parkway.pwt); no restart with PARKWAY_TRACE;\n"
+    "              with `parkway sched load`, the sched_ext scheduler's decisions\n"
+    "              about the workers too (those alone without bpftrace)\n";
 
 namespace {
 
@@ -122,20 +125,26 @@ int run(int argc, char** argv) {
   const char* where = report ? "parkway trace report" : "parkway trace export";
   Args a;
   if (int rc = parse(argc, argv, where, !report, &a); rc != kOk) return rc;
-  TraceFile tf = read_trace(a.file, a.partial);
-  std::vector<Model> models;
-  const std::vector<std::uint64_t> runtimes = trace_runtimes(tf);
-  for (std::size_t k = 0; k < runtimes.size(); ++k) models.push_back(build_model(tf, runtimes[k], k == 0, report));
-  if (models.empty()) models.push_back(build_model(tf, 0, true, report));  // no worker recorded anything
+  // First pass: every record checked (a bad file fails here, before any output).
+  const TraceIndex ix = index_trace(a.file, a.partial);
+  AnalyseOptions opt;
   if (report) {
-    write_report(a.file, tf, models, stdout);
+    opt.work_span = true;
+    opt.grids = {{0, 0, kReportSlices}};
+    const std::vector<Model> models = analyse(ix, opt);
+    write_report(ix, models, stdout);
     return std::fflush(stdout) == 0 ? kOk : kFail;
   }
   if (a.json.empty()) a.json = with_ext(a.file, ".json");
   if (a.svg.empty()) a.svg = with_ext(a.file, ".svg");
   std::FILE* j = open_out(where, a.json);
   if (!j) return kFail;
-  write_chrome_json(tf, models, j);
+  // Second pass: the JSON written as the events are analysed.
+  ChromeJsonWriter json(j, ix);
+  opt.grids = {{0, ix.end_ns, kExportCounterSlices}, {a.from_ns, a.to_ns, kSvgColumns}};
+  opt.sink = json.sink();
+  const std::vector<Model> models = analyse(ix, opt);
+  json.finish(models);
   if (!close_out(where, a.json, j)) return kFail;
   std::FILE* s = open_out(where, a.svg);
   if (!s) return kFail;
@@ -147,7 +156,7 @@ int run(int argc, char** argv) {
     for (const Track& t : m.tracks) n += t.events;
     if (n > most_events) most = &m, most_events = n;
   }
-  write_svg(models.size() > 1 ? a.file + " (the runtime with the most events)" : a.file, *most, s, a.from_ns, a.to_ns);
+  write_svg(models.size() > 1 ? a.file + " (the runtime with the most events)" : a.file, *most, s);
   if (!close_out(where, a.svg, s)) return kFail;
   if (a.json != "-" && a.svg != "-")
     std::fprintf(stderr, "%s: wrote %s (ui.perfetto.dev) and %s\n", where, a.json.c_str(), a.svg.c_str());

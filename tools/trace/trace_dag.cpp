@@ -1,175 +1,166 @@
-// trace_dag.cpp -- work_span: spawns matched to runs, then each run's
-// longest path, children first, then each run's distance from its root in
-// order of run start.
+// trace_dag.cpp -- TaskGraph: spawns matched to runs as runs start; a run
+// is computed (its points walked, its children joined) once it is done,
+// then its children are freed.
 #include "trace_dag.hpp"
 
 #include <algorithm>
-#include <numeric>
-#include <unordered_map>
 
 namespace parkway::tracetool {
 
-namespace {
+void TaskGraph::add_point(RunId r, Point p) { runs_[r].points.push_back(p); }
 
-constexpr std::uint32_t kNone = UINT32_MAX;
+TaskGraph::RunId TaskGraph::begin_run(std::uint64_t task, std::uint64_t at) {
+  RunId id;
+  if (!free_.empty()) {
+    id = free_.back();
+    free_.pop_back();
+    runs_[id] = Run();
+  } else {
+    id = RunId(runs_.size());
+    runs_.emplace_back();
+  }
+  Run& run = runs_[id];
+  run.begin = run.end = at;
+  ++ws_.runs;
+  if (auto it = spawned_.find(task); it != spawned_.end()) {
+    run.parent = it->second.run;
+    run.spawn_point = it->second.point;
+    runs_[run.parent].points[run.spawn_point].child = id;
+    spawned_.erase(it);
+  } else {
+    ++ws_.roots;  // injected, or its spawn was not recorded
+  }
+  return id;
+}
 
-struct Node {
-  std::uint32_t parent = kNone;
-  std::uint64_t at_spawn = 0, at_spawn_b = 0;  // the parent's path (burdened) at the spawn
-  std::uint64_t path = 0, path_b = 0;          // longest path from this run's start (burdened)
-};
+void TaskGraph::spawn(RunId r, std::uint64_t at, std::uint64_t task) {
+  Run& run = runs_[r];
+  ++run.waiting_for;
+  auto [it, fresh] = spawned_.try_emplace(task, Spawned{r, std::uint32_t(run.points.size())});
+  add_point(r, {at, run.self, kNoRun, PointKind::kSpawn});
+  if (!fresh) {  // the address spawned again before its first spawn started: that one never did
+    const RunId old = it->second.run;
+    it->second = {r, std::uint32_t(runs_[r].points.size() - 1)};
+    --runs_[old].waiting_for;
+    maybe_done(old);
+  }
+}
 
-// For each spawn point, the run it started (DagPoint::child): the first
-// run of that address starting after it (an address is reused only once
-// its task has run).
-void link_spawns(TaskGraph& g, std::vector<Node>& nodes) {
-  struct Ev {
-    std::uint64_t at, task;
-    std::uint32_t run, point;  // point == kNone: a run's start
+void TaskGraph::join_event(RunId r, std::uint64_t at) { add_point(r, {at, runs_[r].self, kNoRun, PointKind::kJoinEvent}); }
+
+void TaskGraph::join_nested(RunId r, std::uint64_t at) { add_point(r, {at, runs_[r].self, kNoRun, PointKind::kJoinNested}); }
+
+void TaskGraph::end_run(RunId r, std::uint64_t at) {
+  if (runs_[r].ended) return;
+  runs_[r].end = at;
+  runs_[r].ended = true;
+  maybe_done(r);
+}
+
+// r and then its ancestors, as far as each is done.
+void TaskGraph::maybe_done(RunId r) {
+  while (r != kNoRun) {
+    Run& run = runs_[r];
+    if (!run.ended || run.waiting_for || run.done) return;
+    compute(r);
+    run.done = true;
+    run.points = std::vector<Point>();
+    const RunId parent = run.parent;
+    if (parent == kNoRun) {
+      ws_.span = std::max(ws_.span, run.reach);
+      ws_.burdened_span = std::max(ws_.burdened_span, run.reach_b);
+      release(r);
+      return;
+    }
+    --runs_[parent].waiting_for;
+    r = parent;
+  }
+}
+
+void TaskGraph::release(RunId r) {
+  runs_[r] = Run();
+  free_.push_back(r);
+}
+
+// r's path and reach from its points and its (done) children's; then the
+// children are freed.
+void TaskGraph::compute(RunId r) {
+  Run& run = runs_[r];
+  std::vector<RunId> pending;  // its children spawned, not yet joined
+  std::uint64_t path = 0, path_b = 0, self = 0;
+  // Joins the pending children that `joined` says are joined here.
+  auto join = [&](auto joined) {
+    std::size_t keep = 0;
+    for (RunId c : pending) {
+      if (!joined(runs_[c])) {
+        pending[keep++] = c;
+        continue;
+      }
+      const Run& cr = runs_[c];
+      path = std::max(path, cr.at_spawn + cr.path);
+      path_b = std::max(path_b, cr.at_spawn_b + kBurdenNs + cr.path_b);
+    }
+    pending.resize(keep);
   };
-  std::vector<Ev> evs;
-  for (std::uint32_t r = 0; r < g.runs.size(); ++r) {
-    evs.push_back({g.runs[r].begin, g.runs[r].task, r, kNone});
-    for (std::uint32_t p = g.runs[r].first; p != kNoPoint; p = g.points[p].next)
-      if (g.points[p].kind == DagPointKind::kSpawn) evs.push_back({g.points[p].at, g.points[p].task, r, p});
-  }
-  std::stable_sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) {
-    return a.at != b.at ? a.at < b.at : (a.point != kNone) > (b.point != kNone);  // a spawn before a start at the same ns
-  });
-  std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> spawned;  // task -> (run, point)
-  for (const Ev& e : evs) {
-    if (e.point != kNone) {
-      spawned[e.task] = {e.run, e.point};
-      continue;
+  for (const Point& pt : run.points) {
+    path += pt.self - self;
+    path_b += pt.self - self;
+    self = pt.self;
+    switch (pt.kind) {
+      case PointKind::kSpawn:
+        ++ws_.spawn_edges;
+        if (pt.child == kNoRun) break;  // never started in the trace
+        runs_[pt.child].at_spawn = path;
+        runs_[pt.child].at_spawn_b = path_b;
+        pending.push_back(pt.child);
+        break;
+      case PointKind::kJoinEvent:
+        // The wait returned once its group had finished: every child
+        // spawned so far (a child's run end is recorded a moment after
+        // the completion that let the wait return, so it may come later).
+        ++ws_.joins_recorded;
+        join([](const Run&) { return true; });
+        break;
+      case PointKind::kJoinNested:
+        // The run was in a wait: the children that had ended by then.
+        ++ws_.joins_nested;
+        join([&](const Run& c) { return c.end <= pt.at; });
+        break;
     }
-    auto it = spawned.find(e.task);
-    if (it == spawned.end()) continue;  // a root: injected, or its spawn was not recorded
-    nodes[e.run].parent = it->second.first;
-    g.points[it->second.second].child = e.run + 1;
-    spawned.erase(it);
+  }
+  path += run.self - self;
+  path_b += run.self - self;
+  // A group made in a task finishes before the task returns: the
+  // children that started before this run ended are joined by its end.
+  const std::size_t before_end = pending.size();
+  join([&](const Run& c) { return c.begin <= run.end; });
+  ws_.joined_at_end += before_end - pending.size();
+  ws_.detached += pending.size();
+  ws_.work += run.self;
+  run.path = path;
+  run.path_b = path_b;
+  run.reach = path;
+  run.reach_b = path_b;
+  for (const Point& pt : run.points) {
+    if (pt.kind != PointKind::kSpawn || pt.child == kNoRun) continue;
+    const Run& c = runs_[pt.child];
+    run.reach = std::max(run.reach, c.at_spawn + c.reach);
+    run.reach_b = std::max(run.reach_b, c.at_spawn_b + kBurdenNs + c.reach_b);
+    release(pt.child);
   }
 }
 
-// Children before their parent: a post-order of the spawn tree (its
-// child lists laid out flat, by parent).
-std::vector<std::uint32_t> children_first(const std::vector<Node>& nodes) {
-  const std::size_t n = nodes.size();
-  std::vector<std::uint32_t> first(n + 1, 0), child(n);
-  for (const Node& x : nodes)
-    if (x.parent != kNone) ++first[x.parent + 1];
-  for (std::size_t i = 0; i < n; ++i) first[i + 1] += first[i];
-  std::vector<std::uint32_t> fill(first.begin(), first.end() - 1);
-  for (std::uint32_t i = 0; i < n; ++i)
-    if (nodes[i].parent != kNone) child[fill[nodes[i].parent]++] = i;
-  std::vector<std::uint32_t> order;
-  order.reserve(n);
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> stack;  // (run, next child slot)
-  for (std::uint32_t root = 0; root < n; ++root) {
-    if (nodes[root].parent != kNone) continue;
-    stack.push_back({root, first[root]});
-    while (!stack.empty()) {
-      auto& [r, next] = stack.back();
-      if (next < first[r + 1]) {
-        const std::uint32_t c = child[next++];
-        stack.push_back({c, first[c]});
-      } else {
-        order.push_back(r);
-        stack.pop_back();
-      }
-    }
+WorkSpan TaskGraph::finish() {
+  // Spawns that never started: their parents wait no more.
+  std::vector<RunId> parents;
+  for (const auto& [task, s] : spawned_) {
+    --runs_[s.run].waiting_for;
+    parents.push_back(s.run);
   }
-  return order;
-}
-
-}  // namespace
-
-WorkSpan work_span(TaskGraph& g) {
-  const std::vector<TaskRun>& runs = g.runs;
-  WorkSpan ws;
-  if (runs.empty() || runs.size() >= kNone) return ws;  // none, or beyond a 32-bit run index
-  ws.valid = true;
-  ws.runs = runs.size();
-  std::vector<Node> nodes(runs.size());
-  link_spawns(g, nodes);
-  const std::vector<std::uint32_t> order = children_first(nodes);
-  std::vector<std::uint32_t> pending;  // the run's children spawned, not yet joined
-  for (std::uint32_t r : order) {
-    const TaskRun& run = runs[r];
-    pending.clear();
-    std::uint64_t path = 0, path_b = 0, self = 0;
-    // Joins the pending children that `joined` says are joined here.
-    auto join = [&](auto joined) {
-      std::size_t keep = 0;
-      for (std::uint32_t c : pending) {
-        if (!joined(c)) {
-          pending[keep++] = c;
-          continue;
-        }
-        const Node& cn = nodes[c];
-        path = std::max(path, cn.at_spawn + cn.path);
-        path_b = std::max(path_b, cn.at_spawn_b + kBurdenNs + cn.path_b);
-      }
-      pending.resize(keep);
-    };
-    for (std::uint32_t p = run.first; p != kNoPoint; p = g.points[p].next) {
-      const DagPoint& pt = g.points[p];
-      path += pt.self - self;
-      path_b += pt.self - self;
-      self = pt.self;
-      switch (pt.kind) {
-        case DagPointKind::kSpawn: {
-          ++ws.spawn_edges;
-          if (pt.child == 0) break;  // never started in the trace
-          const std::uint32_t c = pt.child - 1;
-          nodes[c].at_spawn = path;
-          nodes[c].at_spawn_b = path_b;
-          pending.push_back(c);
-          break;
-        }
-        case DagPointKind::kJoinEvent:
-          // The wait returned once its group had finished: every child
-          // spawned so far (a child's run end is recorded a moment after
-          // the completion that let the wait return, so it may come later).
-          ++ws.joins_recorded;
-          join([](std::uint32_t) { return true; });
-          break;
-        case DagPointKind::kJoinNested:
-          // The run was in a wait: the children that had ended by then.
-          ++ws.joins_nested;
-          join([&](std::uint32_t c) { return runs[c].end <= pt.at; });
-          break;
-      }
-    }
-    path += run.self - self;
-    path_b += run.self - self;
-    // A group made in a task finishes before the task returns: the
-    // children that started before this run ended are joined by its end.
-    const std::size_t before_end = pending.size();
-    join([&](std::uint32_t c) { return runs[c].begin <= run.end; });
-    ws.joined_at_end += before_end - pending.size();
-    ws.detached += pending.size();
-    nodes[r].path = path;
-    nodes[r].path_b = path_b;
-  }
-
-  // Top-down, in order of run start: each run's distance from its root.
-  std::vector<std::size_t> by_begin(runs.size());
-  std::iota(by_begin.begin(), by_begin.end(), 0);
-  std::sort(by_begin.begin(), by_begin.end(), [&](std::size_t a, std::size_t b) { return runs[a].begin < runs[b].begin; });
-  std::vector<std::uint64_t> from_root(runs.size(), 0), from_root_b(runs.size(), 0);
-  for (std::size_t r : by_begin) {
-    const Node& n = nodes[r];
-    ws.work += runs[r].self;
-    if (n.parent == kNone) {
-      ++ws.roots;
-    } else {
-      from_root[r] = from_root[n.parent] + n.at_spawn;
-      from_root_b[r] = from_root_b[n.parent] + n.at_spawn_b + kBurdenNs;
-    }
-    ws.span = std::max(ws.span, from_root[r] + n.path);
-    ws.burdened_span = std::max(ws.burdened_span, from_root_b[r] + n.path_b);
-  }
-  return ws;
+  spawned_.clear();
+  for (RunId p : parents) maybe_done(p);
+  ws_.valid = ws_.runs > 0;
+  return ws_;
 }
 
 }  // namespace parkway::tracetool

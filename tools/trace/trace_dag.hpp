@@ -1,5 +1,6 @@
 // trace_dag.hpp -- work and span of a task-level trace (Cilkscale's
-// measures): the task graph rebuilt from spawns, task runs and joins.
+// measures): the task graph rebuilt from spawns, task runs and joins, as
+// the events come, keeping only the runs not yet done.
 //
 // Algorithm outline (docs/design/tracing.md, "Work and span"):
 //   - Each task run is a chain of strands: its own time (the time it is the
@@ -13,15 +14,24 @@
 //     children that had ended by then; T's end joins the children that
 //     started before it (a group made in a task finishes before the task
 //     returns). A child started after its parent ended is detached.
-//   - Children before parents, each run's longest path from its start:
-//     path += own time between points; at a join,
-//     path = max(path, path at the child's spawn + the child's path).
-//     Burdened: each spawn edge on a path adds kBurdenNs.
-//   - Span: the longest path of any run from its root (a task no recorded
-//     spawn made: injected from outside the pool); roots count as parallel.
+//   - A run's longest path from its start: path += own time between
+//     points; at a join, path = max(path, path at the child's spawn + the
+//     child's path). Its reach: max(path, path at each child's spawn + that
+//     child's reach), joined or detached. Burdened: each spawn edge on a
+//     path adds kBurdenNs.
+//   - Span: the largest reach of a root (a task no recorded spawn made:
+//     injected from outside the pool); roots count as parallel.
+//
+// Bounded memory: a run is done once it has ended and every child its
+// spawns started is done; then its path and reach are computed from its
+// points and its children's, the children are freed, and it waits only for
+// its parent. The runs held are the live ones and their done children
+// (each run's points included): for a recursive computation, the spawn tree
+// along the workers' current paths.
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 namespace parkway::tracetool {
@@ -31,42 +41,6 @@ namespace parkway::tracetool {
 // SPAA 2010; 5 us is that at 3 instructions per ns, and the order of a
 // steal that crosses cores and fences with membarrier on this machine).
 inline constexpr std::uint64_t kBurdenNs = 5000;
-
-enum class DagPointKind : std::uint8_t { kSpawn, kJoinEvent, kJoinNested };
-
-inline constexpr std::uint32_t kNoPoint = UINT32_MAX;
-
-struct DagPoint {
-  std::uint64_t at;     // ns since the trace start
-  std::uint64_t self;   // the run's own time up to `at`
-  std::uint64_t task;   // kSpawn: the spawned task's address
-  std::uint32_t child;  // kSpawn: the run it started + 1 (work_span fills it in), 0: none
-  std::uint32_t next;   // the run's next point (TaskGraph::points), or kNoPoint
-  DagPointKind kind;
-};
-
-struct TaskRun {
-  std::uint64_t task = 0, begin = 0, end = 0;
-  std::uint64_t self = 0;  // own time, all told
-  int worker = -1;
-  bool waiting = false;  // in a blocking wait (while the model is built)
-  std::uint32_t first = kNoPoint, last = kNoPoint;  // its points, in time order (a list in TaskGraph::points)
-};
-
-// The runs and their points, the points of all runs in one array (a run's
-// points interleave with those of the runs nested in it).
-struct TaskGraph {
-  std::vector<TaskRun> runs;
-  std::vector<DagPoint> points;
-  void add_point(std::uint32_t run, DagPoint p) {
-    p.next = kNoPoint;
-    const auto i = std::uint32_t(points.size());
-    points.push_back(p);
-    TaskRun& r = runs[run];
-    (r.last == kNoPoint ? r.first : points[r.last].next) = i;
-    r.last = i;
-  }
-};
 
 struct WorkSpan {
   bool valid = false;  // a task-level trace with at least one run
@@ -78,6 +52,55 @@ struct WorkSpan {
   std::uint64_t detached = 0;        // children started after their parent ended
 };
 
-WorkSpan work_span(TaskGraph& g);
+class TaskGraph {
+ public:
+  using RunId = std::uint32_t;
+  static constexpr RunId kNoRun = UINT32_MAX;
+
+  // A task starts on a worker; its spawn (if one was recorded) is its parent's.
+  RunId begin_run(std::uint64_t task, std::uint64_t at);
+  void add_self(RunId r, std::uint64_t ns) { runs_[r].self += ns; }
+  void spawn(RunId r, std::uint64_t at, std::uint64_t task);
+  void join_event(RunId r, std::uint64_t at);
+  void join_nested(RunId r, std::uint64_t at);
+  void end_run(RunId r, std::uint64_t at);
+  // Every run has ended (the trace's end): the rest are done, then the totals.
+  WorkSpan finish();
+  std::size_t held() const { return runs_.size() - free_.size(); }  // runs in memory
+
+ private:
+  enum class PointKind : std::uint8_t { kSpawn, kJoinEvent, kJoinNested };
+  struct Point {
+    std::uint64_t at;    // ns since the trace start
+    std::uint64_t self;  // the run's own time up to `at`
+    RunId child;         // kSpawn: the run it started, kNoRun: none (yet)
+    PointKind kind;
+  };
+  struct Run {
+    std::uint64_t begin = 0, end = 0, self = 0;
+    RunId parent = kNoRun;
+    std::uint32_t spawn_point = 0;  // its spawn in the parent's points
+    std::uint32_t waiting_for = 0;  // spawns of it whose run is not done (or not started)
+    bool ended = false, done = false;
+    std::vector<Point> points;      // until done
+    // Done: its longest path and reach from its start (plain and burdened).
+    std::uint64_t path = 0, path_b = 0, reach = 0, reach_b = 0;
+    std::uint64_t at_spawn = 0, at_spawn_b = 0;  // the parent's path at its spawn (while the parent is computed)
+  };
+  struct Spawned {  // a spawn whose run has not started
+    RunId run;
+    std::uint32_t point;
+  };
+
+  void add_point(RunId r, Point p);
+  void maybe_done(RunId r);
+  void compute(RunId r);
+  void release(RunId r);
+
+  std::vector<Run> runs_;
+  std::vector<RunId> free_;
+  std::unordered_map<std::uint64_t, Spawned> spawned_;  // task address -> its spawn
+  WorkSpan ws_;
+};
 
 }  // namespace parkway::tracetool

@@ -74,87 +74,114 @@ struct Json {
   }
 };
 
-// One runtime's tracks, slices, flows and counters, as process `pid`.
-void write_runtime(Json& j, const Model& m, int pid, std::size_t k, std::size_t of) {
-  std::FILE* o = j.o;
-  j.sep();
-  if (of == 1)
-    std::fprintf(o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"parkway pid %d\"}}", pid, pid);
-  else
-    std::fprintf(o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"parkway runtime %zu of %zu\"}}",
-                 pid, k + 1, of);
-  for (std::size_t i = 0; i < m.tracks.size(); ++i) {
-    j.sep();
-    std::fprintf(o, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", pid,
-                 tid_of(m, i), m.tracks[i].label.c_str());
-    j.sep();
-    std::fprintf(o, "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%zu}}",
-                 pid, tid_of(m, i), i);
-  }
-  char args[64];
-  for (std::size_t i = 0; i < m.tracks.size(); ++i) {
-    for (const Span& s : m.tracks[i].spans) {
-      if (s.kind == SpanKind::kTask) std::snprintf(args, sizeof args, "\"task\":\"0x%" PRIx64 "\"", s.task);
-      j.slice(pid, tid_of(m, i), span_name(s.kind), s.begin, s.end, s.kind == SpanKind::kTask ? args : nullptr);
-    }
-  }
-  std::uint64_t id = 1 + std::uint64_t(k) * 10000000;  // flow ids: unique across runtimes
-  if (m.task_level) {
-    for (std::size_t k = 0; k < m.migrations.size() && k < kMaxFlows; ++k) {
-      const Migration& g = m.migrations[k];
-      j.slice(pid, g.from, "spawn", g.spawned_at, g.spawned_at);
-      j.flow(pid, "stolen task", id++, g.from, g.spawned_at, g.to, g.started_at);
-    }
-  } else {
-    for (std::size_t k = 0; k < m.steals.size() && k < kMaxFlows; ++k) {
-      const Steal& s = m.steals[k];
-      if (s.victim < 0 || unsigned(s.victim) >= m.workers) continue;
-      std::snprintf(args, sizeof args, "\"thief\":\"w%d\",\"tasks\":%u", s.thief, s.count);
-      j.slice(pid, s.victim, "stolen from", s.at, s.at, args);
-      j.flow(pid, "steal", id++, s.victim, s.at, s.thief, s.at);
-    }
-  }
-  std::size_t wakes = 0;
-  for (const Wake& w : m.wakes) {
-    if (!w.asleep || wakes++ >= kMaxFlows) continue;
-    std::snprintf(args, sizeof args, "\"wakee\":\"w%d\"", w.wakee);
-    j.slice(pid, tid_of(m, w.track), "wake", w.at, w.at, args);
-    // Bound to the wakee's park slice, which ends at the unpark.
-    j.flow(pid, "wake", id++, tid_of(m, w.track), w.at, w.wakee, w.unpark > w.at ? w.unpark - 1 : w.unpark);
-  }
-  std::vector<double> par = parallelism(m, 2000);
-  for (std::size_t k = 0; k < par.size(); ++k)
-    j.counter(pid, m.task_level ? "workers running tasks" : "workers not idle", m.end_ns * k / par.size(), par[k]);
-  for (const auto& [at, n] : m.queued) j.counter(pid, "queued tasks", at, double(n));
-  for (std::size_t q = 0; q < m.queue_len.size(); ++q) {
-    const std::string name = q < m.workers ? "deque " + m.tracks[q].label : std::string("injection queue");
-    for (const auto& [at, n] : m.queue_len[q]) j.counter(pid, name.c_str(), at, double(n));
-  }
-}
-
 }  // namespace
 
-void write_chrome_json(const TraceFile& tf, const std::vector<Model>& models, std::FILE* o) {
-  Json j{o};
-  std::fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", o);
-  for (std::size_t k = 0; k < models.size(); ++k) {
-    // One process per runtime: the traced pid, then made-up ones beside it.
-    const int pid = int(tf.header.pid) + int(k) * 1000000;
-    write_runtime(j, models[k], pid, k, models.size());
+// The slices and flows as the pass finds them; per runtime, the tracks'
+// names and the counters at the end.
+struct ChromeJsonWriter::Impl : ModelSink {
+  Json j;
+  int base_pid;
+  struct PerModel {
+    std::uint64_t next_id = 0;  // flow ids: unique across runtimes
+    std::size_t migrations = 0, steals = 0, wakes = 0;
+  };
+  std::vector<PerModel> per;
+  char args[64];
+
+  Impl(std::FILE* o, int pid) : j{o}, base_pid(pid) {}
+  int pid_of(const Model& m) const { return base_pid + int(m.index) * 1000000; }  // one process per runtime
+  PerModel& of(const Model& m) {
+    if (per.size() <= m.index) per.resize(m.index + 1);
+    PerModel& p = per[m.index];
+    if (p.next_id == 0) p.next_id = 1 + std::uint64_t(m.index) * 10000000;
+    return p;
   }
-  std::fputs("\n]}\n", o);
+  void span(const Model& m, std::size_t track, const Span& s) override {
+    if (s.kind == SpanKind::kTask) std::snprintf(args, sizeof args, "\"task\":\"0x%" PRIx64 "\"", s.task);
+    j.slice(pid_of(m), tid_of(m, track), span_name(s.kind), s.begin, s.end, s.kind == SpanKind::kTask ? args : nullptr);
+  }
+  void migration(const Model& m, const Migration& g) override {
+    PerModel& p = of(m);
+    if (p.migrations++ >= kMaxFlows) return;
+    j.slice(pid_of(m), g.from, "spawn", g.spawned_at, g.spawned_at);
+    j.flow(pid_of(m), "stolen task", p.next_id++, g.from, g.spawned_at, g.to, g.started_at);
+  }
+  void steal(const Model& m, const Steal& s) override {
+    if (m.task_level) return;  // task level: each stolen task is a migration
+    PerModel& p = of(m);
+    if (p.steals++ >= kMaxFlows || s.victim < 0 || unsigned(s.victim) >= m.workers) return;
+    std::snprintf(args, sizeof args, "\"thief\":\"w%d\",\"tasks\":%u", s.thief, s.count);
+    j.slice(pid_of(m), s.victim, "stolen from", s.at, s.at, args);
+    j.flow(pid_of(m), "steal", p.next_id++, s.victim, s.at, s.thief, s.at);
+  }
+  void sched_ext(const Model& m, std::size_t track, std::uint64_t at, unsigned kind, unsigned cpu) override {
+    std::snprintf(args, sizeof args, "\"cpu\":%u", cpu);
+    char name[32];
+    std::snprintf(name, sizeof name, "sched_ext %s", sched_ext_name(kind));
+    j.slice(pid_of(m), tid_of(m, track), name, at, at, args);
+  }
+  void wake(const Model& m, const Wake& w) override {
+    PerModel& p = of(m);
+    if (!w.asleep || p.wakes++ >= kMaxFlows) return;
+    std::snprintf(args, sizeof args, "\"wakee\":\"w%d\"", w.wakee);
+    j.slice(pid_of(m), tid_of(m, w.track), "wake", w.at, w.at, args);
+    // Bound to the wakee's park slice, which ends at the unpark.
+    j.flow(pid_of(m), "wake", p.next_id++, tid_of(m, w.track), w.at, w.wakee, w.unpark > w.at ? w.unpark - 1 : w.unpark);
+  }
+
+  // One runtime's process and track names and its counters.
+  void finish_runtime(const Model& m, std::size_t of_runtimes) {
+    std::FILE* o = j.o;
+    const int pid = pid_of(m);
+    j.sep();
+    if (of_runtimes == 1)
+      std::fprintf(o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"parkway pid %d\"}}", pid, pid);
+    else
+      std::fprintf(o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"parkway runtime %zu of %zu\"}}",
+                   pid, m.index + 1, of_runtimes);
+    for (std::size_t i = 0; i < m.tracks.size(); ++i) {
+      j.sep();
+      std::fprintf(o, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", pid,
+                   tid_of(m, i), m.tracks[i].label.c_str());
+      j.sep();
+      std::fprintf(o, "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%zu}}",
+                   pid, tid_of(m, i), i);
+    }
+    const StateGrid& g = m.grids.at(kExportCounterGrid);
+    std::vector<double> par = parallelism(m, g);
+    for (std::size_t k = 0; k < par.size(); ++k)
+      j.counter(pid, m.task_level ? "workers running tasks" : "workers not idle", g.from + (g.to - g.from) * k / par.size(),
+                par[k]);
+    for (const auto& [at, n] : m.queued) j.counter(pid, "queued tasks", at, double(n));
+    for (std::size_t q = 0; q < m.queue_len.size(); ++q) {
+      const std::string name = q < m.workers ? "deque " + m.tracks[q].label : std::string("injection queue");
+      for (const auto& [at, n] : m.queue_len[q]) j.counter(pid, name.c_str(), at, double(n));
+    }
+  }
+};
+
+ChromeJsonWriter::ChromeJsonWriter(std::FILE* o, const TraceIndex& ix) : impl_(new Impl(o, int(ix.header.pid))) {
+  std::fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", o);
 }
 
+ChromeJsonWriter::~ChromeJsonWriter() = default;
 
-void write_svg(const std::string& title, const Model& m, std::FILE* o, std::uint64_t from, std::uint64_t to) {
-  const int width = 1200, left = 150, right = 20, row = 22, plot_h = 120;
-  const int cols = width - left - right;
+ModelSink* ChromeJsonWriter::sink() { return impl_.get(); }
+
+void ChromeJsonWriter::finish(const std::vector<Model>& models) {
+  for (const Model& m : models) impl_->finish_runtime(m, models.size());
+  std::fputs("\n]}\n", impl_->j.o);
+}
+
+void write_svg(const std::string& title, const Model& m, std::FILE* o) {
+  const StateGrid& g = m.grids.at(kSvgGrid);
+  const int left = 150, right = 20, row = 22, plot_h = 120;
+  const int cols = int(g.bins);
+  const int width = left + cols + right;
   const int rows = int(m.tracks.size());
   const int top = 40, plot_top = top + rows * row + 40;
   const int height = plot_top + plot_h + 60;
-  auto [t0, t1] = active_window(m);  // from the first event to the last, unless a window is asked for
-  if (to > from) t0 = from, t1 = to;
-  const double ns_per_px = double(t1 - t0) / cols;
+  const std::uint64_t t0 = g.from, t1 = g.to;
   const char* color[kStates] = {"#2e9d4a", "#f0a030", "#8aa0c8", m.task_level ? "#d8d8d8" : "#9fd3a8", "#d04040"};
   std::fprintf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n",
                width, height);
@@ -169,17 +196,7 @@ void write_svg(const std::string& title, const Model& m, std::FILE* o, std::uint
     const int y = top + r * row;
     std::fprintf(o, "<text x=\"10\" y=\"%d\">%s</text>\n", y + 15, tr.label.substr(0, 20).c_str());
     // Per pixel column, the state that held most of its time.
-    std::vector<std::array<double, kStates>> share(cols, std::array<double, kStates>{});
-    for (std::size_t i = 0; i < tr.states.size(); ++i) {
-      double b = std::max(double(tr.states[i].first), double(t0)) - double(t0);
-      const double e = std::min(double(i + 1 < tr.states.size() ? tr.states[i + 1].first : tr.last), double(t1)) - double(t0);
-      const int s = tr.states[i].second;
-      for (int c = int(b / ns_per_px); c < cols && b < e; ++c) {
-        const double upto = std::min(e, (c + 1) * ns_per_px);
-        if (upto > b) share[c][s] += upto - b;
-        b = std::max(b, upto);
-      }
-    }
+    const std::vector<std::array<double, kStates>>& share = g.share[r];
     int run_start = -1, run_state = -1;
     auto flush = [&](int end_col) {
       if (run_state >= 0)
@@ -208,7 +225,7 @@ void write_svg(const std::string& title, const Model& m, std::FILE* o, std::uint
                  fmt_ns(double(t0) + double(t1 - t0) * k / 5).c_str());
   }
   // Parallelism plot.
-  std::vector<double> par = parallelism(m, unsigned(cols), t0, t1);
+  std::vector<double> par = parallelism(m, g);
   const double ymax = std::max(1u, m.workers);
   std::fprintf(o, "<text x=\"10\" y=\"%d\">%s</text>\n", plot_top + 12,
                m.task_level ? "workers running tasks" : "workers not idle");

@@ -1,15 +1,18 @@
-// trace_file.cpp -- read_trace: the file mapped, each record checked in
-// turn; the first thing wrong ends the read with the offset of its byte.
+// trace_file.cpp -- index_trace: each record read with pread and checked
+// in turn (the events of a chunk a block at a time); the first thing wrong
+// ends the read with the offset of its byte. EventReader: one cursor per
+// stream walking its chunks, a heap choosing the earliest next event.
 #include "trace_file.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <tuple>
 
 namespace parkway::tracetool {
 
@@ -33,6 +36,7 @@ const char* event_name(std::uint8_t type) {
     case EventType::kOffCpu: return "off_cpu";
     case EventType::kOnCpu: return "on_cpu";
     case EventType::kRuntime: return "runtime";
+    case EventType::kSchedExt: return "sched_ext";
     case EventType::kSpawn: return "spawn";
     case EventType::kRunBegin: return "run_begin";
     case EventType::kRunEnd: return "run_end";
@@ -43,18 +47,47 @@ const char* event_name(std::uint8_t type) {
 
 namespace {
 
+// Events read (and held) at a time: 64 KiB.
+constexpr std::size_t kBlockEvents = 4096;
+
 [[noreturn]] void bad(const std::string& path, std::uint64_t at, const std::string& what) {
   throw FormatError(path + ": byte " + std::to_string(at) + ": " + what);
 }
 
-// The mapped file, unmapped on every way out.
-struct Mapping {
-  const unsigned char* p = nullptr;
-  std::size_t n = 0;
-  ~Mapping() {
-    if (p && n) munmap(const_cast<unsigned char*>(p), n);
+// Exactly n bytes at `off` of `fd` (the caller has checked they are in the file).
+void read_exact(int fd, const std::string& path, void* p, std::size_t n, std::uint64_t off) {
+  auto* b = static_cast<unsigned char*>(p);
+  while (n) {
+    const ssize_t r = ::pread(fd, b, n, off_t(off));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw std::runtime_error(path + ": cannot read at byte " + std::to_string(off) + ": " + std::strerror(errno));
+    if (r == 0) bad(path, off, "the file shrank while it was read");
+    b += r, n -= std::size_t(r), off += std::uint64_t(r);
   }
+}
+
+// The open file, closed on every way out.
+struct File {
+  int fd = -1;
+  std::string path;
+  ~File() {
+    if (fd >= 0) ::close(fd);
+  }
+  void read_at(void* p, std::size_t n, std::uint64_t off) const { read_exact(fd, path, p, n, off); }
 };
+
+int open_trace(const std::string& path, std::uint64_t* size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw std::runtime_error(path + ": cannot stat: " + std::strerror(e));
+  }
+  *size = std::uint64_t(st.st_size);
+  return fd;
+}
 
 const char* kind_name(std::uint16_t k) {
   switch (RecordKind(k)) {
@@ -66,44 +99,57 @@ const char* kind_name(std::uint16_t k) {
   return "?";
 }
 
+// A stream's times while indexing, in ticks (converted once the clock line is known).
+struct Extent {
+  std::uint64_t first = 0, last = 0;  // last: the largest so far (times never go back)
+  std::uint64_t about = kBeforeRuntime;
+  std::vector<AboutRuntime> about_ticks;
+};
+
+void note_about(Extent& x, std::uint64_t t) {
+  auto it = std::find_if(x.about_ticks.begin(), x.about_ticks.end(),
+                         [&](const AboutRuntime& a) { return a.runtime == x.about; });
+  if (it == x.about_ticks.end()) {
+    x.about_ticks.push_back({x.about, t, t, 0});
+    it = x.about_ticks.end() - 1;
+  }
+  it->last = t;
+  ++it->events;
+}
+
 }  // namespace
 
-TraceFile read_trace(const std::string& path, bool allow_cut) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    throw std::runtime_error(path + ": cannot stat: " + std::strerror(e));
-  }
-  Mapping m;
-  m.n = std::size_t(st.st_size);
-  if (m.n) {
-    void* p = mmap(nullptr, m.n, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      int e = errno;
-      ::close(fd);
-      throw std::runtime_error(path + ": cannot map: " + std::strerror(e));
-    }
-    m.p = static_cast<const unsigned char*>(p);
-  }
-  ::close(fd);
+std::uint64_t TraceIndex::to_ns(std::uint64_t t) const {
+  if (t <= origin_ticks) return 0;
+  const double ns = double(t - origin_ticks) * ns_per_tick + 0.5;
+  return ns < 9.0e18 ? std::uint64_t(ns) : std::uint64_t(9.0e18);  // a damaged tick count: no overflow
+}
 
-  TraceFile tf;
-  tf.bytes = m.n;
-  if (m.n < sizeof(FileHeader)) {
-    if (m.n >= 8 && std::memcmp(m.p, kMagic, 8) != 0) bad(path, 0, "not a parkway trace (no PWTRACE magic)");
-    bad(path, m.n, "truncated: the file header needs " + std::to_string(sizeof(FileHeader)) + " bytes, the file has " +
-                       std::to_string(m.n));
+TraceIndex index_trace(const std::string& path, bool allow_cut) {
+  File f;
+  f.path = path;
+  std::uint64_t size = 0;
+  f.fd = open_trace(path, &size);
+
+  TraceIndex ix;
+  ix.path = path;
+  ix.bytes = size;
+  if (size < sizeof(FileHeader)) {
+    char magic[8];
+    if (size >= 8) {
+      f.read_at(magic, 8, 0);
+      if (std::memcmp(magic, kMagic, 8) != 0) bad(path, 0, "not a parkway trace (no PWTRACE magic)");
+    }
+    bad(path, size, "truncated: the file header needs " + std::to_string(sizeof(FileHeader)) + " bytes, the file has " +
+                        std::to_string(size));
   }
-  std::memcpy(&tf.header, m.p, sizeof(FileHeader));
-  const FileHeader& h = tf.header;
+  f.read_at(&ix.header, sizeof(FileHeader), 0);
+  const FileHeader& h = ix.header;
   if (std::memcmp(h.magic, kMagic, 8) != 0) bad(path, 0, "not a parkway trace (no PWTRACE magic)");
   if (h.version < kOldestVersion || h.version > kVersion)
     bad(path, 8, "format version " + std::to_string(h.version) + "; this parkway reads versions " +
                      std::to_string(kOldestVersion) + " to " + std::to_string(kVersion));
-  if (h.header_bytes < sizeof(FileHeader) || h.header_bytes > m.n)
+  if (h.header_bytes < sizeof(FileHeader) || h.header_bytes > size)
     bad(path, 12, "corrupt header: header size " + std::to_string(h.header_bytes));
   if (h.clock != std::uint32_t(Clock::kTsc) && h.clock != std::uint32_t(Clock::kMonotonic))
     bad(path, 16, "corrupt header: unknown clock " + std::to_string(h.clock));
@@ -111,31 +157,33 @@ TraceFile read_trace(const std::string& path, bool allow_cut) {
     bad(path, 20, "corrupt header: unknown level " + std::to_string(h.level));
 
   std::map<std::uint32_t, std::size_t> index;  // stream id -> streams[]
-  std::vector<ClockSync> clocks{{h.start_ticks, h.start_ns}};
+  std::vector<Extent> extent;
+  ClockSync first_clock{h.start_ticks, h.start_ns}, last_clock = first_clock;
   std::uint64_t chunk_dropped = 0;
+  std::vector<Event> block(kBlockEvents);
   std::uint64_t off = h.header_bytes;
-  while (off < m.n) {
-    if (tf.complete) bad(path, off, "corrupt: data after the end record");
-    if (m.n - off < sizeof(RecordHeader))
+  while (off < size) {
+    if (ix.complete) bad(path, off, "corrupt: data after the end record");
+    if (size - off < sizeof(RecordHeader))
       bad(path, off, "truncated: a record header needs " + std::to_string(sizeof(RecordHeader)) + " bytes, " +
-                         std::to_string(m.n - off) + " left");
+                         std::to_string(size - off) + " left");
     RecordHeader r;
-    std::memcpy(&r, m.p + off, sizeof r);
+    f.read_at(&r, sizeof r, off);
     if (r.magic != kRecordMagic) bad(path, off, "corrupt: no record marker (PWRC) where a record should start");
     const std::uint64_t body = off + sizeof r;
-    if (r.payload_bytes > m.n - body)
+    if (r.payload_bytes > size - body)
       bad(path, off, std::string("truncated: a ") + kind_name(r.kind) + " record of " +
-                         std::to_string(r.payload_bytes) + " bytes, " + std::to_string(m.n - body) + " left");
-    const unsigned char* pl = m.p + body;
+                         std::to_string(r.payload_bytes) + " bytes, " + std::to_string(size - body) + " left");
     switch (RecordKind(r.kind)) {
       case RecordKind::kStream: {
         if (r.payload_bytes != sizeof(StreamInfo))
           bad(path, off, "corrupt: a stream record of " + std::to_string(r.payload_bytes) + " bytes (want " +
                              std::to_string(sizeof(StreamInfo)) + ")");
         if (index.count(r.stream)) bad(path, off, "corrupt: stream " + std::to_string(r.stream) + " described twice");
-        Stream s;
+        StreamIndex s;
         s.id = r.stream;
-        std::memcpy(&s.info, pl, sizeof s.info);
+        s.record = off;
+        f.read_at(&s.info, sizeof s.info, body);
         s.info.name[sizeof s.info.name - 1] = 0;
         // Printed in the report and written into JSON and SVG: plain ASCII only.
         for (char& c : s.info.name)
@@ -143,8 +191,9 @@ TraceFile read_trace(const std::string& path, bool allow_cut) {
         if (s.info.worker < -1 || s.info.worker >= 4096)
           bad(path, off, "corrupt: stream " + std::to_string(r.stream) + " names worker " +
                              std::to_string(s.info.worker));
-        index[r.stream] = tf.streams.size();
-        tf.streams.push_back(std::move(s));
+        index[r.stream] = ix.streams.size();
+        ix.streams.push_back(std::move(s));
+        extent.emplace_back();
         break;
       }
       case RecordKind::kChunk: {
@@ -154,45 +203,57 @@ TraceFile read_trace(const std::string& path, bool allow_cut) {
         auto it = index.find(r.stream);
         if (it == index.end())
           bad(path, off, "corrupt: a chunk of stream " + std::to_string(r.stream) + " before its stream record");
-        Stream& s = tf.streams[it->second];
+        StreamIndex& s = ix.streams[it->second];
+        Extent& x = extent[it->second];
         ChunkInfo ci;
-        std::memcpy(&ci, pl, sizeof ci);
+        f.read_at(&ci, sizeof ci, body);
         s.dropped += ci.dropped_before;
         chunk_dropped += ci.dropped_before;
-        const std::size_t n = (r.payload_bytes - sizeof ci) / sizeof(Event);
-        const std::size_t first = s.events.size();
-        s.events.resize(first + n);
-        std::memcpy(s.events.data() + first, pl + sizeof ci, n * sizeof(Event));
-        for (std::size_t i = 0; i < n; ++i) {
-          const Event& e = s.events[first + i];
-          if (!event_name(e.type))
-            bad(path, body + sizeof ci + i * sizeof(Event) + 8, "corrupt: unknown event type " + std::to_string(e.type));
-          if (h.level == std::uint32_t(Level::kSched) && e.type >= std::uint8_t(EventType::kSpawn))
-            bad(path, body + sizeof ci + i * sizeof(Event) + 8,
-                std::string("corrupt: a task-level event (") + event_name(e.type) + ") in a scheduling-level trace");
+        const std::uint64_t n = (r.payload_bytes - sizeof ci) / sizeof(Event);
+        const std::uint64_t events_at = body + sizeof ci;
+        for (std::uint64_t done = 0; done < n;) {
+          const std::size_t k = std::size_t(std::min<std::uint64_t>(kBlockEvents, n - done));
+          f.read_at(block.data(), k * sizeof(Event), events_at + done * sizeof(Event));
+          for (std::size_t i = 0; i < k; ++i) {
+            const Event& e = block[i];
+            const std::uint64_t at = events_at + (done + i) * sizeof(Event);
+            if (!event_name(e.type)) bad(path, at + 8, "corrupt: unknown event type " + std::to_string(e.type));
+            if (h.level == std::uint32_t(Level::kSched) && e.type >= std::uint8_t(EventType::kSpawn))
+              bad(path, at + 8,
+                  std::string("corrupt: a task-level event (") + event_name(e.type) + ") in a scheduling-level trace");
+            const std::uint64_t t = s.events == 0 ? e.ticks : std::max(e.ticks, x.last);
+            if (s.events++ == 0) x.first = t;
+            x.last = t;
+            if (s.info.worker < 0) {
+              if (EventType(e.type) == EventType::kRuntime)
+                x.about = event_task(e);
+              else
+                note_about(x, t);
+            }
+          }
+          done += k;
         }
-        tf.events += n;
+        if (n) s.last_chunk = off;
+        ix.events += n;
         break;
       }
       case RecordKind::kClock: {
         if (r.payload_bytes != sizeof(ClockSync))
           bad(path, off, "corrupt: a clock record of " + std::to_string(r.payload_bytes) + " bytes");
-        ClockSync c;
-        std::memcpy(&c, pl, sizeof c);
-        clocks.push_back(c);
+        f.read_at(&last_clock, sizeof last_clock, body);
         break;
       }
       case RecordKind::kEnd: {
         if (r.payload_bytes != sizeof(EndInfo))
           bad(path, off, "corrupt: an end record of " + std::to_string(r.payload_bytes) + " bytes");
         EndInfo e;
-        std::memcpy(&e, pl, sizeof e);
-        if (e.events != tf.events)
+        f.read_at(&e, sizeof e, body);
+        if (e.events != ix.events)
           bad(path, off, "corrupt: the end record counts " + std::to_string(e.events) + " events, the chunks hold " +
-                             std::to_string(tf.events));
-        tf.dropped = e.dropped;
-        clocks.push_back({e.ticks, e.ns});
-        tf.complete = true;
+                             std::to_string(ix.events));
+        ix.dropped = e.dropped;
+        last_clock = {e.ticks, e.ns};
+        ix.complete = true;
         break;
       }
       default:
@@ -200,37 +261,117 @@ TraceFile read_trace(const std::string& path, bool allow_cut) {
     }
     off = body + r.payload_bytes;
   }
-  if (!tf.complete) {
+  ix.data_end = off;
+  if (!ix.complete) {
     if (!allow_cut)
-      bad(path, m.n, "truncated: the file ends without its end record (did the traced process exit normally?); "
-                     "--partial reads what is there");
-    tf.dropped = chunk_dropped;
+      bad(path, size, "truncated: the file ends without its end record (did the traced process exit normally?); "
+                      "--partial reads what is there");
+    ix.dropped = chunk_dropped;
   }
 
-  // ticks -> ns since the start: the line through the first and last clock pairs.
-  const ClockSync& a = clocks.front();
-  const ClockSync& b = clocks.back();
-  double ns_per_tick = 1.0;
-  if (h.clock == std::uint32_t(Clock::kTsc)) {
-    if (b.ticks > a.ticks && b.ns > a.ns) ns_per_tick = double(b.ns - a.ns) / double(b.ticks - a.ticks);
-  }
-  auto to_ns = [&](std::uint64_t t) -> std::uint64_t {
-    if (t <= a.ticks) return 0;
-    const double ns = double(t - a.ticks) * ns_per_tick + 0.5;
-    return ns < 9.0e18 ? std::uint64_t(ns) : std::uint64_t(9.0e18);  // a damaged tick count: no overflow
-  };
+  const ClockSync& a = first_clock;
+  const ClockSync& b = last_clock;
+  ix.origin_ticks = a.ticks;
+  if (h.clock == std::uint32_t(Clock::kTsc) && b.ticks > a.ticks && b.ns > a.ns)
+    ix.ns_per_tick = double(b.ns - a.ns) / double(b.ticks - a.ticks);
   std::uint64_t last = 0;
-  for (Stream& s : tf.streams) {
-    std::uint64_t prev = 0;
-    for (Event& e : s.events) {
-      e.ticks = to_ns(e.ticks);
-      if (e.ticks < prev) e.ticks = prev;  // a thread's clock never goes back (a TSC that did, by a tick)
-      prev = e.ticks;
+  for (std::size_t i = 0; i < ix.streams.size(); ++i) {
+    StreamIndex& s = ix.streams[i];
+    const Extent& x = extent[i];
+    if (s.events) {
+      s.first = ix.to_ns(x.first);
+      s.last = ix.to_ns(x.last);
+      last = std::max(last, s.last);
     }
-    if (prev > last) last = prev;
+    for (const AboutRuntime& r : x.about_ticks) s.about.push_back({r.runtime, ix.to_ns(r.first), ix.to_ns(r.last), r.events});
   }
-  tf.end_ns = std::max(last, b.ticks > a.ticks ? to_ns(b.ticks) : last);
-  return tf;
+  ix.end_ns = std::max(last, b.ticks > a.ticks ? ix.to_ns(b.ticks) : last);
+  return ix;
+}
+
+// ---- EventReader --------------------------------------------------------
+
+struct EventReader::Cursor {
+  std::uint32_t id = 0;
+  std::uint64_t scan = 0;        // the next record to look at for this stream's chunks
+  std::uint64_t last = 0;        // its last chunk with events
+  std::uint64_t chunk_at = 0;    // the current chunk's next unread event
+  std::uint64_t chunk_left = 0;  // its events not yet read
+  std::vector<Event> block;      // read, ticks converted
+  std::size_t pos = 0;
+  std::uint64_t prev = 0;        // the last time given (ns)
+};
+
+EventReader::EventReader(const TraceIndex& ix) : ix_(ix) {
+  std::uint64_t size = 0;
+  fd_ = open_trace(ix.path, &size);
+  if (size < ix.data_end) {
+    ::close(fd_);
+    throw FormatError(ix.path + ": byte " + std::to_string(size) + ": the file shrank while it was read");
+  }
+  cursors_.resize(ix.streams.size());
+  for (std::size_t i = 0; i < cursors_.size(); ++i) {
+    cursors_[i].id = ix.streams[i].id;
+    cursors_[i].scan = ix.streams[i].record;
+    cursors_[i].last = ix.streams[i].last_chunk;
+    if (ix.streams[i].events && refill(cursors_[i])) heap_.push_back(i);
+  }
+  std::make_heap(heap_.begin(), heap_.end(), [this](std::size_t a, std::size_t b) { return later(a, b); });
+}
+
+EventReader::~EventReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+// Makes block[pos] the cursor's next event; false when the stream has no more.
+bool EventReader::refill(Cursor& c) {
+  if (c.pos < c.block.size()) return true;
+  while (c.chunk_left == 0) {
+    if (c.scan > c.last || c.scan >= ix_.data_end) return false;
+    RecordHeader r;
+    read_exact(fd_, ix_.path, &r, sizeof r, c.scan);
+    const std::uint64_t body = c.scan + sizeof r;
+    c.scan = body + r.payload_bytes;
+    if (RecordKind(r.kind) == RecordKind::kChunk && r.stream == c.id) {
+      c.chunk_at = body + sizeof(ChunkInfo);
+      c.chunk_left = (r.payload_bytes - sizeof(ChunkInfo)) / sizeof(Event);
+    }
+  }
+  const std::size_t k = std::size_t(std::min<std::uint64_t>(kBlockEvents, c.chunk_left));
+  c.block.resize(k);
+  read_exact(fd_, ix_.path, c.block.data(), k * sizeof(Event), c.chunk_at);
+  c.chunk_at += k * sizeof(Event);
+  c.chunk_left -= k;
+  c.pos = 0;
+  for (Event& e : c.block) {
+    e.ticks = std::max(ix_.to_ns(e.ticks), c.prev);
+    c.prev = e.ticks;
+  }
+  return true;
+}
+
+// Cursor a's next event comes after cursor b's: by time, a spawn first at
+// the same ns (it is matched to the run it starts), then by stream.
+bool EventReader::later(std::size_t a, std::size_t b) const {
+  const Event& x = cursors_[a].block[cursors_[a].pos];
+  const Event& y = cursors_[b].block[cursors_[b].pos];
+  return std::make_tuple(x.ticks, x.type != std::uint8_t(EventType::kSpawn), a) >
+         std::make_tuple(y.ticks, y.type != std::uint8_t(EventType::kSpawn), b);
+}
+
+bool EventReader::next(Item* out) {
+  auto later = [this](std::size_t a, std::size_t b) { return this->later(a, b); };
+  if (heap_.empty()) return false;
+  std::pop_heap(heap_.begin(), heap_.end(), later);
+  const std::size_t i = heap_.back();
+  Cursor& c = cursors_[i];
+  out->stream = i;
+  out->event = c.block[c.pos++];
+  if (refill(c))
+    std::push_heap(heap_.begin(), heap_.end(), later);
+  else
+    heap_.pop_back();
+  return true;
 }
 
 }  // namespace parkway::tracetool

@@ -1,5 +1,8 @@
 // trace_file.hpp -- reading a parkway trace file (userspace/trace/format.hpp)
-// into memory, every record checked; an error names the byte offset.
+// in two passes, neither holding more than a block of events per stream:
+// index_trace checks every record and learns each stream's extent;
+// EventReader then gives the events of all streams in time order.
+// An error names the byte offset.
 #pragma once
 
 #include <cstdint>
@@ -16,27 +19,71 @@ struct FormatError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-struct Stream {
-  std::uint32_t id = 0;
-  trace_format::StreamInfo info{};
-  std::vector<trace_format::Event> events;  // ticks converted to ns since the trace start
-  std::uint64_t dropped = 0;                // as the chunk headers say
+// A thread outside the pool: its events about one runtime (kRuntime events
+// say which; those before its first have runtime kBeforeRuntime).
+inline constexpr std::uint64_t kBeforeRuntime = UINT64_MAX;
+struct AboutRuntime {
+  std::uint64_t runtime = 0;
+  std::uint64_t first = 0, last = 0;  // ns since the trace start
+  std::uint64_t events = 0;
 };
 
-struct TraceFile {
+struct StreamIndex {
+  std::uint32_t id = 0;
+  trace_format::StreamInfo info{};
+  std::uint64_t record = 0;            // the offset of its stream record
+  std::uint64_t last_chunk = 0;        // the offset of its last chunk record (events > 0)
+  std::uint64_t events = 0;
+  std::uint64_t first = 0, last = 0;   // its first and last event, ns since the start (events > 0)
+  std::uint64_t dropped = 0;           // as the chunk headers say
+  std::vector<AboutRuntime> about;     // outside threads (info.worker < 0) only
+};
+
+struct TraceIndex {
+  std::string path;
   trace_format::FileHeader header{};
-  std::vector<Stream> streams;  // in the order their stream records came
-  std::uint64_t end_ns = 0;     // the trace's end, ns since its start
+  std::vector<StreamIndex> streams;  // in the order their stream records came
+  std::uint64_t end_ns = 0;          // the trace's end, ns since its start
   std::uint64_t events = 0;
   std::uint64_t dropped = 0;  // all streams (the end record's count, or the chunks' when cut)
   bool complete = false;      // the end record was there
-  std::uint64_t bytes = 0;
+  std::uint64_t bytes = 0;    // of the file
+  std::uint64_t data_end = 0; // where the last record read ends
+  // ticks -> ns since the start: the line through the first and last clock pairs.
+  std::uint64_t origin_ticks = 0;
+  double ns_per_tick = 1.0;
+  std::uint64_t to_ns(std::uint64_t ticks) const;
 };
 
-// Reads and checks `path`. With allow_cut, a file that stops at a record
-// boundary without its end record (the process did not exit normally) is
-// read as far as it goes; without it, that is an error too.
-TraceFile read_trace(const std::string& path, bool allow_cut);
+// Reads and checks every record of `path`. With allow_cut, a file that
+// stops at a record boundary without its end record (the process did not
+// exit normally) is read as far as it goes; without it, that is an error too.
+TraceIndex index_trace(const std::string& path, bool allow_cut);
+
+// The events of every stream of an indexed file, merged in time order (a
+// spawn before other events of the same ns); each stream's times never go
+// back (a TSC that did, by a tick, is held at the previous time).
+class EventReader {
+ public:
+  struct Item {
+    std::size_t stream;  // TraceIndex::streams
+    trace_format::Event event;  // ticks: ns since the trace start
+  };
+  explicit EventReader(const TraceIndex& ix);
+  ~EventReader();
+  EventReader(const EventReader&) = delete;
+  EventReader& operator=(const EventReader&) = delete;
+  bool next(Item* out);
+
+ private:
+  struct Cursor;
+  bool refill(Cursor& c);
+  bool later(std::size_t a, std::size_t b) const;
+  const TraceIndex& ix_;
+  int fd_ = -1;
+  std::vector<Cursor> cursors_;
+  std::vector<std::size_t> heap_;  // cursors with an event, by their next event's time
+};
 
 const char* event_name(std::uint8_t type);
 

@@ -1,11 +1,12 @@
-// trace_model.cpp -- build_model: one pass over each track's events with a
-// stack of open spans, then the cross-track matches (wakes to unparks,
-// spawns to the runs of stolen tasks) and the sweep for idleness while
-// work was queued.
+// trace_model.cpp -- analyse: the events of all streams in time order
+// (EventReader), each handed to the track it belongs to, which keeps a
+// stack of its open spans; what crosses tracks (a wake and the wakee's
+// unpark, a spawn and the run of the task on another worker, the queued
+// count against idle workers) is matched as the events come, since every
+// event before the current one has been seen.
 #include "trace_model.hpp"
 
 #include <algorithm>
-#include <map>
 #include <unordered_map>
 
 namespace parkway::tracetool {
@@ -13,6 +14,39 @@ namespace parkway::tracetool {
 using trace_format::Event;
 using trace_format::EventType;
 using trace_format::event_task;
+
+void StateGrid::add(std::size_t track, std::uint64_t begin, std::uint64_t end, std::uint8_t state) {
+  if (to <= from || bins == 0) return;
+  const double width = double(to - from) / bins;
+  double b = std::max(double(begin), double(from)) - double(from);
+  const double e = std::min(double(end), double(to)) - double(from);
+  auto& row = share[track];
+  for (unsigned k = b > 0 ? unsigned(b / width) : 0; k < bins && b < e; ++k) {
+    const double upto = std::min(e, (k + 1) * width);
+    if (upto > b) row[k][state] += upto - b;
+    b = std::max(b, upto);
+  }
+}
+
+const char* sched_ext_name(unsigned kind) {
+  switch (kind) {
+    case kScxBusyPromote: return "busy_promote";
+    case kScxKeepPrev: return "keep_prev";
+    case kScxYieldToBusy: return "yield_to_busy";
+  }
+  return "other";
+}
+
+std::vector<double> parallelism(const Model& m, const StateGrid& g) {
+  std::vector<double> busy(g.bins, 0.0);
+  if (g.to <= g.from || g.bins == 0) return busy;
+  const double width = double(g.to - g.from) / g.bins;
+  const std::uint8_t counted = m.task_level ? kRunning : kOther;
+  for (unsigned w = 0; w < m.workers && w < g.share.size(); ++w)
+    for (unsigned k = 0; k < g.bins; ++k) busy[k] += g.share[w][k][counted];
+  for (double& x : busy) x /= width;
+  return busy;
+}
 
 namespace {
 
@@ -26,325 +60,456 @@ State state_of(SpanKind k) {
   return kOther;
 }
 
-struct TaskPoint {  // a spawn or a run begin, for matching them across tracks
-  std::uint64_t at, task;
-  int worker;
-  bool spawn;
+using RunId = TaskGraph::RunId;
+constexpr RunId kNoRun = TaskGraph::kNoRun;
+
+// An open span of a track.
+struct Frame {
+  std::uint64_t begin;
+  std::uint64_t task;
+  SpanKind kind;
+  RunId run = kNoRun;    // a task span of a worker, with the task graph
+  bool waiting = false;  // its task is in a blocking wait (until that wait's `join`)
 };
 
-struct QueuePoint {  // for the idleness sweep
-  std::uint64_t at;
-  int worker;         // -1: a change of the queued count only
-  std::int8_t state;  // the worker's new State (worker >= 0)
-  std::int8_t queued; // +1 spawn/inject, -1 a task started
+// A wake whose wakee has unparked: waiting for what the wakee does next.
+struct AfterUnpark {
+  Wake w;
+  bool run_seen = false, found_seen = false, park_seen = false, settled = false;
+  std::uint64_t found_at = 0, park_at = 0;
 };
 
-struct QueueMove {  // a change of one queue's length
-  std::uint64_t at;
-  int queue;  // a worker's deque, or -1: the injection queue
-  std::int32_t delta;
-};
-
-// Walks one track's events (its streams' events, in time order).
-void walk(Model& m, std::size_t track, Track& tr, const std::vector<const Event*>& evs, std::vector<TaskPoint>& tasks,
-          std::vector<QueuePoint>& queue, std::vector<QueueMove>& moves) {
-  std::vector<std::size_t> stack;  // indices into tr.spans
-  // Per stack entry, its run in m.graph.runs (a task span of a worker), else kNoRun.
-  constexpr std::size_t kNoRun = SIZE_MAX;
-  std::vector<std::size_t> run_of;
-  const bool dag = m.task_level && m.with_work_span && tr.worker >= 0;
-  // The innermost task run on the stack, or kNoRun.
-  auto enclosing_run = [&]() -> std::size_t {
-    for (auto it = run_of.rbegin(); it != run_of.rend(); ++it)
-      if (*it != kNoRun) return *it;
-    return kNoRun;
-  };
-  auto dag_point = [&](std::uint64_t at, std::uint64_t task, DagPointKind kind) {
-    const std::size_t r = enclosing_run();
-    if (r != kNoRun) m.graph.add_point(std::uint32_t(r), {at, m.graph.runs[r].self, task, 0, kNoPoint, kind});
-  };
-  std::uint64_t t_prev = tr.first;
+// One track's walk.
+struct TrackWalk {
+  std::vector<Frame> stack;
+  std::uint64_t t_prev = 0, state_since = 0;
   State cur = kOther;
+  bool started = false;
   std::uint64_t last_inject = 0;  // an inject not yet followed by a wake
-  auto set_state = [&](std::uint64_t at) {
-    State s = stack.empty() ? kOther : state_of(tr.spans[stack.back()].kind);
-    // A task in a blocking wait, between its searches, parks and the tasks
-    // it ran there, is the worker loop, not the task's work.
-    if (s == kRunning && dag && m.graph.runs[run_of.back()].waiting) s = kOther;
-    if (s == cur && !tr.states.empty()) return;
-    cur = s;
-    tr.states.emplace_back(at, std::uint8_t(s));
-    if (tr.worker >= 0) queue.push_back({at, tr.worker, std::int8_t(s), 0});
-  };
-  auto push = [&](std::uint64_t at, SpanKind k, std::uint64_t task) {
-    // A search or park right inside a task: it is in a blocking wait,
-    // until that wait's `join` event.
-    if (dag && k != SpanKind::kTask && k != SpanKind::kDescheduled && !run_of.empty() && run_of.back() != kNoRun)
-      m.graph.runs[run_of.back()].waiting = true;
-    tr.spans.push_back({at, at, k, std::uint16_t(stack.size()), false, task});
-    stack.push_back(tr.spans.size() - 1);
-    std::size_t run = kNoRun;
-    if (dag && k == SpanKind::kTask) {
-      run = m.graph.runs.size();
-      TaskRun tr_run;
-      tr_run.task = task;
-      tr_run.begin = tr_run.end = at;
-      tr_run.worker = tr.worker;
-      m.graph.runs.push_back(std::move(tr_run));
-    }
-    run_of.push_back(run);
-    set_state(at);
-  };
-  auto pop = [&](std::uint64_t at) {
-    Span& s = tr.spans[stack.back()];
-    s.end = at;
-    s.closed = true;
-    stack.pop_back();
-    if (const std::size_t r = run_of.back(); r != kNoRun) {
-      m.graph.runs[r].end = at;
-      run_of.pop_back();
-      dag_point(at, 0, DagPointKind::kJoinNested);  // the enclosing run was in a wait
-    } else {
-      run_of.pop_back();
-    }
-    if (s.kind == SpanKind::kTask) m.task_ns.push_back(s.end - s.begin);
-    if (s.kind == SpanKind::kPark) m.park_ns.push_back(s.end - s.begin);
-    set_state(at);
-  };
-  set_state(tr.first);
-  for (const Event* e : evs) {
-    const std::uint64_t at = e->ticks;
-    tr.time_in[cur] += at - t_prev;
-    if (cur == kRunning && dag && run_of.back() != kNoRun) m.graph.runs[run_of.back()].self += at - t_prev;
-    t_prev = at;
-    ++tr.events;
-    switch (EventType(e->type)) {
-      case EventType::kRunBegin:
-        ++tr.runs;
-        push(at, SpanKind::kTask, event_task(*e));
-        if (tr.worker >= 0) {
-          tasks.push_back({at, event_task(*e), tr.worker, false});
-          queue.push_back({at, -1, 0, -1});
-          moves.push_back({at, tr.worker, -1});
-        }
-        break;
-      case EventType::kRunEnd: {
-        auto it = std::find_if(stack.rbegin(), stack.rend(), [&](std::size_t i) {
-          return tr.spans[i].kind == SpanKind::kTask && tr.spans[i].task == event_task(*e);
-        });
-        if (it == stack.rend()) break;  // its begin was dropped
-        while (tr.spans[stack.back()].task != event_task(*e) || tr.spans[stack.back()].kind != SpanKind::kTask) {
-          tr.spans[stack.back()].end = at;  // unclosed inside it: its end was dropped
-          if (run_of.back() != kNoRun) m.graph.runs[run_of.back()].end = at;
-          stack.pop_back();
-          run_of.pop_back();
-        }
-        pop(at);
-        break;
-      }
-      case EventType::kSearchBegin: push(at, SpanKind::kSearch, 0); break;
-      case EventType::kSearchEnd:
-        if (!stack.empty() && tr.spans[stack.back()].kind == SpanKind::kSearch) pop(at);
-        break;
-      case EventType::kPark: push(at, SpanKind::kPark, 0); break;
-      case EventType::kUnpark:
-        if (!stack.empty() && tr.spans[stack.back()].kind == SpanKind::kPark) pop(at);
-        break;
-      case EventType::kSteal:
-        ++tr.steals;
-        tr.stolen += e->a32;
-        if (tr.worker >= 0) {
-          m.steals.push_back({at, tr.worker, int(e->a16), e->a32});
-          moves.push_back({at, int(e->a16), -std::int32_t(e->a32)});
-          moves.push_back({at, tr.worker, std::int32_t(e->a32)});
-        }
-        break;
-      case EventType::kWake: {
-        Wake w;
-        w.at = at;
-        w.track = track;
-        w.waker = std::int32_t(e->a32);
-        w.wakee = int(e->a16);
-        w.injected = last_inject;
-        last_inject = 0;
-        m.wakes.push_back(w);
-        break;
-      }
-      case EventType::kInject:
-        ++m.injected;
-        last_inject = at;
-        queue.push_back({at, -1, 0, +1});
-        moves.push_back({at, -1, +1});
-        break;
-      case EventType::kInjectTake:
-        tr.injected_taken += e->a32;
-        if (tr.worker >= 0) {
-          moves.push_back({at, -1, -std::int32_t(e->a32)});
-          moves.push_back({at, tr.worker, std::int32_t(e->a32)});
-        }
-        break;
-      case EventType::kJoin:
-        if (dag) {
-          dag_point(at, 0, DagPointKind::kJoinEvent);
-          if (const std::size_t r = enclosing_run(); r != kNoRun) m.graph.runs[r].waiting = false;
-          set_state(at);
-        }
-        break;
-      case EventType::kSpawn:
-        ++tr.spawns;
-        if (dag) dag_point(at, event_task(*e), DagPointKind::kSpawn);
-        if (tr.worker >= 0) {
-          tasks.push_back({at, event_task(*e), tr.worker, true});
-          moves.push_back({at, tr.worker, +1});
-        }
-        queue.push_back({at, -1, 0, +1});
-        break;
-      case EventType::kIoSubmit: ++tr.io_submits; break;
-      case EventType::kIoComplete: ++tr.io_completes; break;
-      case EventType::kStealFence: ++tr.steal_fences; break;
-      case EventType::kParkFence: ++tr.park_fences; break;
-      case EventType::kNotify: ++tr.notifies; break;
-      case EventType::kRuntime: break;  // outside threads' events are sorted by it before the walk
-      case EventType::kOffCpu:
-        m.kernel_view = true;
-        if (e->a8) push(at, SpanKind::kDescheduled, 0);  // preempted; a thread that blocked is in its park or task
-        break;
-      case EventType::kOnCpu:
-        m.kernel_view = true;
-        if (!stack.empty() && tr.spans[stack.back()].kind == SpanKind::kDescheduled) pop(at);
-        break;
-    }
-  }
-  tr.time_in[cur] += tr.last - t_prev;
-  if (cur == kRunning && dag && run_of.back() != kNoRun) m.graph.runs[run_of.back()].self += tr.last - t_prev;
-  for (std::size_t i : stack) tr.spans[i].end = tr.last;  // open at its last event
-  for (std::size_t r : run_of)
-    if (r != kNoRun) m.graph.runs[r].end = tr.last;
-}
+  // A worker as a wakee: its park, and the wakes on their way.
+  bool in_park = false, park_closed = false;
+  std::uint64_t park_end = 0;
+  std::vector<Wake> to_check;   // wakes not yet judged: judged at its first event after them
+  std::vector<Wake> asleep;     // wakes into its open park
+  std::vector<AfterUnpark> after;
+};
 
-// The first element of `v` (sorted) at or after t, or v.end().
-template <class It, class Key>
-It first_at_or_after(It b, It e, std::uint64_t t, Key key) {
-  return std::partition_point(b, e, [&](const auto& x) { return key(x) < t; });
-}
+class Builder {
+ public:
+  Builder(Model& m, const AnalyseOptions& opt) : m_(m), opt_(opt) {}
 
-void match_wakes(Model& m) {
-  std::vector<std::vector<const Span*>> parks(m.workers), runs(m.workers);
-  std::vector<std::vector<std::uint64_t>> found(m.workers);  // moments a worker found work
-  for (unsigned w = 0; w < m.workers; ++w) {
-    for (const Span& s : m.tracks[w].spans) {
-      if (s.kind == SpanKind::kPark) parks[w].push_back(&s);
-      if (s.kind == SpanKind::kTask) {
-        runs[w].push_back(&s);
-        found[w].push_back(s.begin);
-      }
-    }
+  void add_track(Track t, bool has_events) {
+    m_.tracks.push_back(std::move(t));
+    has_events_.push_back(has_events);
+    walks_.emplace_back();
   }
-  for (const Steal& s : m.steals) found[s.thief].push_back(s.at);
-  for (auto& f : found) std::sort(f.begin(), f.end());
-  for (Wake& wk : m.wakes) {
-    if (wk.wakee < 0 || unsigned(wk.wakee) >= m.workers) continue;
-    auto& pv = parks[wk.wakee];
-    // The park it was in: the last one begun at or before the wake.
-    auto it = first_at_or_after(pv.begin(), pv.end(), wk.at + 1, [](const Span* s) { return s->begin; });
-    if (it == pv.begin()) continue;
-    const Span* p = *(it - 1);
-    if (!(p->closed && p->end >= wk.at)) continue;  // already awake (a token), or never woke in the trace
-    wk.asleep = true;
-    wk.unpark = p->end;
-    auto& rv = runs[wk.wakee];
-    auto r = first_at_or_after(rv.begin(), rv.end(), wk.unpark, [](const Span* s) { return s->begin; });
-    const std::uint64_t next_run = r == rv.end() ? UINT64_MAX : (*r)->begin;
-    if (m.task_level && r != rv.end()) wk.run = next_run;
-    auto np = first_at_or_after(pv.begin(), pv.end(), wk.unpark, [](const Span* s) { return s->begin; });
-    const std::uint64_t next_park = np == pv.end() ? UINT64_MAX : (*np)->begin;
-    auto& fv = found[wk.wakee];
-    auto f = std::lower_bound(fv.begin(), fv.end(), wk.unpark);
-    const std::uint64_t next_found = f == fv.end() ? UINT64_MAX : *f;
-    wk.found_nothing = next_park != UINT64_MAX && next_park < next_found;
-  }
-}
 
-void match_migrations(Model& m, std::vector<TaskPoint>& pts) {
-  std::stable_sort(pts.begin(), pts.end(), [](const TaskPoint& a, const TaskPoint& b) {
-    return a.at != b.at ? a.at < b.at : a.spawn > b.spawn;  // a spawn before a run at the same ns
-  });
-  std::unordered_map<std::uint64_t, std::pair<std::uint64_t, int>> spawned;  // task -> (at, worker)
-  spawned.reserve(1024);
-  for (const TaskPoint& p : pts) {
-    if (p.spawn) {
-      spawned[p.task] = {p.at, p.worker};
-      continue;
+  void start() {
+    // [first, last] event of any track: where something happened.
+    std::uint64_t lo = UINT64_MAX, hi = 0;
+    for (std::size_t i = 0; i < m_.tracks.size(); ++i)
+      if (has_events_[i]) lo = std::min(lo, m_.tracks[i].first), hi = std::max(hi, m_.tracks[i].last);
+    m_.window = lo < hi ? std::make_pair(lo, hi) : std::make_pair(std::uint64_t(0), m_.end_ns);
+    for (const GridSpec& s : opt_.grids) {
+      StateGrid g;
+      g.from = s.to > s.from ? s.from : m_.window.first;
+      g.to = s.to > s.from ? s.to : m_.window.second;
+      g.bins = s.bins;
+      g.share.assign(m_.tracks.size(), std::vector<std::array<double, kStates>>(s.bins, std::array<double, kStates>{}));
+      m_.grids.push_back(std::move(g));
     }
-    auto it = spawned.find(p.task);
-    if (it == spawned.end()) continue;
-    if (it->second.second != p.worker) m.migrations.push_back({it->second.first, p.at, it->second.second, p.worker});
-    spawned.erase(it);
+    if (m_.task_level) m_.queue_len.assign(m_.workers + 1, {});
+    queue_len_.assign(m_.workers + 1, 0);
+    sweep_state_.assign(m_.workers, kOther);
+    step_ = m_.end_ns / 4000 + 1;
+    dag_ = m_.task_level && opt_.work_span;
   }
-}
+
+  void event(std::size_t track, const Event& e);
+  void finish();
+
+ private:
+  bool dag_on(const Track& t) const { return dag_ && t.worker >= 0; }
+  RunId enclosing_run(const TrackWalk& tw) const {
+    for (auto it = tw.stack.rbegin(); it != tw.stack.rend(); ++it)
+      if (it->run != kNoRun) return it->run;
+    return kNoRun;
+  }
+  void set_state(std::size_t track, std::uint64_t at);
+  void push(std::size_t track, std::uint64_t at, SpanKind k, std::uint64_t task);
+  void pop(std::size_t track, std::uint64_t at, bool closed);
+  void sweep(std::uint64_t at, int worker, std::int8_t state, std::int8_t queued);
+  void move(std::uint64_t at, int queue, std::int32_t delta);
+  void judge_wakes(std::size_t track, std::uint64_t now, bool at_end);
+  void wake_done(const Wake& w);
+
+  Model& m_;
+  const AnalyseOptions& opt_;
+  std::vector<TrackWalk> walks_;
+  std::vector<bool> has_events_;  // per track: the index saw events of it
+  bool dag_ = false;
+  TaskGraph graph_;
+  std::unordered_map<std::uint64_t, std::pair<std::uint64_t, int>> spawned_;  // task -> (at, worker): migrations
+  // The idleness sweep: the pool's queued count and how many workers are in each state.
+  std::vector<std::int8_t> sweep_state_;
+  std::int64_t queued_ = 0;
+  unsigned searching_ = 0, parked_ = 0, descheduled_ = 0;
+  std::uint64_t sweep_prev_ = 0, step_ = 1;
+  std::vector<std::int64_t> queue_len_;
+};
 
 // Worker-ns spent searching or parked while some task was queued (spawned
 // or injected and not yet started): the queued count is the whole pool's,
-// from spawns, injections and starts.
-void idle_with_work(Model& m, std::vector<QueuePoint>& q) {
-  std::stable_sort(q.begin(), q.end(), [](const QueuePoint& a, const QueuePoint& b) { return a.at < b.at; });
-  std::vector<std::int8_t> st(m.workers, kOther);
-  std::int64_t queued = 0;
-  unsigned searching = 0, parked = 0, descheduled = 0;
-  std::uint64_t prev = 0;
-  const std::uint64_t step = m.end_ns / 4000 + 1;
-  for (const QueuePoint& p : q) {
-    if (p.worker < 0 && (m.queued.empty() || p.at / step != m.queued.back().first / step))
-      m.queued.emplace_back(p.at, queued);
-    if (queued > 0) {
-      m.idle_with_work_searching += (p.at - prev) * searching;
-      m.idle_with_work_parked += (p.at - prev) * parked;
-      m.idle_with_work_descheduled += (p.at - prev) * descheduled;
-    }
-    prev = p.at;
-    if (p.worker < 0) {
-      queued += p.queued;
-      if (queued < 0) queued = 0;  // a task started that no spawn in the trace made (an I/O continuation)
-      continue;
-    }
-    std::int8_t& s = st[p.worker];
-    if (s == kSearching) --searching;
-    if (s == kParked) --parked;
-    if (s == kDescheduled) --descheduled;
-    s = p.state;
-    if (s == kSearching) ++searching;
-    if (s == kParked) ++parked;
-    if (s == kDescheduled) ++descheduled;
+// from spawns, injections and starts. Called in time order.
+void Builder::sweep(std::uint64_t at, int worker, std::int8_t state, std::int8_t queued) {
+  if (!m_.task_level) return;
+  if (worker < 0 && (m_.queued.empty() || at / step_ != m_.queued.back().first / step_)) m_.queued.emplace_back(at, queued_);
+  if (queued_ > 0) {
+    m_.idle_with_work_searching += (at - sweep_prev_) * searching_;
+    m_.idle_with_work_parked += (at - sweep_prev_) * parked_;
+    m_.idle_with_work_descheduled += (at - sweep_prev_) * descheduled_;
   }
+  sweep_prev_ = at;
+  if (worker < 0) {
+    queued_ += queued;
+    if (queued_ < 0) queued_ = 0;  // a task started that no spawn in the trace made (an I/O continuation)
+    return;
+  }
+  std::int8_t& s = sweep_state_[worker];
+  if (s == kSearching) --searching_;
+  if (s == kParked) --parked_;
+  if (s == kDescheduled) --descheduled_;
+  s = state;
+  if (s == kSearching) ++searching_;
+  if (s == kParked) ++parked_;
+  if (s == kDescheduled) ++descheduled_;
 }
 
 // Each queue's length over time, sampled as m.queued is. A length that
 // would go below zero (a task no recorded event queued: an I/O
 // continuation) stays at zero.
-void queue_lengths(Model& m, std::vector<QueueMove>& moves) {
-  std::stable_sort(moves.begin(), moves.end(), [](const QueueMove& a, const QueueMove& b) { return a.at < b.at; });
-  m.queue_len.assign(m.workers + 1, {});
-  std::vector<std::int64_t> len(m.workers + 1, 0);
-  const std::uint64_t step = m.end_ns / 4000 + 1;
-  for (const QueueMove& mv : moves) {
-    const std::size_t q = mv.queue < 0 ? m.workers : std::size_t(mv.queue);
-    if (q > m.workers) continue;
-    len[q] = std::max<std::int64_t>(0, len[q] + mv.delta);
-    auto& series = m.queue_len[q];
-    if (!series.empty() && series.back().first / step == mv.at / step)
-      series.back().second = len[q];  // the bucket's last value
-    else
-      series.emplace_back(mv.at, len[q]);
+void Builder::move(std::uint64_t at, int queue, std::int32_t delta) {
+  if (!m_.task_level) return;
+  const std::size_t q = queue < 0 ? m_.workers : std::size_t(queue);
+  if (q > m_.workers) return;
+  queue_len_[q] = std::max<std::int64_t>(0, queue_len_[q] + delta);
+  auto& series = m_.queue_len[q];
+  if (!series.empty() && series.back().first / step_ == at / step_)
+    series.back().second = queue_len_[q];  // the bucket's last value
+  else
+    series.emplace_back(at, queue_len_[q]);
+}
+
+void Builder::set_state(std::size_t track, std::uint64_t at) {
+  Track& tr = m_.tracks[track];
+  TrackWalk& tw = walks_[track];
+  State s = tw.stack.empty() ? kOther : state_of(tw.stack.back().kind);
+  // A task in a blocking wait, between its searches, parks and the tasks
+  // it ran there, is the worker loop, not the task's work.
+  if (s == kRunning && tw.stack.back().waiting) s = kOther;
+  if (s == tw.cur && tw.started) return;
+  if (tw.started)
+    for (StateGrid& g : m_.grids) g.add(track, tw.state_since, at, std::uint8_t(tw.cur));
+  tw.started = true;
+  tw.cur = s;
+  tw.state_since = at;
+  if (tr.worker >= 0) sweep(at, tr.worker, std::int8_t(s), 0);
+}
+
+void Builder::push(std::size_t track, std::uint64_t at, SpanKind k, std::uint64_t task) {
+  const Track& tr = m_.tracks[track];
+  TrackWalk& tw = walks_[track];
+  const bool dag = dag_on(tr);
+  // A search or park right inside a task: it is in a blocking wait,
+  // until that wait's `join` event.
+  if (dag && k != SpanKind::kTask && k != SpanKind::kDescheduled && !tw.stack.empty() && tw.stack.back().run != kNoRun)
+    tw.stack.back().waiting = true;
+  Frame f{at, task, k};
+  if (dag && k == SpanKind::kTask) {
+    f.run = graph_.begin_run(task, at);
+    m_.dag_runs_held = std::max(m_.dag_runs_held, graph_.held());
   }
+  tw.stack.push_back(f);
+  if (k == SpanKind::kPark) tw.in_park = true, tw.park_closed = false;
+  set_state(track, at);
+}
+
+// Ends the innermost span: closed, by its end event; else at an outer
+// span's end or the track's end (its own end event was dropped or never came).
+void Builder::pop(std::size_t track, std::uint64_t at, bool closed) {
+  TrackWalk& tw = walks_[track];
+  const Frame f = tw.stack.back();
+  tw.stack.pop_back();
+  if (f.kind == SpanKind::kPark) {
+    tw.in_park = false;
+    tw.park_closed = closed;
+    tw.park_end = at;
+    for (Wake& w : tw.asleep) {
+      if (!closed) {
+        wake_done(w);  // it never woke in the trace
+        continue;
+      }
+      w.asleep = true;
+      w.unpark = at;
+      tw.after.push_back({w});
+    }
+    tw.asleep.clear();
+  }
+  if (opt_.sink)
+    opt_.sink->span(m_, track, {f.begin, at, f.kind, std::uint16_t(tw.stack.size()), closed, f.task});
+  if (f.run != kNoRun) {
+    graph_.end_run(f.run, at);
+    // The enclosing run was in a wait.
+    if (closed)
+      if (const RunId r = enclosing_run(tw); r != kNoRun) graph_.join_nested(r, at);
+  }
+  if (closed) {
+    if (f.kind == SpanKind::kTask) {
+      m_.task_ns.add(at - f.begin);
+      const std::uint64_t d = at - f.begin;
+      ++m_.task_ns_log2[d < 128 ? 7 : 64 - __builtin_clzll(d)];
+    }
+    if (f.kind == SpanKind::kPark) m_.park_ns.add(at - f.begin);
+    set_state(track, at);
+  }
+}
+
+// The wakes into this worker: first, whether it was parked (its last park
+// begun at or before the wake had not ended before it), judged once the
+// worker's events up to the wake's time are all seen; then, after its
+// unpark, its next task start and whether it parked again before finding
+// work (a task start or a steal).
+void Builder::judge_wakes(std::size_t track, std::uint64_t now, bool at_end) {
+  TrackWalk& tw = walks_[track];
+  std::size_t keep = 0;
+  for (Wake& w : tw.to_check) {
+    if (!at_end && w.at >= now) {
+      tw.to_check[keep++] = w;
+      continue;
+    }
+    if (tw.in_park) {
+      tw.asleep.push_back(w);
+    } else if (tw.park_closed && tw.park_end == w.at) {
+      w.asleep = true;
+      w.unpark = tw.park_end;
+      tw.after.push_back({w});
+    } else {
+      wake_done(w);
+    }
+  }
+  tw.to_check.resize(keep);
+  keep = 0;
+  for (AfterUnpark& a : tw.after) {
+    if (!a.settled && a.park_seen && !a.found_seen && (at_end || now > a.park_at)) a.settled = true;
+    if (at_end || (a.settled && (a.run_seen || !m_.task_level))) {
+      a.w.found_nothing = a.park_seen && (!a.found_seen || a.park_at < a.found_at);
+      wake_done(a.w);
+      continue;
+    }
+    tw.after[keep++] = a;
+  }
+  tw.after.resize(keep);
+}
+
+void Builder::wake_done(const Wake& w) {
+  WakeStats& s = m_.wakes;
+  ++s.count;
+  ++s.by_pair[{w.waker, w.wakee}];
+  if (opt_.sink) opt_.sink->wake(m_, w);
+  if (!w.asleep) return;
+  ++s.asleep;
+  s.to_unpark.add(w.unpark - w.at);
+  s.unpark_by_pair[{w.waker, w.wakee}].add(w.unpark - w.at);
+  if (w.run) s.to_run.add(w.run - w.at);
+  s.found_nothing += w.found_nothing;
+  if (w.injected) {
+    s.sub_wake.add(w.at - w.injected);
+    s.sub_unpark.add(w.unpark - w.injected);
+    s.sub_wake_unpark.add(w.unpark - w.at);
+    if (w.run) {
+      s.sub_unpark_run.add(w.run - w.unpark);
+      s.sub_run.add(w.run - w.injected);
+    }
+  }
+}
+
+void Builder::event(std::size_t track, const Event& e) {
+  Track& tr = m_.tracks[track];
+  TrackWalk& tw = walks_[track];
+  const std::uint64_t at = e.ticks;
+  const bool dag = dag_on(tr);
+  if (!tw.started) {
+    tw.t_prev = tr.first;
+    set_state(track, tr.first);
+  }
+  if (tr.worker >= 0 && (!tw.to_check.empty() || !tw.after.empty())) judge_wakes(track, at, false);
+  tr.time_in[tw.cur] += at - tw.t_prev;
+  if (tw.cur == kRunning && dag && tw.stack.back().run != kNoRun) graph_.add_self(tw.stack.back().run, at - tw.t_prev);
+  tw.t_prev = at;
+  ++tr.events;
+  // What a wakee finds after its unpark.
+  auto found = [&](bool run) {
+    for (AfterUnpark& a : tw.after) {
+      if (!a.found_seen) a.found_seen = true, a.found_at = at, a.settled = true;
+      if (run && !a.run_seen) {
+        a.run_seen = true;
+        if (m_.task_level) a.w.run = at;
+      }
+    }
+  };
+  switch (EventType(e.type)) {
+    case EventType::kRunBegin:
+      ++tr.runs;
+      found(true);
+      push(track, at, SpanKind::kTask, event_task(e));
+      if (tr.worker >= 0) {
+        if (auto it = spawned_.find(event_task(e)); it != spawned_.end()) {
+          if (it->second.second != tr.worker) {
+            ++m_.migrations;
+            if (opt_.sink) opt_.sink->migration(m_, {it->second.first, at, it->second.second, tr.worker});
+          }
+          spawned_.erase(it);
+        }
+        sweep(at, -1, 0, -1);
+        move(at, tr.worker, -1);
+      }
+      break;
+    case EventType::kRunEnd: {
+      auto it = std::find_if(tw.stack.rbegin(), tw.stack.rend(), [&](const Frame& f) {
+        return f.kind == SpanKind::kTask && f.task == event_task(e);
+      });
+      if (it == tw.stack.rend()) break;  // its begin was dropped
+      while (tw.stack.back().kind != SpanKind::kTask || tw.stack.back().task != event_task(e))
+        pop(track, at, false);  // unclosed inside it: its end was dropped
+      pop(track, at, true);
+      break;
+    }
+    case EventType::kSearchBegin: push(track, at, SpanKind::kSearch, 0); break;
+    case EventType::kSearchEnd:
+      if (!tw.stack.empty() && tw.stack.back().kind == SpanKind::kSearch) pop(track, at, true);
+      break;
+    case EventType::kPark:
+      for (AfterUnpark& a : tw.after)
+        if (!a.park_seen) a.park_seen = true, a.park_at = at;
+      push(track, at, SpanKind::kPark, 0);
+      break;
+    case EventType::kUnpark:
+      if (!tw.stack.empty() && tw.stack.back().kind == SpanKind::kPark) pop(track, at, true);
+      break;
+    case EventType::kSteal:
+      ++tr.steals;
+      tr.stolen += e.a32;
+      if (tr.worker >= 0) {
+        found(false);
+        const Steal s{at, tr.worker, int(e.a16), e.a32};
+        ++m_.steal_count;
+        auto& c = m_.steals[{s.thief, s.victim}];
+        ++c.first;
+        c.second += s.count;
+        if (opt_.sink) opt_.sink->steal(m_, s);
+        move(at, int(e.a16), -std::int32_t(e.a32));
+        move(at, tr.worker, std::int32_t(e.a32));
+      }
+      break;
+    case EventType::kWake: {
+      Wake w;
+      w.at = at;
+      w.track = track;
+      w.waker = std::int32_t(e.a32);
+      w.wakee = int(e.a16);
+      w.injected = tw.last_inject;
+      tw.last_inject = 0;
+      if (w.wakee >= 0 && unsigned(w.wakee) < m_.workers)
+        walks_[w.wakee].to_check.push_back(w);
+      else
+        wake_done(w);
+      break;
+    }
+    case EventType::kInject:
+      ++m_.injected;
+      tw.last_inject = at;
+      sweep(at, -1, 0, +1);
+      move(at, -1, +1);
+      break;
+    case EventType::kInjectTake:
+      tr.injected_taken += e.a32;
+      if (tr.worker >= 0) {
+        move(at, -1, -std::int32_t(e.a32));
+        move(at, tr.worker, std::int32_t(e.a32));
+      }
+      break;
+    case EventType::kJoin:
+      if (dag) {
+        for (auto it = tw.stack.rbegin(); it != tw.stack.rend(); ++it)
+          if (it->run != kNoRun) {
+            graph_.join_event(it->run, at);
+            it->waiting = false;
+            break;
+          }
+        set_state(track, at);
+      }
+      break;
+    case EventType::kSpawn:
+      ++tr.spawns;
+      if (dag)
+        if (const RunId r = enclosing_run(tw); r != kNoRun) graph_.spawn(r, at, event_task(e));
+      if (tr.worker >= 0) {
+        spawned_[event_task(e)] = {at, tr.worker};
+        move(at, tr.worker, +1);
+      }
+      sweep(at, -1, 0, +1);
+      break;
+    case EventType::kIoSubmit: ++tr.io_submits; break;
+    case EventType::kIoComplete: ++tr.io_completes; break;
+    case EventType::kStealFence: ++tr.steal_fences; break;
+    case EventType::kParkFence: ++tr.park_fences; break;
+    case EventType::kNotify: ++tr.notifies; break;
+    case EventType::kRuntime: break;  // routed by analyse
+    case EventType::kSchedExt: {
+      m_.sched_ext = true;
+      const unsigned kind = e.a8 <= unsigned(kScxYieldToBusy) ? unsigned(e.a8) : unsigned(kScxOther);
+      ++tr.sched_ext[kind];
+      if (opt_.sink) opt_.sink->sched_ext(m_, track, at, kind, e.a16);
+      break;
+    }
+    case EventType::kOffCpu:
+      m_.kernel_view = true;
+      if (e.a8) push(track, at, SpanKind::kDescheduled, 0);  // preempted; a thread that blocked is in its park or task
+      break;
+    case EventType::kOnCpu:
+      m_.kernel_view = true;
+      if (!tw.stack.empty() && tw.stack.back().kind == SpanKind::kDescheduled) pop(track, at, true);
+      break;
+  }
+}
+
+void Builder::finish() {
+  for (std::size_t i = 0; i < m_.tracks.size(); ++i) {
+    Track& tr = m_.tracks[i];
+    TrackWalk& tw = walks_[i];
+    if (!tw.started) {  // no event: one state, from 0
+      tw.started = true;
+      tw.t_prev = tr.first;
+    }
+    judge_wakes(i, UINT64_MAX, false);  // every event of it seen
+    tr.time_in[tw.cur] += tr.last - tw.t_prev;
+    if (tw.cur == kRunning && dag_on(tr) && tw.stack.back().run != kNoRun) graph_.add_self(tw.stack.back().run, tr.last - tw.t_prev);
+    for (StateGrid& g : m_.grids) g.add(i, tw.state_since, tr.last, std::uint8_t(tw.cur));
+    while (!tw.stack.empty()) pop(i, tr.last, false);  // open at its last event
+    judge_wakes(i, tr.last, true);
+  }
+  for (unsigned w = 0; w < m_.workers; ++w) m_.work_ns += m_.tracks[w].time_in[kRunning];
+  if (dag_) m_.work_span = graph_.finish();
 }
 
 }  // namespace
 
-std::vector<std::uint64_t> trace_runtimes(const TraceFile& tf) {
+std::vector<Model> analyse(const TraceIndex& ix, const AnalyseOptions& opt) {
+  // The runtimes, by the first event of their worker streams.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> first;  // (first event, runtime)
-  for (const Stream& s : tf.streams) {
+  for (const StreamIndex& s : ix.streams) {
     if (s.info.worker < 0) continue;
-    const std::uint64_t at = s.events.empty() ? UINT64_MAX : s.events.front().ticks;
+    const std::uint64_t at = s.events ? s.first : UINT64_MAX;
     auto it = std::find_if(first.begin(), first.end(), [&](const auto& f) { return f.second == s.info.runtime; });
     if (it == first.end())
       first.emplace_back(at, s.info.runtime);
@@ -352,129 +517,103 @@ std::vector<std::uint64_t> trace_runtimes(const TraceFile& tf) {
       it->first = std::min(it->first, at);
   }
   std::sort(first.begin(), first.end());
-  std::vector<std::uint64_t> out;
-  for (const auto& f : first) out.push_back(f.second);
-  return out;
-}
+  if (first.empty()) first.emplace_back(0, 0);  // no worker recorded anything
 
-Model build_model(const TraceFile& tf, std::uint64_t runtime, bool first_runtime, bool with_work_span) {
-  Model m;
-  m.task_level = tf.header.level == std::uint32_t(trace_format::Level::kTask);
-  m.end_ns = tf.end_ns;
-  m.dropped = tf.dropped;
-  m.events = tf.events;
-  m.complete = tf.complete;
-  m.runtime = runtime;
-  m.with_work_span = with_work_span;
-
-  std::vector<std::vector<const Stream*>> of_worker;
-  std::vector<const Stream*> outside;
-  for (const Stream& s : tf.streams) {
-    if (s.info.worker < 0) {
-      outside.push_back(&s);
-    } else if (s.info.runtime == m.runtime) {
+  std::vector<Model> models(first.size());
+  std::vector<Builder> builders;
+  builders.reserve(models.size());
+  std::map<std::uint64_t, std::size_t> model_of;  // runtime -> models[]
+  // Where each stream's events go: a worker stream to its track; an outside
+  // thread's to its track in the model of the runtime it is about.
+  constexpr std::size_t kNone = SIZE_MAX;
+  std::vector<std::size_t> worker_track(ix.streams.size(), kNone);
+  std::vector<std::map<std::size_t, std::size_t>> outside_track(models.size());  // stream -> track
+  const bool task_level = ix.header.level == std::uint32_t(trace_format::Level::kTask);
+  for (std::size_t k = 0; k < models.size(); ++k) {
+    Model& m = models[k];
+    m.task_level = task_level;
+    m.end_ns = ix.end_ns;
+    m.dropped = ix.dropped;
+    m.events = ix.events;
+    m.complete = ix.complete;
+    m.runtime = first[k].second;
+    m.index = k;
+    model_of[m.runtime] = k;
+    builders.emplace_back(m, opt);
+    Builder& b = builders.back();
+    std::vector<std::vector<std::size_t>> of_worker;
+    for (std::size_t i = 0; i < ix.streams.size(); ++i) {
+      const StreamIndex& s = ix.streams[i];
+      if (s.info.worker < 0 || s.info.runtime != m.runtime) continue;
       if (unsigned(s.info.worker) >= of_worker.size()) of_worker.resize(s.info.worker + 1);
-      of_worker[s.info.worker].push_back(&s);
+      of_worker[s.info.worker].push_back(i);
+      worker_track[i] = std::size_t(s.info.worker);
     }
-  }
-  m.workers = unsigned(of_worker.size());
-  std::vector<TaskPoint> tasks;
-  std::vector<QueuePoint> queue;
-  std::vector<QueueMove> moves;
-  auto add_track = [&](std::vector<const Stream*> streams, int worker, std::string label) {
-    Track tr;
-    tr.worker = worker;
-    tr.label = std::move(label);
-    // Streams of one track follow each other in time (a runtime made again
-    // at the same address): by their first event.
-    std::sort(streams.begin(), streams.end(), [](const Stream* a, const Stream* b) {
-      return (a->events.empty() ? UINT64_MAX : a->events.front().ticks) <
-             (b->events.empty() ? UINT64_MAX : b->events.front().ticks);
-    });
-    std::vector<const Event*> evs;
-    for (const Stream* s : streams) {
-      tr.dropped += s->dropped;
-      tr.tid = s->info.tid;
-      // A thread outside the pool: its events about this runtime, as its
-      // runtime events say (those before its first go with the first runtime).
-      std::uint64_t about = first_runtime ? m.runtime : 0;
-      for (const Event& e : s->events) {
-        if (worker >= 0) {
-          evs.push_back(&e);
-        } else if (EventType(e.type) == EventType::kRuntime) {
-          about = event_task(e);
-        } else if (about == m.runtime) {
-          evs.push_back(&e);
-        }
+    m.workers = unsigned(of_worker.size());
+    for (unsigned w = 0; w < m.workers; ++w) {
+      Track t;
+      t.worker = int(w);
+      t.label = "w" + std::to_string(w);
+      bool any = false;
+      for (std::size_t i : of_worker[w]) {
+        const StreamIndex& s = ix.streams[i];
+        t.dropped += s.dropped;
+        t.tid = s.info.tid;
+        if (!s.events) continue;
+        t.first = any ? std::min(t.first, s.first) : s.first;
+        t.last = any ? std::max(t.last, s.last) : s.last;
+        any = true;
       }
+      b.add_track(std::move(t), any);
     }
-    if (worker < 0 && evs.empty()) return;
-    if (!evs.empty()) {
-      tr.first = evs.front()->ticks;
-      tr.last = evs.back()->ticks;
-    }
-    walk(m, m.tracks.size(), tr, evs, tasks, queue, moves);
-    m.tracks.push_back(std::move(tr));
-  };
-  for (unsigned w = 0; w < m.workers; ++w) add_track(of_worker[w], int(w), "w" + std::to_string(w));
-  for (const Stream* s : outside)
-    add_track({s}, -1, std::string(s->info.name[0] ? s->info.name : "thread") + " (tid " + std::to_string(s->info.tid) + ")");
-
-  for (unsigned w = 0; w < m.workers; ++w) m.work_ns += m.tracks[w].time_in[kRunning];
-  std::sort(m.steals.begin(), m.steals.end(), [](const Steal& a, const Steal& b) { return a.at < b.at; });
-  std::sort(m.wakes.begin(), m.wakes.end(), [](const Wake& a, const Wake& b) { return a.at < b.at; });
-  match_wakes(m);
-  if (m.task_level) {
-    match_migrations(m, tasks);
-    if (m.with_work_span) {
-      m.work_span = work_span(m.graph);
-      m.graph = TaskGraph();  // done with: the report keeps several runtimes' models
-    }
-    idle_with_work(m, queue);
-    queue_lengths(m, moves);
-  }
-  return m;
-}
-
-std::vector<double> parallelism(const Model& m, unsigned bins, std::uint64_t from, std::uint64_t to) {
-  if (to <= from) from = 0, to = m.end_ns;
-  std::vector<double> busy(bins, 0.0);
-  if (to <= from || bins == 0) return busy;
-  const double width = double(to - from) / bins;
-  const std::uint8_t counted = m.task_level ? kRunning : kOther;
-  for (unsigned w = 0; w < m.workers; ++w) {
-    const Track& tr = m.tracks[w];
-    for (std::size_t i = 0; i < tr.states.size(); ++i) {
-      if (tr.states[i].second != counted) continue;
-      double b = std::max(double(tr.states[i].first), double(from)) - double(from);
-      double e = std::min(double(i + 1 < tr.states.size() ? tr.states[i + 1].first : tr.last), double(to)) - double(from);
-      for (unsigned k = b > 0 ? unsigned(b / width) : 0; k < bins && b < e; ++k) {
-        const double upto = std::min(e, (k + 1) * width);
-        if (upto > b) busy[k] += upto - b;
-        b = std::max(b, upto);
+    for (std::size_t i = 0; i < ix.streams.size(); ++i) {
+      const StreamIndex& s = ix.streams[i];
+      if (s.info.worker >= 0) continue;
+      Track t;
+      t.label = std::string(s.info.name[0] ? s.info.name : "thread") + " (tid " + std::to_string(s.info.tid) + ")";
+      t.tid = s.info.tid;
+      t.dropped = s.dropped;
+      bool any = false;
+      for (const AboutRuntime& a : s.about) {
+        if (!(a.runtime == m.runtime || (a.runtime == kBeforeRuntime && k == 0)) || !a.events) continue;
+        t.first = any ? std::min(t.first, a.first) : a.first;
+        t.last = any ? std::max(t.last, a.last) : a.last;
+        any = true;
       }
+      if (!any) continue;
+      outside_track[k][i] = m.tracks.size();
+      b.add_track(std::move(t), true);
     }
+    b.start();
   }
-  for (double& x : busy) x /= width;
-  return busy;
-}
 
-std::pair<std::uint64_t, std::uint64_t> active_window(const Model& m) {
-  std::uint64_t a = UINT64_MAX, b = 0;
-  for (const Track& t : m.tracks) {
-    if (!t.events) continue;
-    a = std::min(a, t.first);
-    b = std::max(b, t.last);
+  std::vector<std::uint64_t> about(ix.streams.size(), kBeforeRuntime);
+  EventReader reader(ix);
+  EventReader::Item it;
+  while (reader.next(&it)) {
+    const StreamIndex& s = ix.streams[it.stream];
+    if (s.info.worker >= 0) {
+      if (worker_track[it.stream] == kNone) continue;
+      builders[model_of[s.info.runtime]].event(worker_track[it.stream], it.event);
+      continue;
+    }
+    if (EventType(it.event.type) == EventType::kRuntime) {
+      about[it.stream] = event_task(it.event);
+      continue;
+    }
+    std::size_t k;
+    if (about[it.stream] == kBeforeRuntime) {
+      k = 0;
+    } else {
+      auto mo = model_of.find(about[it.stream]);
+      if (mo == model_of.end()) continue;
+      k = mo->second;
+    }
+    auto tr = outside_track[k].find(it.stream);
+    if (tr != outside_track[k].end()) builders[k].event(tr->second, it.event);
   }
-  if (a >= b) return {0, m.end_ns};
-  return {a, b};
-}
-
-std::uint64_t quantile(std::vector<std::uint64_t>& v, double q) {
-  if (v.empty()) return 0;
-  std::size_t k = std::size_t(q * double(v.size() - 1) + 0.5);
-  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
-  return v[k];
+  for (Builder& b : builders) b.finish();
+  return models;
 }
 
 }  // namespace parkway::tracetool

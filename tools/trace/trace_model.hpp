@@ -1,14 +1,21 @@
 // trace_model.hpp -- what a trace says happened: per worker its spans
 // (tasks, searches, parks; they nest), and the steals and wakes between
-// workers. Built once from a TraceFile; the report and the exports read it.
+// workers. analyse() builds it in one pass over the events in time order,
+// keeping counts, sketches and per-slice sums, not the events: the report
+// reads the models; the JSON export takes each span, steal, wake and
+// migration as it is found (ModelSink).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trace_dag.hpp"
 #include "trace_file.hpp"
+#include "trace_sketch.hpp"
 
 namespace parkway::tracetool {
 
@@ -36,15 +43,18 @@ struct Track {
   int worker = -1;      // -1: a thread outside the pool
   std::uint32_t tid = 0;
   std::uint64_t first = 0, last = 0;  // its first and last event
-  std::vector<Span> spans;            // in begin order
-  // Its State from each instant on: (ns, State), in time order, from `first`.
-  std::vector<std::pair<std::uint64_t, std::uint8_t>> states;
   std::uint64_t time_in[kStates] = {};
   std::uint64_t dropped = 0;
   std::uint64_t events = 0;
   std::uint64_t spawns = 0, runs = 0, steals = 0, stolen = 0, injected_taken = 0, io_submits = 0, io_completes = 0;
   std::uint64_t steal_fences = 0, park_fences = 0, notifies = 0;
+  // The sched_ext scheduler's decisions about it, by kind (SchedExtKind).
+  std::uint64_t sched_ext[4] = {};
 };
+
+// The kinds of kSchedExt events (bpf/parkway_sched.h, parkway_sched_event_kind).
+enum SchedExtKind { kScxOther = 0, kScxBusyPromote = 1, kScxKeepPrev = 2, kScxYieldToBusy = 3 };
+const char* sched_ext_name(unsigned kind);
 
 struct Steal {
   std::uint64_t at;
@@ -70,52 +80,88 @@ struct Migration {
   int from, to;
 };
 
+// Each track's time in each State per slice of [from, to): `bins` equal
+// slices (the report's parallelism chart, the SVG's pixel columns).
+struct StateGrid {
+  std::uint64_t from = 0, to = 0;
+  unsigned bins = 0;
+  std::vector<std::vector<std::array<double, kStates>>> share;  // [track][slice]: ns
+  void add(std::size_t track, std::uint64_t begin, std::uint64_t end, std::uint8_t state);
+};
+struct GridSpec {
+  std::uint64_t from = 0, to = 0;  // to <= from: the model's active window
+  unsigned bins = 0;
+};
+
+struct WakeStats {
+  std::uint64_t count = 0, asleep = 0, found_nothing = 0;
+  QuantileSketch to_unpark, to_run;  // wake -> unpark, wake -> first task start
+  std::map<std::pair<int, int>, std::uint64_t> by_pair;          // (waker, wakee): wakes
+  std::map<std::pair<int, int>, QuantileSketch> unpark_by_pair;  // wake -> unpark
+  // Submissions from outside that woke a sleeping worker, step by step.
+  QuantileSketch sub_wake, sub_unpark, sub_wake_unpark, sub_unpark_run, sub_run;
+};
+
 struct Model {
   bool task_level = false;
   std::uint64_t end_ns = 0;
   std::uint64_t runtime = 0;       // the runtime analysed (a process may hold several)
+  std::size_t index = 0;           // its place among the file's runtimes (by first event)
   std::vector<Track> tracks;       // workers first (by index), then outside threads
   unsigned workers = 0;            // tracks[0..workers) are workers; index == worker
-  std::vector<Steal> steals;
-  std::vector<Wake> wakes;
-  std::vector<std::uint64_t> park_ns;        // each park's duration (closed parks)
-  std::vector<std::uint64_t> task_ns;        // each task's duration, nested tasks included
-  std::uint64_t work_ns = 0;                 // sum of task time, nested tasks counted once
-  bool with_work_span = false;               // build_model was asked for work_span
-  TaskGraph graph;                          // while the model is built
-  WorkSpan work_span;                        // task level, with_work_span
-  std::vector<Migration> migrations;
+  std::pair<std::uint64_t, std::uint64_t> window{0, 0};  // [first, last] event of any track
+  std::uint64_t steal_count = 0;
+  std::map<std::pair<int, int>, std::pair<std::uint64_t, std::uint64_t>> steals;  // (thief, victim): steals, tasks
+  WakeStats wakes;
+  QuantileSketch park_ns;                     // each park's duration (closed parks)
+  QuantileSketch task_ns;                     // each task's duration, nested tasks included
+  std::map<int, std::uint64_t> task_ns_log2;  // task durations by power of two (< 128 ns: 7)
+  std::uint64_t work_ns = 0;                  // sum of task time, nested tasks counted once
+  WorkSpan work_span;                         // task level, AnalyseOptions::work_span
+  std::size_t dag_runs_held = 0;              // the most task runs the graph held at once
+  std::uint64_t migrations = 0;
   // Idle while work was queued elsewhere (task level): worker-ns.
   std::uint64_t idle_with_work_searching = 0, idle_with_work_parked = 0, idle_with_work_descheduled = 0;
   bool kernel_view = false;  // off_cpu/on_cpu events are in the trace
+  bool sched_ext = false;    // the sched_ext scheduler's events are in the trace
   // Tasks queued (spawned or injected, not started), pool-wide, sampled:
   // (ns, count) at most one point per 1/4000 of the trace.
   std::vector<std::pair<std::uint64_t, std::int64_t>> queued;
   // The same per queue, [0, workers) each worker's deque and [workers] the
   // injection queue (task level: spawns, steals, injection takes, starts).
   std::vector<std::vector<std::pair<std::uint64_t, std::int64_t>>> queue_len;
+  std::vector<StateGrid> grids;  // as AnalyseOptions::grids asked
   std::uint64_t injected = 0, dropped = 0, events = 0;
   bool complete = true;
 };
 
-// The runtimes of the file's worker streams (their RuntimeImpl addresses;
-// runtimes made one after another at one address are one), by first event.
-std::vector<std::uint64_t> trace_runtimes(const TraceFile& tf);
-// The model of one runtime: its workers, and the events of threads outside
-// the pool that are about it (kRuntime events say which; those before a
-// thread's first go with `first_runtime`'s model).
-// with_work_span: rebuild the task graph for work_span (the report; the
-// exports do without it).
-Model build_model(const TraceFile& tf, std::uint64_t runtime, bool first_runtime, bool with_work_span);
+// What the JSON export writes as the pass finds it.
+struct ModelSink {
+  virtual ~ModelSink() = default;
+  virtual void span(const Model&, std::size_t /*track*/, const Span&) {}
+  virtual void steal(const Model&, const Steal&) {}
+  virtual void wake(const Model&, const Wake&) {}
+  virtual void migration(const Model&, const Migration&) {}
+  virtual void sched_ext(const Model&, std::size_t /*track*/, std::uint64_t /*at*/, unsigned /*kind*/,
+                         unsigned /*cpu*/) {}
+};
+
+struct AnalyseOptions {
+  bool work_span = false;       // rebuild the task graph (the report)
+  std::vector<GridSpec> grids;  // per model, in this order
+  ModelSink* sink = nullptr;
+};
+
+// One model per runtime of the file (its worker streams' RuntimeImpl
+// addresses, by first event; runtimes made one after another at one address
+// are one), each with its workers and the events of threads outside the
+// pool that are about it (kRuntime events say which; those before a
+// thread's first go with the first runtime's model). No worker stream at
+// all: one model of the outside threads.
+std::vector<Model> analyse(const TraceIndex& ix, const AnalyseOptions& opt);
 
 // Workers running tasks (task level; else not searching or parked) in
-// `bins` equal slices of [from, to) (default: the whole trace): the
-// average count in each.
-std::vector<double> parallelism(const Model& m, unsigned bins, std::uint64_t from = 0, std::uint64_t to = 0);
-// [first, last] event of any track: where something happened.
-std::pair<std::uint64_t, std::uint64_t> active_window(const Model& m);
-
-// The q-th quantile (0..1) of v (sorted in place).
-std::uint64_t quantile(std::vector<std::uint64_t>& v, double q);
+// each slice of the grid: the average count.
+std::vector<double> parallelism(const Model& m, const StateGrid& g);
 
 }  // namespace parkway::tracetool

@@ -8,7 +8,9 @@
 // by the worker index its worker-side probes carry. Task-level events are
 // not recorded this way: a uprobe hit costs microseconds. The kernel's
 // view comes with them: sched_switch of the process's threads, as off_cpu
-// (preempted while runnable, or blocked) and on_cpu.
+// (preempted while runnable, or blocked) and on_cpu. With the sched_ext
+// scheduler loaded, its decisions about the process's workers come from
+// its ring buffer too (trace_sched_ext.hpp); without bpftrace, only they.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -27,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "trace_sched_ext.hpp"
 #include "trace_tool.hpp"
 
 namespace parkway::tracetool {
@@ -246,10 +249,87 @@ bool write_file(const std::string& path, int pid, std::uint64_t start_ns, Collec
   return true;
 }
 
+// The scheduler's records about the traced process (tgid; 0: the threads
+// the probes saw) as events of their threads.
+void take_sched_ext(const std::vector<SchedExtRecord>& recs, std::uint32_t tgid, Collected& c) {
+  std::vector<std::uint32_t> seen;
+  for (const auto& [tid, evs] : c.by_tid) seen.push_back(tid);
+  for (const SchedExtRecord& r : recs) {
+    if (tgid ? r.tgid != tgid : !std::binary_search(seen.begin(), seen.end(), r.tid)) continue;
+    c.by_tid[r.tid].push_back(sched_ext_event(r));
+    if (r.worker < 4096) c.worker_of.emplace(r.tid, int(r.worker));
+    c.first_ns = std::min<std::uint64_t>(c.first_ns, r.ns);
+    c.last_ns = std::max<std::uint64_t>(c.last_ns, r.ns);
+  }
+}
+
+// Without bpftrace: the scheduler's decisions only, about process `pid` or
+// the command, which this starts, until it ends (or SIGINT/SIGTERM).
+int record_sched_ext_only(const char* where, int pid, const std::vector<std::string>& cmd, const std::string& out,
+                          SchedExtEvents& scx) {
+  std::fprintf(stderr, "%s: bpftrace is not installed: recording the sched_ext scheduler's decisions only\n", where);
+  std::vector<SchedExtRecord> recs;
+  const std::uint64_t start_ns = monotonic_ns();
+  pid_t child = 0;
+  if (pid <= 0) {
+    child = fork();
+    if (child == 0) {
+      std::vector<char*> argv;
+      for (const std::string& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execvp(argv[0], argv.data());
+      std::fprintf(stderr, "%s: %s: %s\n", where, cmd[0].c_str(), std::strerror(errno));
+      _exit(127);
+    }
+    if (child < 0) {
+      std::fprintf(stderr, "%s: fork: %s\n", where, std::strerror(errno));
+      return 1;
+    }
+    pid = child;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = &on_stop_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  int status = 0;
+  bool forwarded = false;
+  for (;;) {
+    scx.drain(&recs);
+    if (child ? waitpid(child, &status, WNOHANG) == child : kill(pid, 0) != 0) break;
+    if (g_stop && !child) break;
+    if (g_stop && !forwarded) kill(child, SIGINT), forwarded = true;
+    usleep(20000);
+  }
+  scx.drain(&recs);
+  Collected c;
+  take_sched_ext(recs, std::uint32_t(pid), c);
+  std::string err;
+  if (!write_file(out, pid, start_ns, c, &err)) {
+    std::fprintf(stderr, "%s: %s\n", where, err.c_str());
+    return 1;
+  }
+  std::uint64_t n = 0;
+  for (auto& [tid, v] : c.by_tid) n += v.size();
+  std::fprintf(stderr, "%s: %llu sched_ext events from %zu threads written to %s\n", where, (unsigned long long)n,
+               c.by_tid.size(), out.c_str());
+  if (child && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    std::fprintf(stderr, "%s: %s exited with status %d\n", where, cmd[0].c_str(),
+                 WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  return 0;
+}
+
 }  // namespace
 
 int record_main(const char* where, int pid, const std::vector<std::string>& cmd, const std::string& out) {
+  // The sched_ext scheduler's decisions, when it is loaded (root): its
+  // records from before the recording are dropped.
+  SchedExtEvents scx;
+  std::string scx_why;
+  const bool with_scx = geteuid() == 0 && scx.open(&scx_why);
+  std::vector<SchedExtRecord> scx_recs;
+  if (with_scx) scx.drain(&scx_recs), scx_recs.clear();
   const std::string bpftrace = which("bpftrace");
+  if (bpftrace.empty() && with_scx) return record_sched_ext_only(where, pid, cmd, out, scx);
   if (bpftrace.empty()) {
     std::fprintf(stderr, "%s: bpftrace is not installed (apt-get install bpftrace); PARKWAY_TRACE=FILE in the "
                          "program's environment needs nothing\n", where);
@@ -341,8 +421,10 @@ int record_main(const char* where, int pid, const std::vector<std::string>& cmd,
       kill(child, SIGINT);
       stopped = true;
     }
+    if (with_scx) scx.drain(&scx_recs);
     usleep(50000);
   }
+  if (with_scx) scx.drain(&scx_recs);
   Collected c;
   if (FILE* in = std::fopen(tmp, "r")) {
     char line[512];
@@ -350,6 +432,7 @@ int record_main(const char* where, int pid, const std::vector<std::string>& cmd,
     std::fclose(in);
   }
   unlink(tmp);
+  take_sched_ext(scx_recs, pid > 0 ? std::uint32_t(pid) : 0, c);
   if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && c.by_tid.empty())) {
     std::fprintf(stderr, "%s: bpftrace failed (exit %d) and recorded nothing\n", where,
                  WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));

@@ -32,15 +32,14 @@ std::string pct(double part, double whole) {
 
 std::string name_of(int w) { return w < 0 ? std::string("out") : "w" + std::to_string(w); }
 
-void percentiles(std::FILE* o, const char* what, std::vector<std::uint64_t> v) {
+void percentiles(std::FILE* o, const char* what, const QuantileSketch& v) {
   if (v.empty()) {
     std::fprintf(o, "  %-26s none\n", what);
     return;
   }
-  std::uint64_t mx = *std::max_element(v.begin(), v.end());
-  std::fprintf(o, "  %-26s n=%zu  p50 %s  p90 %s  p99 %s  max %s\n", what, v.size(), fmt_ns(double(quantile(v, 0.5))).c_str(),
-               fmt_ns(double(quantile(v, 0.9))).c_str(), fmt_ns(double(quantile(v, 0.99))).c_str(),
-               fmt_ns(double(mx)).c_str());
+  std::fprintf(o, "  %-26s n=%llu  p50 %s  p90 %s  p99 %s  max %s\n", what, (unsigned long long)v.count(),
+               fmt_ns(double(v.quantile(0.5))).c_str(), fmt_ns(double(v.quantile(0.9))).c_str(),
+               fmt_ns(double(v.quantile(0.99))).c_str(), fmt_ns(double(v.max())).c_str());
 }
 
 // A matrix of rows x columns of `cell(r, c)` strings, "-" on the diagonal
@@ -97,77 +96,65 @@ void section_workers(std::FILE* o, const Model& m) {
   }
 }
 
-void section_steals(std::FILE* o, const Model& m) {
-  std::map<std::pair<int, int>, std::pair<std::uint64_t, std::uint64_t>> cnt;
-  for (const Steal& s : m.steals) {
-    auto& c = cnt[{s.thief, s.victim}];
-    ++c.first;
-    c.second += s.count;
+// What the sched_ext scheduler decided about each worker (docs/design/sched-ext.md).
+void section_sched_ext(std::FILE* o, const Model& m) {
+  if (!m.sched_ext) return;
+  std::fprintf(o, "\nThe sched_ext scheduler's decisions about each worker (parkway sched load)\n");
+  std::fprintf(o, "    %-6s %13s %13s %13s %9s\n", "worker", "busy_promote", "keep_prev", "yield_to_busy", "other");
+  for (unsigned w = 0; w < m.workers; ++w) {
+    const Track& t = m.tracks[w];
+    std::fprintf(o, "    %-6s %13llu %13llu %13llu %9llu\n", t.label.c_str(), (unsigned long long)t.sched_ext[kScxBusyPromote],
+                 (unsigned long long)t.sched_ext[kScxKeepPrev], (unsigned long long)t.sched_ext[kScxYieldToBusy],
+                 (unsigned long long)t.sched_ext[kScxOther]);
   }
-  std::fprintf(o, "\nSteals: %zu, thief (row) by victim (column): steals/tasks moved\n", m.steals.size());
+  std::fprintf(o, "    busy_promote: preempted while busy, queued ahead of its program's thieves; keep_prev: its\n"
+                  "    slice ran out, it kept the CPU (still ahead of the queue); yield_to_busy: searching, it\n"
+                  "    gave its CPU to a busy sibling that waited\n");
+}
+
+void section_steals(std::FILE* o, const Model& m) {
+  std::fprintf(o, "\nSteals: %llu, thief (row) by victim (column): steals/tasks moved\n", (unsigned long long)m.steal_count);
   if (m.steals.empty() || m.workers == 0) return;
   std::vector<int> ws;
   for (unsigned w = 0; w < m.workers; ++w) ws.push_back(int(w));
   matrix(o, ws, ws, [&](int r, int c) -> std::string {
     if (r == c) return "-";
-    auto it = cnt.find({r, c});
-    if (it == cnt.end()) return "0";
+    auto it = m.steals.find({r, c});
+    if (it == m.steals.end()) return "0";
     return std::to_string(it->second.first) + "/" + std::to_string(it->second.second);
   });
 }
 
 void section_parks_wakes(std::FILE* o, const Model& m) {
+  const WakeStats& ws = m.wakes;
   std::fprintf(o, "\nParks and wakes\n");
   percentiles(o, "park duration", m.park_ns);
-  std::vector<std::uint64_t> to_unpark, to_run;
-  std::size_t asleep = 0, nothing = 0;
-  std::map<std::pair<int, int>, std::vector<std::uint64_t>> pair_lat;
-  std::map<std::pair<int, int>, std::uint64_t> pair_n;
-  for (const Wake& w : m.wakes) {
-    ++pair_n[{w.waker, w.wakee}];
-    if (!w.asleep) continue;
-    ++asleep;
-    to_unpark.push_back(w.unpark - w.at);
-    pair_lat[{w.waker, w.wakee}].push_back(w.unpark - w.at);
-    if (w.run) to_run.push_back(w.run - w.at);
-    nothing += w.found_nothing;
-  }
-  std::fprintf(o, "  wakes: %zu, %zu of them found the worker asleep (the rest left a token)\n", m.wakes.size(), asleep);
-  percentiles(o, "wake -> unpark", to_unpark);
+  std::fprintf(o, "  wakes: %llu, %llu of them found the worker asleep (the rest left a token)\n",
+               (unsigned long long)ws.count, (unsigned long long)ws.asleep);
+  percentiles(o, "wake -> unpark", ws.to_unpark);
   if (m.task_level)
-    percentiles(o, "wake -> first task start", to_run);
+    percentiles(o, "wake -> first task start", ws.to_run);
   else
     std::fprintf(o, "  %-26s needs PARKWAY_TRACE_LEVEL=task\n", "wake -> first task start");
-  std::fprintf(o, "  woken, then parked again before finding work: %zu of %zu (%s)\n", nothing, asleep,
-               pct(double(nothing), double(asleep)).c_str());
+  std::fprintf(o, "  woken, then parked again before finding work: %llu of %llu (%s)\n",
+               (unsigned long long)ws.found_nothing, (unsigned long long)ws.asleep,
+               pct(double(ws.found_nothing), double(ws.asleep)).c_str());
   // A submission that woke a sleeper, step by step: the submitter's push
   // and wake (its FUTEX_WAKE included), the kernel bringing the sleeper
   // back, the sleeper finding the task.
-  std::vector<std::uint64_t> sub_wake, sub_unpark, unpark_run, sub_run;
-  for (const Wake& w : m.wakes) {
-    if (!w.injected || !w.asleep) continue;
-    sub_wake.push_back(w.at - w.injected);
-    sub_unpark.push_back(w.unpark - w.injected);
-    if (w.run) {
-      unpark_run.push_back(w.run - w.unpark);
-      sub_run.push_back(w.run - w.injected);
-    }
-  }
-  if (!sub_wake.empty()) {
-    std::fprintf(o, "  submissions from outside that woke a sleeping worker: %zu, step by step\n", sub_wake.size());
-    percentiles(o, "  submit -> wake", sub_wake);
-    std::vector<std::uint64_t> wake_unpark;
-    for (const Wake& w : m.wakes)
-      if (w.injected && w.asleep) wake_unpark.push_back(w.unpark - w.at);
-    percentiles(o, "  wake -> unpark", wake_unpark);
+  if (!ws.sub_wake.empty()) {
+    std::fprintf(o, "  submissions from outside that woke a sleeping worker: %llu, step by step\n",
+                 (unsigned long long)ws.sub_wake.count());
+    percentiles(o, "  submit -> wake", ws.sub_wake);
+    percentiles(o, "  wake -> unpark", ws.sub_wake_unpark);
     if (m.task_level) {
-      percentiles(o, "  unpark -> task start", unpark_run);
-      percentiles(o, "  submit -> task start", sub_run);
+      percentiles(o, "  unpark -> task start", ws.sub_unpark_run);
+      percentiles(o, "  submit -> task start", ws.sub_run);
     }
   }
-  if (m.wakes.empty()) return;
+  if (ws.by_pair.empty()) return;
   std::vector<int> rows, cols;
-  for (const auto& [k, n] : pair_n) {
+  for (const auto& [k, n] : ws.by_pair) {
     if (std::find(rows.begin(), rows.end(), k.first) == rows.end()) rows.push_back(k.first);
     if (std::find(cols.begin(), cols.end(), k.second) == cols.end()) cols.push_back(k.second);
   }
@@ -175,12 +162,11 @@ void section_parks_wakes(std::FILE* o, const Model& m) {
   std::sort(cols.begin(), cols.end());
   std::fprintf(o, "  waker (row; out: a thread outside the pool) by wakee (column): wakes, p50 wake -> unpark\n");
   matrix(o, rows, cols, [&](int r, int c) -> std::string {
-    auto it = pair_n.find({r, c});
-    if (it == pair_n.end()) return "0";
-    auto lt = pair_lat.find({r, c});
-    if (lt == pair_lat.end()) return std::to_string(it->second);
-    std::vector<std::uint64_t> v = lt->second;
-    return std::to_string(it->second) + " " + fmt_ns(double(quantile(v, 0.5)));
+    auto it = ws.by_pair.find({r, c});
+    if (it == ws.by_pair.end()) return "0";
+    auto lt = ws.unpark_by_pair.find({r, c});
+    if (lt == ws.unpark_by_pair.end()) return std::to_string(it->second);
+    return std::to_string(it->second) + " " + fmt_ns(double(lt->second.quantile(0.5)));
   });
 }
 
@@ -192,24 +178,21 @@ void section_tasks(std::FILE* o, const Model& m) {
   }
   percentiles(o, "task duration", m.task_ns);
   // Powers of two of ns, from < 128 ns up.
-  std::map<int, std::size_t> hist;
-  for (std::uint64_t d : m.task_ns) {
-    int b = d < 128 ? 7 : 64 - __builtin_clzll(d);
-    ++hist[b];
-  }
-  std::size_t most = 0;
+  const std::map<int, std::uint64_t>& hist = m.task_ns_log2;
+  std::uint64_t most = 0;
   for (const auto& [b, n] : hist) most = std::max(most, n);
   for (const auto& [b, n] : hist) {
     std::string lo = b == 7 ? std::string("0") : fmt_ns(double(1ull << (b - 1)));
     std::string hi = fmt_ns(double(1ull << b));
     int bar = most ? int(std::lround(50.0 * double(n) / double(most))) : 0;
-    std::fprintf(o, "    %9s .. %-9s %9zu %s\n", lo.c_str(), hi.c_str(), n, std::string(std::max(bar, n ? 1 : 0), '#').c_str());
+    std::fprintf(o, "    %9s .. %-9s %9llu %s\n", lo.c_str(), hi.c_str(), (unsigned long long)n, std::string(std::max(bar, n ? 1 : 0), '#').c_str());
   }
-  std::fprintf(o, "  tasks started on another worker than the one that spawned them: %zu\n", m.migrations.size());
+  std::fprintf(o, "  tasks started on another worker than the one that spawned them: %llu\n",
+               (unsigned long long)m.migrations);
 }
 
 // Cilkscale's measures of the task graph (trace_dag.hpp says how it is rebuilt).
-void section_work_span(std::FILE* o, const WorkSpan& ws) {
+void section_work_span(std::FILE* o, const WorkSpan& ws, std::size_t held) {
   if (!ws.valid || ws.span == 0) {
     std::fprintf(o, "  work/span: no task ran on a worker in the trace\n");
     return;
@@ -225,15 +208,18 @@ void section_work_span(std::FILE* o, const WorkSpan& ws) {
                   "their parent's end, %llu started after it (detached)\n",
                (unsigned long long)ws.joins_recorded, (unsigned long long)ws.joins_nested,
                (unsigned long long)ws.joined_at_end, (unsigned long long)ws.detached);
+  std::fprintf(o, "  the graph held at most %zu task runs at once (those not done, and their children)\n", held);
   if (ws.roots > 1)
     std::fprintf(o, "  the %llu roots (tasks submitted from outside the pool) count as parallel: the span is the "
                     "longest of their graphs\n", (unsigned long long)ws.roots);
 }
 
 void section_parallelism(std::FILE* o, const Model& m) {
-  const unsigned bins = 40;
-  const auto [t0, t1] = active_window(m);
-  std::vector<double> p = parallelism(m, bins, t0, t1);
+  // The report's grid (kReportGrid): 40 slices of the active window.
+  const StateGrid& g = m.grids.at(0);
+  const unsigned bins = g.bins;
+  const std::uint64_t t0 = g.from, t1 = g.to;
+  std::vector<double> p = parallelism(m, g);
   std::fprintf(o, "\nParallelism over time: workers %s, %u slices of %s from %s (the first event) to %s\n",
                m.task_level ? "running tasks" : "neither searching nor parked", bins,
                fmt_ns(double(t1 - t0) / bins).c_str(), fmt_ns(double(t0)).c_str(), fmt_ns(double(t1)).c_str());
@@ -248,7 +234,7 @@ void section_parallelism(std::FILE* o, const Model& m) {
     std::fprintf(o, "  work (time inside tasks, all workers): %s over %s: average parallelism %.2f of %u workers\n",
                  fmt_ns(double(m.work_ns)).c_str(), fmt_ns(double(t1 - t0)).c_str(),
                  t1 > t0 ? double(m.work_ns) / double(t1 - t0) : 0.0, m.workers);
-    section_work_span(o, m.work_span);
+    section_work_span(o, m.work_span, m.dag_runs_held);
     double idle = 0;
     for (unsigned w = 0; w < m.workers; ++w) idle += double(m.tracks[w].time_in[kSearching] + m.tracks[w].time_in[kParked]);
     std::fprintf(o, "\nIdle while work was queued (a worker searching or parked while a spawned task waited to start)\n");
@@ -260,7 +246,8 @@ void section_parallelism(std::FILE* o, const Model& m) {
 
 }  // namespace
 
-void write_report(const std::string& path, const TraceFile& tf, const std::vector<Model>& models, std::FILE* o) {
+void write_report(const TraceIndex& tf, const std::vector<Model>& models, std::FILE* o) {
+  const std::string& path = tf.path;
   const auto& h = tf.header;
   unsigned workers = 0;
   for (const Model& m : models) workers += m.workers;
@@ -279,6 +266,7 @@ void write_report(const std::string& path, const TraceFile& tf, const std::vecto
       std::fprintf(o, "\n==== Runtime %zu of %zu (id 0x%llx): %u workers ====\n", k + 1, models.size(),
                    (unsigned long long)m.runtime, m.workers);
     section_workers(o, m);
+    section_sched_ext(o, m);
     section_steals(o, m);
     section_parks_wakes(o, m);
     section_tasks(o, m);

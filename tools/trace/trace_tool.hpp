@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,13 +12,35 @@
 
 namespace parkway::tracetool {
 
-// One section per runtime (models: build_model of each of trace_runtimes).
-void write_report(const std::string& path, const TraceFile& tf, const std::vector<Model>& models, std::FILE* out);
-// Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing): one process
-// per runtime.
-void write_chrome_json(const TraceFile& tf, const std::vector<Model>& models, std::FILE* out);
-// [from, to) ns of the trace; from == to: from the first event to the last.
-void write_svg(const std::string& title, const Model& m, std::FILE* out, std::uint64_t from = 0, std::uint64_t to = 0);
+// The grids each command asks analyse() for (AnalyseOptions::grids).
+inline constexpr std::size_t kReportGrid = 0;         // report: the parallelism chart
+inline constexpr unsigned kReportSlices = 40;         //   slices of the active window
+inline constexpr std::size_t kExportCounterGrid = 0;  // export: the running-workers counter
+inline constexpr unsigned kExportCounterSlices = 2000;  //   slices of the whole trace
+inline constexpr std::size_t kSvgGrid = 1;            // export: the SVG's pixel columns
+inline constexpr unsigned kSvgColumns = 1030;
+
+// One section per runtime (models: analyse() with the report's grid and
+// the work/span graph).
+void write_report(const TraceIndex& ix, const std::vector<Model>& models, std::FILE* out);
+
+// Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing), one process
+// per runtime: the header at construction, the slices and flows as
+// analyse() gives them to sink(), the names and counters at finish.
+class ChromeJsonWriter {
+ public:
+  ChromeJsonWriter(std::FILE* out, const TraceIndex& ix);
+  ~ChromeJsonWriter();
+  ModelSink* sink();
+  void finish(const std::vector<Model>& models);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The SVG timeline of the model's kSvgGrid.
+void write_svg(const std::string& title, const Model& m, std::FILE* out);
 
 // `parkway trace record`: -p PID (pid > 0) or the command `cmd`, into `out`.
 int record_main(const char* where, int pid, const std::vector<std::string>& cmd, const std::string& out);

@@ -23,9 +23,9 @@
 namespace parkway::trace_format {
 
 inline constexpr char kMagic[8] = {'P', 'W', 'T', 'R', 'A', 'C', 'E', '\0'};
-// Version 2 added the join and runtime events; a reader of version 2
-// reads version 1 files too (they hold neither).
-inline constexpr std::uint32_t kVersion = 2;
+// Version 2 added the join and runtime events, version 3 the sched_ext
+// scheduler's; a reader reads the older versions too (they hold none).
+inline constexpr std::uint32_t kVersion = 3;
 inline constexpr std::uint32_t kOldestVersion = 1;
 inline constexpr std::uint32_t kRecordMagic = 0x43525750;  // "PWRC"
 
@@ -106,6 +106,11 @@ enum class EventType : std::uint8_t {
   // thread outside the pool, before its first inject or wake for a runtime
   // other than its last one). runtime (a16:a32 = 48-bit RuntimeImpl address).
   kRuntime = 16,
+  // The sched_ext scheduler's decision about this worker (`parkway trace
+  // record` with `parkway sched load`): a8 = kind (bpf/parkway_sched.h,
+  // parkway_sched_event_kind: 1 busy_promote, 2 keep_prev, 3
+  // yield_to_busy), a16 = the CPU.
+  kSchedExt = 17,
   // Task level.
   kSpawn = 20,     // task
   kRunBegin = 21,  // task

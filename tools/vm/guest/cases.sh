@@ -630,7 +630,52 @@ case12() {
 	else result FAIL "$bad; $wait_line"; fi
 }
 
-for cur in 1 2 3 4 5 6 7 8 9 10 11 12; do
+# ---------------------------------------------------------------- case 13
+# `parkway trace record` with the scheduler loaded (the guest has no
+# bpftrace: the scheduler's decisions only). Two Busy and two Searching
+# spinners on 2 CPUs: busy ones are preempted, so promoted, and thieves
+# yield to them. The trace must hold those decisions on the four workers'
+# tracks, every event a known kind, promotions on the busy workers and
+# yields on the searching ones, no more than the scheduler's own counters
+# saw, and the export must draw them.
+case13() {
+	if ! start_loader /tmp/l13.log; then result FAIL "load failed: $(tail -n 3 /tmp/l13.log)"; return; fi
+	parkway sched status >/tmp/status.log 2>&1
+	p0=$(stat_of busy_promote); y0=$(stat_of yield_to_busy)
+	parkway trace record -o /tmp/scx.pwt -- pw_linkprobe bws 2 2 2 >/tmp/rec13.log 2>&1; rrc=$?
+	parkway sched status >/tmp/status.log 2>&1
+	p1=$(stat_of busy_promote); y1=$(stat_of yield_to_busy)
+	stop_loader
+	parkway trace report /tmp/scx.pwt >/tmp/rep13.log 2>&1; prc=$?
+	parkway trace export --json /tmp/scx.json --svg /tmp/scx.svg /tmp/scx.pwt >/tmp/exp13.log 2>&1; xrc=$?
+	log "record exit $rrc: $(tr '\n' '|' </tmp/rec13.log)"
+	log "report: $(grep -A6 "sched_ext scheduler's decisions" /tmp/rep13.log | tr '\n' '|')"
+	log "counters over the recording: busy_promote ${p0}->${p1}, yield_to_busy ${y0}->${y1}"
+	events=$(sed -n 's/.*traced, \([0-9]*\) events, .*/\1/p' /tmp/rep13.log)
+	# worker rows of the section: "    wN promote keep yield other"
+	rows=$(sed -n "/sched_ext scheduler's decisions/,/busy_promote: preempted/p" /tmp/rep13.log | grep -E '^ +w[0-9]+ ')
+	nrows=$(echo "$rows" | grep -c .)
+	promote=$(echo "$rows" | awk '{s += $2} END {print s + 0}')
+	keep=$(echo "$rows" | awk '{s += $3} END {print s + 0}')
+	yield=$(echo "$rows" | awk '{s += $4} END {print s + 0}')
+	other=$(echo "$rows" | awk '{s += $5} END {print s + 0}')
+	# bws registers its busy threads first (w0, w1), then the searching
+	# ones (w2, w3): promotions are of busy workers, yields of searchers.
+	misplaced=$(echo "$rows" | awk '($1 == "w0" || $1 == "w1") && $4 > 0 || ($1 == "w2" || $1 == "w3") && $2 > 0' | tr -s ' ' | tr '\n' '|')
+	slices=$(grep -o '"name":"sched_ext [a-z_]*"' /tmp/scx.json 2>/dev/null | grep -vc '"sched_ext other"')
+	if [ $rrc -ne 0 ] || [ $prc -ne 0 ] || [ $xrc -ne 0 ]; then result FAIL "record/report/export exit $rrc/$prc/$xrc: $(tail -n 2 /tmp/rec13.log /tmp/rep13.log /tmp/exp13.log)"
+	elif [ "$nrows" != 4 ]; then result FAIL "want 4 worker rows in the sched_ext section, got $nrows: $(cat /tmp/rep13.log | head -30)"
+	elif [ "$promote" -lt 1 ] || [ "$yield" -lt 1 ]; then result FAIL "no busy_promote ($promote) or yield_to_busy ($yield) in the trace"
+	elif [ "$other" -ne 0 ]; then result FAIL "$other events of an unknown kind"
+	elif [ -n "$misplaced" ]; then result FAIL "a promotion of a searcher or a yield of a busy worker: $misplaced"
+	elif [ $((promote + keep + yield)) -ne "${events:-0}" ]; then result FAIL "the section counts $((promote + keep + yield)) of the file's ${events:-?} events"
+	elif [ "$promote" -gt $(( ${p1:-0} - ${p0:-0} )) ] || [ "$yield" -gt $(( ${y1:-0} - ${y0:-0} )) ]; then result FAIL "more in the trace than the scheduler counted: promote $promote > $((p1 - p0)) or yield $yield > $((y1 - y0))"
+	elif [ "${slices:-0}" -ne "${events:-0}" ]; then result FAIL "the JSON has ${slices:-0} sched_ext slices for ${events:-?} events"
+	else result PASS "$events decisions on 4 workers: busy_promote $promote, keep_prev $keep, yield_to_busy $yield (the scheduler counted $((p1 - p0)) and $((y1 - y0)) over the run); all in the JSON"
+	fi
+}
+
+for cur in 1 2 3 4 5 6 7 8 9 10 11 12 13; do
 	case $cur in
 	1) name="load-enable-unload" ;;
 	2) name="workers-registered" ;;
@@ -644,6 +689,7 @@ for cur in 1 2 3 4 5 6 7 8 9 10 11 12; do
 	10) name="wait-bound" ;;
 	11) name="across-reload" ;;
 	12) name="many-programs-bound" ;;
+	13) name="trace-record-sched-ext" ;;
 	esac
 	if want $cur; then
 		t0=$(cut -d' ' -f1 /proc/uptime)
