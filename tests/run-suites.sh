@@ -54,8 +54,12 @@ count() {
   fi
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
   echo "$p $f $k" >"$W/$s.counts"
-  echo "=== suite $s: $p passed, $f failed, $k skipped ($(( $(date +%s) - t0 )) s, exit $rc)"
+  echo "=== suite $s: $p passed, $f failed, $k skipped ($(( $(date +%s) - t0 )) s, $(cpu "$s") s CPU, exit $rc)"
 }
+
+# cpu S: the CPU seconds (user + system) S's make and its children used.
+TIMEFORMAT='%U %S'
+cpu() { awk 'NF == 2 { printf "%.0f", $1 + $2 }' "$W/$1.cpu" 2>/dev/null; }
 
 # Phase 1: each lane in the background. An item's output goes to a file,
 # printed whole (under a lock) when the item ends.
@@ -66,12 +70,12 @@ if [ ${#lanes[@]} -gt 0 ]; then
       for s in ${lanes[$i]}; do
         is_suite "$s" || [[ $s == test-builds* ]] || continue
         out="$W/$s.log"; t0=$(date +%s)
-        "$MAKE_CMD" --no-print-directory -j"$JOBS" "$s" >"$out" 2>&1
+        { time "$MAKE_CMD" --no-print-directory -j"$JOBS" "$s" >"$out" 2>&1; } 2>"$W/$s.cpu"
         rc=$?
         if is_suite "$s"; then
           count "$s" "$out" "$rc" "$t0" >>"$out"
         else
-          echo "=== build $s: exit $rc ($(( $(date +%s) - t0 )) s)" >>"$out"
+          echo "=== build $s: exit $rc ($(( $(date +%s) - t0 )) s, $(cpu "$s") s CPU)" >>"$out"
         fi
         { flock 9; echo "=== suite: $s (lane $((i + 1)))"; cat "$out"; } 9>"$W/print.lock"
       done
@@ -87,8 +91,8 @@ for s in "${suites[@]}"; do
   in_lane "$s" && continue
   echo "=== suite: $s"
   out="$W/$s.log"; t0=$(date +%s)
-  "$MAKE_CMD" --no-print-directory -j"$JOBS" "$s" 2>&1 | tee "$out"
-  count "$s" "$out" "${PIPESTATUS[0]}" "$t0"
+  { time { "$MAKE_CMD" --no-print-directory -j"$JOBS" "$s" 2>&1; echo $? >"$W/$s.rc"; } | tee "$out"; } 2>"$W/$s.cpu"
+  count "$s" "$out" "$(cat "$W/$s.rc")" "$t0"
 done
 [ ${#lanes[@]} -gt 0 ] && echo "=== phase 2 took $(( $(date +%s) - T1 )) s"
 
