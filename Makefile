@@ -166,7 +166,8 @@ TEST_SUITES :=
 # test-doc-snippets stays in phase 2: a guide example bounds a shutdown
 # by 20 ms.
 TEST_BUILDS     += lib $(PARKWAY_BIN) $(PARKWAY_NOSCHED_BIN)
-TEST_LANE_BUILT := test-builds vm-test test-builds-san test-http-parser test-cli test-install
+TEST_LANE_BUILT := test-builds vm-test test-builds-san test-http-parser test-cli test-install \
+  test-slot-forced test-trace-san
 TEST_LANE_FREE  := $(filter spec-%,$(TEST_SUITES)) check-warnings test-api-errors
 
 # What phase 2 runs, built ahead: the plain build (then the demo, whose
