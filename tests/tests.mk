@@ -126,15 +126,21 @@ TEST_SUITES += test-install
 # yields, sleeps and spins at every parking-protocol step and on the steal
 # gate's rare paths), running the scheduling and deque tests.
 # Only the library and the tests that include userspace/chaos.hpp (found
-# with -MM) are compiled again with PARKWAY_CHAOS; the other test objects
-# contain no chaos point and are the plain build's, linked as they are.
+# with -MM, listed in build/chaos/chaos-tests) are compiled again with
+# PARKWAY_CHAOS; the other test objects contain no chaos point and are the
+# plain build's, linked as they are.
+CHAOS_TESTS_LIST := build/chaos/chaos-tests
+$(CHAOS_TESTS_LIST): $(TEST_SRCS) $(HEADERS) $(wildcard userspace/*.hpp userspace/*/*.hpp tests/*.hpp)
+	@mkdir -p $(dir $@)
+	@for f in $(TEST_SRCS); do \
+	  $(CXX) $(CPPFLAGS) -Itests $(CXXSTD) -MM $$f | grep -q 'userspace/chaos\.hpp' && echo $$f; \
+	done >$@.tmp; mv $@.tmp $@
+
 .PHONY: test-chaos-build
-test-chaos-build: $(TEST_OBJS)
-	+@chaos=; for f in $(TEST_SRCS); do \
-	  $(CXX) $(CPPFLAGS) -Itests $(CXXSTD) -MM $$f | grep -q 'userspace/chaos\.hpp' && chaos="$$chaos $$f"; \
-	done; \
-	objs=$$(for o in $(TEST_OBJS); do \
-	  case " $$chaos " in *" $$(echo $$o | sed -E 's|^$(BUILD)/obj/||; s|\.o$$|.cpp|') "*) echo build/chaos/obj/$${o#$(BUILD)/obj/} ;; *) echo $$o ;; esac; \
+test-chaos-build: $(TEST_OBJS) $(CHAOS_TESTS_LIST)
+	+@objs=$$(for o in $(TEST_OBJS); do \
+	  if grep -qx "$$(echo $$o | sed -E 's|^$(BUILD)/obj/||; s|\.o$$|.cpp|')" $(CHAOS_TESTS_LIST); \
+	  then echo build/chaos/obj/$${o#$(BUILD)/obj/}; else echo $$o; fi; \
 	done); \
 	$(MAKE) --no-print-directory BUILD=build/chaos OPT="-O2 -g -DPARKWAY_CHAOS" TEST_OBJS="$$(echo $$objs)" test-unit-build
 
