@@ -125,15 +125,18 @@ TEST_SUITES += test-install
 # Randomized schedules: the runtime built with PW_CHAOS() points (random
 # yields, sleeps and spins at every parking-protocol step and on the steal
 # gate's rare paths), running the scheduling and deque tests.
-# Only the library and the tests that include userspace/chaos.hpp (found
-# with -MM, listed in build/chaos/chaos-tests) are compiled again with
-# PARKWAY_CHAOS; the other test objects contain no chaos point and are the
-# plain build's, linked as they are.
+# Only the library and the tests in whose source or project headers
+# (found with -MM) PARKWAY_CHAOS appears are compiled again with it
+# (listed in build/chaos/chaos-tests); the other test objects are the
+# plain build's, linked as they are: the define changes nothing in them
+# (tests/test_io.cpp disassembles the same with and without it). This
+# build takes 52 s of CPU instead of 133 s.
 CHAOS_TESTS_LIST := build/chaos/chaos-tests
 $(CHAOS_TESTS_LIST): $(TEST_SRCS) $(HEADERS) $(wildcard userspace/*.hpp userspace/*/*.hpp tests/*.hpp)
 	@mkdir -p $(dir $@)
 	@for f in $(TEST_SRCS); do \
-	  $(CXX) $(CPPFLAGS) -Itests $(CXXSTD) -MM $$f | grep -q 'userspace/chaos\.hpp' && echo $$f; \
+	  deps=$$($(CXX) $(CPPFLAGS) -Itests $(CXXSTD) -MM $$f | sed -e 's/^[^:]*://' -e 's/\\$$//'); \
+	  grep -qs PARKWAY_CHAOS $$deps && echo $$f; \
 	done >$@.tmp; mv $@.tmp $@
 
 .PHONY: test-chaos-build
