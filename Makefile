@@ -130,7 +130,7 @@ help:
 # The demo builds against an installed copy found by pkg-config, the way a
 # server would link parkway.
 DEMO_PREFIX := $(CURDIR)/$(BUILD)/prefix
-$(BUILD)/demo: tools/demo.cpp lib
+$(BUILD)/demo: tools/demo.cpp $(LIB_A) $(LIB_SO) $(PC_FILE)
 	@$(MAKE) --no-print-directory install PREFIX=$(DEMO_PREFIX) >/dev/null
 	$(CXX) -O2 -Wall -Wextra -o $@ tools/demo.cpp \
 	  $$(PKG_CONFIG_PATH=$(DEMO_PREFIX)/lib/pkgconfig pkg-config --cflags --libs parkway) \
@@ -158,6 +158,27 @@ TEST_SUITES :=
 -include tools/httpd/httpd_parts.mk
 -include tests/doc_snippets.mk
 
-# make test: every suite, each in its own make, then one total line.
+# make test: every suite, each in its own make, then one total line, in two
+# phases (tests/run-suites.sh). Phase 1 runs two lanes side by side: the
+# builds of the suites of phase 2 and the suites that measure no time
+# (SPIN models, compile checks, the QEMU guests under -icount, messages);
+# phase 2 runs each other suite alone (idle CPU, timeouts, latency bounds).
+# test-doc-snippets stays in phase 2: a guide example bounds a shutdown
+# by 20 ms.
+TEST_BUILDS     += lib $(PARKWAY_BIN) $(PARKWAY_NOSCHED_BIN)
+TEST_LANE_BUILT := test-builds vm-test test-builds-san test-http-parser test-cli test-install \
+  test-slot-forced test-trace-san
+TEST_LANE_FREE  := $(filter spec-%,$(TEST_SUITES)) check-warnings test-api-errors
+
+# What phase 2 runs, built ahead: the plain build (then the demo, whose
+# recipe installs into $(BUILD)/prefix), then each sanitizer build in turn
+# (one make per build directory, never two at once in one directory).
+.PHONY: test-builds test-builds-san
+test-builds:
+	+@$(MAKE) --no-print-directory -k $(TEST_BUILDS)
+	+@$(MAKE) --no-print-directory $(BUILD)/demo $(BUILD)/usdt_steal
+test-builds-san:
+	+@rc=0; for t in $(TEST_BUILDS_SAN); do $(MAKE) --no-print-directory $$t || rc=1; done; exit $$rc
+
 test: deps
-	@bash tests/run-suites.sh $(MAKE) $(TEST_SUITES)
+	@bash tests/run-suites.sh $(MAKE) --lane "$(TEST_LANE_BUILT)" --lane "$(TEST_LANE_FREE)" -- $(TEST_SUITES)

@@ -36,7 +36,7 @@ TEST_SUITES += test-http-parser
 #                          fuzz client (tests/httpd/fuzz.py), descriptor
 #                          exhaustion (tests/httpd/exhaust.py) and wrk
 #   make test-httpd-asan   the same checks against a server and library built
-#                          with -fsanitize=address,undefined (build/asan-httpd);
+#                          with -fsanitize=address,undefined (build/asan);
 #                          any sanitizer report on the server's stderr fails
 HTTPD_SRV_SRCS := $(HTTPD_DIR)/connection.cpp $(HTTPD_DIR)/handlers.cpp $(HTTPD_DIR)/httpd.cpp
 HTTPD_SRV_OBJS := $(patsubst $(HTTPD_DIR)/%.cpp,$(BUILD)/tools/httpd/obj/srv/%.o,$(HTTPD_SRV_SRCS))
@@ -55,11 +55,14 @@ httpd: $(HTTPD_BIN)
 test-httpd: $(HTTPD_BIN)
 	@bash tests/check-httpd.sh $(HTTPD_BIN)
 
-HTTPD_ASAN_BUILD := build/asan-httpd
-HTTPD_ASAN_OPT   := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-test-httpd-asan:
-	@$(MAKE) --no-print-directory BUILD=$(HTTPD_ASAN_BUILD) OPT="$(HTTPD_ASAN_OPT)" HTTPD_OPT="$(HTTPD_ASAN_OPT)" \
-	  LDLIBS="-pthread -luring -fsanitize=address,undefined" httpd
-	@HTTPD_CHECK_SANITIZER=1 bash tests/check-httpd.sh $(HTTPD_ASAN_BUILD)/parkway-httpd
+# The server of test-httpd-asan links test-asan's library (build/asan,
+# ASAN_MAKE in tests/tests.mk); only the server's own objects are added.
+.PHONY: test-httpd-asan-build
+test-httpd-asan-build:
+	+@$(ASAN_MAKE) HTTPD_OPT="$(ASAN_OPT)" httpd
+test-httpd-asan: test-httpd-asan-build
+	@HTTPD_CHECK_SANITIZER=1 bash tests/check-httpd.sh build/asan/parkway-httpd
 
 TEST_SUITES += test-httpd test-httpd-asan
+TEST_BUILDS += $(HTTPD_BIN) $(HTTPD_TEST_BIN)
+TEST_BUILDS_SAN += test-httpd-asan-build

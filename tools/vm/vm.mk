@@ -3,7 +3,7 @@
 #   make vm-test      fetch Debian sid's cloud kernel (cached in
 #                     $(PARKWAY_VM_CACHE)), boot it under QEMU TCG with the
 #                     tools and test programs, run the 13 cases in two
-#                     guests (VM_TESTS=1,3 runs only some)
+#                     guests, booted side by side (VM_TESTS=1,3 runs only some)
 #
 # Prints "N passed, N failed, N skipped"; cases count as skipped (with the
 # reason) only when QEMU or the kernel cannot be had.
@@ -32,8 +32,11 @@ $(VM_BUILD)/pw_vmprog: tools/vm/progs/pw_vmprog.cpp $(LIB_A) $(HEADERS)
 	$(CXX) $(VM_CXXFLAGS) $< $(LIB_A) -o $@ $(LDLIBS)
 
 # pw_vmprog needs the runtime; if it does not build, the cases using it fail
-# (they say why) while the others still run.
+# (they say why) while the others still run (a failed build leaves no older
+# pw_vmprog behind).
 vm-test: $(PARKWAY_BIN) $(VM_BUILD)/pw_linkprobe $(VM_BUILD)/pw_abuse $(VM_BUILD)/pw_seccomp
-	@rm -f $(VM_BUILD)/pw_vmprog
-	@$(MAKE) --no-print-directory $(VM_BUILD)/pw_vmprog || echo "vm-test: pw_vmprog did not build: cases 2 and 3 will fail"
+	@$(MAKE) --no-print-directory $(VM_BUILD)/pw_vmprog || { rm -f $(VM_BUILD)/pw_vmprog; \
+	  echo "vm-test: pw_vmprog did not build: cases 2 and 3 will fail"; }
 	@PARKWAY_VM_CACHE=$(PARKWAY_VM_CACHE) bash tools/vm/run-vm-tests.sh $(BUILD)
+
+TEST_BUILDS += $(VM_BUILD)/pw_linkprobe $(VM_BUILD)/pw_abuse $(VM_BUILD)/pw_seccomp $(VM_BUILD)/pw_vmprog
