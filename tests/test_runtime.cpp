@@ -48,6 +48,15 @@ TEST(Options, InvalidOptionsAreNamed) {
             std::string::npos);
   EXPECT_NE(invalid_message(parkway::Options{.workers = 1, .stack_size = parkway::kMaxStackSize + 1}).find("stack_size"),
             std::string::npos);
+  EXPECT_NE(invalid_message(parkway::Options{.workers = 1, .worker_slice_us = 50}).find("worker_slice_us"),
+            std::string::npos);
+  EXPECT_NE(invalid_message(parkway::Options{.workers = 1, .worker_slice_us = 100001}).find("worker_slice_us"),
+            std::string::npos);
+  ::setenv("PARKWAY_WORKER_SLICE_US", "fast", 1);
+  const std::string m = invalid_message(parkway::Options{.workers = 1});
+  ::unsetenv("PARKWAY_WORKER_SLICE_US");
+  EXPECT_NE(m.find("PARKWAY_WORKER_SLICE_US"), std::string::npos) << m;
+  EXPECT_NE(m.find("fast"), std::string::npos) << m;
 }
 
 

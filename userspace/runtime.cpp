@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <mutex>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <string>
 #include <system_error>
 
+#include "kernel_slice.hpp"
 #include "parker.hpp"
 #include "parkway/coro.hpp"
 #include "probes.hpp"
@@ -48,6 +50,10 @@ void validate(const Options& o) {
   if (o.io_cq_entries != 0 && (o.io_cq_entries < o.io_sq_entries || o.io_cq_entries > 65536))
     throw std::invalid_argument("parkway::Options::io_cq_entries must be 0 or in [io_sq_entries, 65536], got " +
                                 std::to_string(o.io_cq_entries));
+  if (o.worker_slice_us != 0 && (o.worker_slice_us < 100 || o.worker_slice_us > 100000))
+    throw std::invalid_argument("parkway::Options::worker_slice_us must be 0 (the kernel's default) or in [100, "
+                                "100000] microseconds, got " +
+                                std::to_string(o.worker_slice_us));
   if (o.name == nullptr) throw std::invalid_argument("parkway::Options::name must not be null");
   std::size_t len = std::strlen(o.name);
   if (len < 1 || len > 8 || std::strchr(o.name, '/'))
@@ -57,9 +63,19 @@ void validate(const Options& o) {
 
 // o, validated, with its name copied into `name` (9 bytes) and pointing there.
 Options validated(const Options& o, char* name) {
-  validate(o);
-  std::strcpy(name, o.name);  // 1..8 bytes: checked by validate
   Options v = o;
+  if (const char* e = std::getenv("PARKWAY_WORKER_SLICE_US"); e && *e) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long us = std::strtoul(e, &end, 10);
+    if (errno != 0 || *end != '\0' || us > 100000 || (us != 0 && us < 100))
+      throw std::invalid_argument(std::string("PARKWAY_WORKER_SLICE_US must be 0 or a number of microseconds in "
+                                              "[100, 100000], got \"") +
+                                  e + "\"");
+    v.worker_slice_us = unsigned(us);
+  }
+  validate(v);
+  std::strcpy(name, v.name);  // 1..8 bytes: checked by validate
   v.name = name;
   return v;
 }
@@ -152,6 +168,7 @@ void* worker_thread(void* p) {
   char name[16];
   std::snprintf(name, sizeof name, "%s-w%u", s.rt->opts.name, s.i);
   pthread_setname_np(pthread_self(), name);
+  if (s.rt->opts.worker_slice_us != 0) request_kernel_slice(s.rt->opts.worker_slice_us);
   s.rt->workers[s.i]->main_loop();
   return nullptr;
 }

@@ -54,6 +54,17 @@ struct Options {
   // entries (pure I/O runs faster) but lets a reply wait a few tasks on
   // a worker that also computes.
   bool io_send_first = true;
+
+  // The time slice, in microseconds, each worker thread asks the kernel's
+  // fair scheduler for (sched_setattr's sched_runtime; EEVDF honours it
+  // from Linux 6.12, older kernels ignore it). On a machine with more
+  // runnable threads than CPUs, a worker that a completion or a wake
+  // makes runnable then preempts a thread that has run past its own slice
+  // at once, instead of waiting for it, and a worker busy with a long task
+  // gives way to a waiting thread within this time. 0: the kernel's
+  // default (about 0.7 ms times 1 + log2(CPUs)). Valid: 0, or 100..100000.
+  // The environment variable PARKWAY_WORKER_SLICE_US overrides it.
+  unsigned worker_slice_us = 0;
 };
 
 // Bounds of Options::stack_size (other than 0).
