@@ -52,11 +52,15 @@ TEST(DeadlineHeap, MatchesASortedReferenceUnderRandomPushEraseAndPop) {
           ref.erase({x->at, x});
           ASSERT_EQ(x->deadline_pos, parkway::io::detail::kNoDeadline);
         }
-        if (!ref.empty()) ASSERT_GT(ref.begin()->first, now);
+        if (!ref.empty()) {
+          ASSERT_GT(ref.begin()->first, now);
+        }
         break;
       }
     }
     ASSERT_EQ(heap.size(), ref.size());
-    if (!ref.empty()) ASSERT_EQ(heap.earliest(), ref.begin()->first);
+    if (!ref.empty()) {
+      ASSERT_EQ(heap.earliest(), ref.begin()->first);
+    }
   }
 }
