@@ -57,14 +57,15 @@ struct Options {
 
   // The time slice, in microseconds, each worker thread asks the kernel's
   // fair scheduler for (sched_setattr's sched_runtime; EEVDF honours it
-  // from Linux 6.12, older kernels ignore it). On a machine with more
-  // runnable threads than CPUs, a worker that a completion or a wake
-  // makes runnable then preempts a thread that has run past its own slice
-  // at once, instead of waiting for it, and a worker busy with a long task
-  // gives way to a waiting thread within this time. 0: the kernel's
-  // default (about 0.7 ms times 1 + log2(CPUs)). Valid: 0, or 100..100000.
-  // The environment variable PARKWAY_WORKER_SLICE_US overrides it.
-  unsigned worker_slice_us = 0;
+  // from Linux 6.12, older kernels ignore it). Shorter than the kernel's
+  // default (about 0.7 ms times 1 + log2(CPUs)), it lets a worker that a
+  // wake or a completion makes runnable on a busy CPU take it at once,
+  // instead of waiting for the thread there to sleep or use up its slice,
+  // and makes a worker in a long task give way to a waiting thread within
+  // this time (docs/design/parking.md, "The kernel's time slice"). 0: the
+  // kernel's default. Valid: 0, or 100..100000. The environment variable
+  // PARKWAY_WORKER_SLICE_US overrides it.
+  unsigned worker_slice_us = 300;
 };
 
 // Bounds of Options::stack_size (other than 0).
