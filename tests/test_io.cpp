@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "io/ring.hpp"
+#include "worker.hpp"
 #include "parkway/io.hpp"
 #include "parkway/parkway.hpp"
 #include "test_util.hpp"
@@ -581,6 +582,40 @@ TEST(Io, RingParkedWorkerWokenByATaskAndByACompletion) {
   EXPECT_EQ(*r, 4u);
 }
 
+// The kernel's IORING_SQ_TASKRUN flag can be left set with no deferred
+// work behind it (io.md, "A stale TASKRUN flag"). A worker that took it
+// at its word entered the kernel at every scheduling point and never
+// parked: a whole CPU for an idle server. The test sets the flag on a
+// ring-parked worker's ring: it must clear it, park in its ring again,
+// and still reap the completion that comes later.
+TEST(Io, AStaleTaskrunFlagDoesNotKeepTheWorkerAwake) {
+  pwtest::Watchdog wd("Io.AStaleTaskrunFlagDoesNotKeepTheWorkerAwake", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  Pair p;
+  auto f = parkway::spawn(recv_once(p.a, {}), rt);
+  ASSERT_TRUE(eventually([&] { return rt.stats().total.ring_parks >= 1; })) << "the worker never parked in its ring";
+  const auto stale_before = rt.submit([] { return parkway::detail::Worker::current()->io_ring().stale_taskrun_hints(); }).get();
+  // Counted before the task that sets the flag wakes the worker: the park
+  // after it counts one more.
+  const auto parks_before_raise = rt.stats().total.ring_parks;
+  rt.submit([] { parkway::detail::Worker::current()->io_ring().raise_taskrun_flag_for_test(); }).get();
+  timespec a{}, b{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+  const bool parked_again = eventually([&] { return rt.stats().total.ring_parks > parks_before_raise; }, 2000ms);
+  std::this_thread::sleep_for(300ms);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+  EXPECT_TRUE(parked_again) << "the worker did not park in its ring again after the flag was set";
+  const auto stale_after = rt.submit([] { return parkway::detail::Worker::current()->io_ring().stale_taskrun_hints(); }).get();
+  EXPECT_GT(stale_after, stale_before) << "the stale flag was not found and cleared";
+  const double cpu_ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+  std::printf("after a stale TASKRUN flag: %.3f ms CPU in about 300 ms\n", cpu_ms);
+  if (!pwtest::kSanitized) EXPECT_LE(cpu_ms, 30.0) << "the worker kept entering the kernel";
+  ASSERT_EQ(::write(p.b, "late", 4), 4);  // the completion after the clear is still reaped
+  auto r = f.get();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(*r, 4u);
+}
+
 namespace {
 Task<void> wait_forever(int fd, std::atomic<int>* cancelled) {
   std::byte b[16];
@@ -673,6 +708,22 @@ TEST(Io, AcceptSurvivesEmfile) {
   }
 }
 
+// What the workers did while they should have slept: the counters that
+// moved, per worker, so a failing idle check says where the CPU went.
+std::string describe_idle_activity(const parkway::Stats& before, const parkway::Stats& after) {
+  std::string out = "counters that moved while idle:";
+  for (std::size_t i = 0; i < after.workers.size() && i < before.workers.size(); ++i) {
+    const parkway::WorkerStats& x = before.workers[i];
+    const parkway::WorkerStats& y = after.workers[i];
+    out += "\n  worker " + std::to_string(i) + ": executed +" + std::to_string(y.executed - x.executed) +
+           ", parks +" + std::to_string(y.parks - x.parks) + ", ring_parks +" +
+           std::to_string(y.ring_parks - x.ring_parks) + ", io_ops +" + std::to_string(y.io_ops - x.io_ops) +
+           ", failed_steals +" + std::to_string(y.failed_steals - x.failed_steals) + ", wakeups +" +
+           std::to_string(y.wakeups - x.wakeups) + ", park_fences +" + std::to_string(y.park_fences - x.park_fences);
+  }
+  return out;
+}
+
 TEST(Io, IdleConnectionsCostNoCpu) {
   if (pwtest::kSanitized) GTEST_SKIP() << "the sanitizer runtime's own threads use CPU";
   const int conns = 10000;
@@ -721,12 +772,14 @@ TEST(Io, IdleConnectionsCostNoCpu) {
   ASSERT_TRUE(eventually([&] { return rt.stats().total.io_ops >= std::uint64_t(conns) + 1; }));
   std::this_thread::sleep_for(100ms);
   timespec a{}, b{};
+  const parkway::Stats before = rt.stats();
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
   std::this_thread::sleep_for(2s);
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+  const parkway::Stats after = rt.stats();
   double cpu_ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
   std::printf("%d idle connections: %.3f ms CPU in 2 s\n", conns, cpu_ms);
-  EXPECT_LE(cpu_ms, 2.0);
+  EXPECT_LE(cpu_ms, 2.0) << describe_idle_activity(before, after);
   ::close(down[1]);  // the child exits; the echo coroutines see EOF and end
   ::close(up[0]);
   int status = 0;

@@ -298,10 +298,30 @@ unsigned IoRing::poll() noexcept {
   if (!deadlines_.empty()) expire_deadlines();
   // SQEs nobody waits for alone are no reason to enter: between_tasks
   // sends them within a few tasks, and the ring park with its own entry.
-  if ((urgent_ && io_uring_sq_ready(&ring_) != 0) ||
-      (IO_URING_READ_ONCE(*ring_.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0)
+  const unsigned kflags = IO_URING_READ_ONCE(*ring_.sq.kflags);
+  if ((urgent_ && io_uring_sq_ready(&ring_) != 0) || (kflags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0) {
     enter(false);
+    if ((kflags & IORING_SQ_TASKRUN) != 0) settle_taskrun_hint();
+  }
   return reap();
+}
+
+// [K1] The kernel sets IORING_SQ_TASKRUN after it queues deferred work
+// onto an empty list, in a separate step, and clears it only when it runs
+// that list. If our entry ran the list between the two steps, the flag
+// is set with nothing behind it, and stays so: entries with GETEVENTS do
+// not clear it when the list is empty. Every scheduling point would then
+// see "work waiting", enter, find none, and a ring-parked worker would
+// never park (io.md, "A stale TASKRUN hint"). So once an entry that was
+// owed the flag's work leaves it set and posts no CQE, the owner clears
+// the flag itself and enters once more: that entry runs whatever was
+// queued before the clear, and the first work queued after it finds the
+// list empty and sets the flag again, so no work hides behind the clear.
+void IoRing::settle_taskrun_hint() noexcept {
+  if ((IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN) == 0 || io_uring_cq_ready(&ring_) != 0) return;
+  __atomic_fetch_and(ring_.sq.kflags, ~unsigned(IORING_SQ_TASKRUN), __ATOMIC_SEQ_CST);
+  enter(false);
+  ++stale_taskrun_hints_;
 }
 
 void IoRing::push(::parkway::detail::Task* t) noexcept {

@@ -87,6 +87,7 @@ class IoRing {
   unsigned poll() noexcept;
   // [R1] Would poll() find something: CQEs, deferred completions or
   // cancel requests? (SQEs not yet submitted go in with the ring park.)
+  // The kernel's TASKRUN flag can be stale; poll() clears it then ([K1]).
   bool events_waiting() const noexcept {
     return io_uring_cq_ready(&ring_) != 0 ||
            (IO_URING_READ_ONCE(*ring_.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0 ||
@@ -120,6 +121,13 @@ class IoRing {
   void push(::parkway::detail::Task* t) noexcept;
   void multishot_ended() noexcept { --ops_; }
 
+  // How often [K1] found the kernel's TASKRUN flag set with no work behind
+  // it and cleared it. The test sets the flag to make that state at will.
+  std::uint64_t stale_taskrun_hints() const noexcept { return stale_taskrun_hints_; }
+  void raise_taskrun_flag_for_test() noexcept {
+    __atomic_fetch_or(ring_.sq.kflags, unsigned(IORING_SQ_TASKRUN), __ATOMIC_SEQ_CST);
+  }
+
  private:
   static constexpr unsigned kFlushTicks = 4;  // continuations that may queue SQEs before a flush
   static constexpr unsigned kDeadlineTicks = 64;  // between_tasks() calls per look at the clock
@@ -132,6 +140,8 @@ class IoRing {
   void enter(bool wait, std::int64_t wait_ns = -1) noexcept;
   // Queues an ASYNC_CANCEL of each operation whose deadline has passed.
   void expire_deadlines() noexcept;
+  // [K1] After an entry owed the TASKRUN flag's work: clear a stale flag.
+  void settle_taskrun_hint() noexcept;
 
   io_uring ring_;
   ::parkway::detail::Worker& w_;
@@ -149,6 +159,7 @@ class IoRing {
   std::atomic<CancelRequest*> mailbox_{nullptr};
   DeadlineHeap<OpState> deadlines_;  // operations with a timeout, earliest deadline first
   unsigned deadline_ticks_ = 0;      // between_tasks() calls since expire_deadlines()
+  std::uint64_t stale_taskrun_hints_ = 0;
   ReadyQueue& ready_;  // the worker's ready continuations, where reaps put them
 };
 
