@@ -46,10 +46,14 @@ TEST(KernelSlice, WorkersAskForTheSliceTheyAreGiven) {
     parkway::Runtime rt(parkway::Options{.workers = 2, .worker_slice_us = 250});
     EXPECT_EQ(workers_slice(rt), 250000u);
   }
-  {  // the default, 0, leaves the workers with what a new thread of the process gets
+  {  // the default
+    parkway::Runtime rt(parkway::Options{.workers = 2});
+    EXPECT_EQ(workers_slice(rt), 300000u);
+  }
+  {  // 0 leaves the workers with what a new thread of the process gets
     std::uint64_t plain = 0;
     std::thread([&] { plain = parkway::detail::kernel_slice_ns(); }).join();
-    parkway::Runtime rt(parkway::Options{.workers = 2});
+    parkway::Runtime rt(parkway::Options{.workers = 2, .worker_slice_us = 0});
     EXPECT_EQ(workers_slice(rt), plain);
     EXPECT_NE(plain, 250000u);
   }

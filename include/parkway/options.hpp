@@ -62,11 +62,10 @@ struct Options {
   // wake or a completion makes runnable on a busy CPU take it at once,
   // instead of waiting for the thread there to sleep or use up its slice,
   // and makes a worker in a long task give way to a waiting thread within
-  // this time (docs/design/parking.md, "The kernel's time slice"; 300
-  // brings the wake from a parked pool to the futex floor's). 0: the
+  // this time (docs/design/parking.md, "The kernel's time slice"). 0: the
   // kernel's default. Valid: 0, or 100..100000. The environment variable
   // PARKWAY_WORKER_SLICE_US overrides it.
-  unsigned worker_slice_us = 0;
+  unsigned worker_slice_us = 300;
 };
 
 // Bounds of Options::stack_size (other than 0).
