@@ -249,6 +249,22 @@ bool write_file(const std::string& path, int pid, std::uint64_t start_ns, Collec
   return true;
 }
 
+// Writes the trace and says on stderr how many `what` it holds; false
+// (with the reason printed) if the file could not be written.
+bool write_and_report(const char* where, const std::string& out, int pid, std::uint64_t start_ns, Collected& c,
+                      const char* what) {
+  std::string err;
+  if (!write_file(out, pid, start_ns, c, &err)) {
+    std::fprintf(stderr, "%s: %s\n", where, err.c_str());
+    return false;
+  }
+  std::uint64_t n = 0;
+  for (auto& [tid, v] : c.by_tid) n += v.size();
+  std::fprintf(stderr, "%s: %llu %s from %zu threads written to %s\n", where, (unsigned long long)n, what,
+               c.by_tid.size(), out.c_str());
+  return true;
+}
+
 // The scheduler's records about the traced process (tgid; 0: the threads
 // the probes saw) as events of their threads.
 void take_sched_ext(const std::vector<SchedExtRecord>& recs, std::uint32_t tgid, Collected& c) {
@@ -303,15 +319,7 @@ int record_sched_ext_only(const char* where, int pid, const std::vector<std::str
   scx.drain(&recs);
   Collected c;
   take_sched_ext(recs, std::uint32_t(pid), c);
-  std::string err;
-  if (!write_file(out, pid, start_ns, c, &err)) {
-    std::fprintf(stderr, "%s: %s\n", where, err.c_str());
-    return 1;
-  }
-  std::uint64_t n = 0;
-  for (auto& [tid, v] : c.by_tid) n += v.size();
-  std::fprintf(stderr, "%s: %llu sched_ext events from %zu threads written to %s\n", where, (unsigned long long)n,
-               c.by_tid.size(), out.c_str());
+  if (!write_and_report(where, out, pid, start_ns, c, "sched_ext events")) return 1;
   if (child && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
     std::fprintf(stderr, "%s: %s exited with status %d\n", where, cmd[0].c_str(),
                  WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
@@ -438,15 +446,7 @@ int record_main(const char* where, int pid, const std::vector<std::string>& cmd,
                  WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
     return 1;
   }
-  std::string err;
-  if (!write_file(out, pid > 0 ? pid : 0, start_ns, c, &err)) {
-    std::fprintf(stderr, "%s: %s\n", where, err.c_str());
-    return 1;
-  }
-  std::uint64_t n = 0;
-  for (auto& [tid, v] : c.by_tid) n += v.size();
-  std::fprintf(stderr, "%s: %llu events from %zu threads written to %s\n", where, (unsigned long long)n,
-               c.by_tid.size(), out.c_str());
+  if (!write_and_report(where, out, pid > 0 ? pid : 0, start_ns, c, "events")) return 1;
   return 0;
 }
 
