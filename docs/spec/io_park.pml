@@ -19,7 +19,11 @@
  *     mailbox [M1] and followed by ParkWord::notify [M2].
  *   - The kernel: user operations in flight complete at any time [K1]
  *     (NRUN of them), except NSTUCK that complete only when cancelled (a
- *     read on a quiet socket); FUTEX_WAKE wakes one waiter of the word,
+ *     read on a quiet socket). A completion is deferred work (DEFER_TASKRUN):
+ *     queued on a list, and IORING_SQ_TASKRUN set in a second step if the
+ *     list was empty [K1a, K1b]; the owner's entries run the list, posting
+ *     the CQEs and clearing the flag; the flag can so be left set with
+ *     nothing behind it, and [F1] clears it; FUTEX_WAKE wakes one waiter of the word,
  *     either one if there are two [K2]; a ring FUTEX_WAIT whose expected
  *     value differs from the word when it is submitted completes at once
  *     (-EAGAIN); an eventfd counter and the ring's read of it [K3];
@@ -42,9 +46,10 @@
  *   - The idle list, the searcher count and the other workers are
  *     parking.pml's; here they are the bit `listed`, and the queues P's
  *     tasks go to are one counter `tq`.
- *   - A CQE stands also for deferred task work (DEFER_TASKRUN): the kernel
- *     counts it toward io_uring_enter's wait, and [R1] reads
- *     IORING_SQ_TASKRUN. The reap takes every CQE present in one step.
+ *   - The ring wait's and the ASYNC_CANCELs' completions are posted as
+ *     CQEs at once (they too are deferred work, whose flag [K1a, K1b]
+ *     model for the user operations). The reap takes every CQE present in
+ *     one step.
  *   - An operation is in the kernel from the moment it is counted in
  *     ops_ (the code submits queued SQEs at its next enter: the model
  *     only allows earlier completions). SQEs that run out, and so the
@@ -94,6 +99,8 @@
  *   NOTIFY_BEFORE_PUSH C does [M2] before [M1]
  *   DOORBELL_LATE      (eventfd) the doorbell is published at [R2], after
  *                      the [P0] that wrote kParkedRing
+ *   NO_SETTLE          [F1] left out: a stale TASKRUN flag makes W enter
+ *                      and recheck for ever, never sleeping
  */
 
 #ifndef EVENTFD
@@ -147,6 +154,9 @@
 #ifndef DOORBELL_LATE
 #define DOORBELL_LATE 0
 #endif
+#ifndef NO_SETTLE
+#define NO_SETTLE 0
+#endif
 
 /* ParkWord::word (parker.hpp) */
 #define AWAKE      0
@@ -175,6 +185,9 @@ byte cqc;              /*   ASYNC_CANCELs (kTagCancel)                    */
 byte run_k = NRUN;     /* operations in the kernel, completing by themselves */
 byte stuck = NSTUCK;   /* operations in the kernel, completing only if cancelled */
 byte ccq;              /* ASYNC_CANCELs in the kernel (CANCEL_ASYNC only) */
+byte dl;               /* user completions on the deferred-work list      */
+bit  tf;               /* IORING_SQ_TASKRUN in the ring's sq_flags        */
+bit  setf;             /* the kernel will set tf (its second step, [K1b]) */
 byte mbox;             /* IoRing::mailbox_: requests posted, not drained  */
 byte tq;               /* P's tasks visible, not yet taken                */
 bit  listed;           /* W is on the idle list                           */
@@ -201,7 +214,7 @@ byte resub = RESUBMIT; /* continuations that will submit again            */
  *  - kParkedRing is written only once the doorbell is published. */
 #define INV_WAITERS (!(rw && fw))
 #define INV_ARMED   (armd == (rw || rd || cqw > 0) && cqw <= 1)
-#define INV_OPS     (ops == run_k + stuck + cqi)
+#define INV_OPS     (ops == run_k + stuck + dl + cqi)
 #define INV_BELL    (pw != PARKEDRING || (bell && EVENTFD))
 #define INV         (INV_WAITERS && INV_ARMED && INV_OPS && INV_BELL)
 
@@ -243,7 +256,16 @@ inline notify() {
   wake_sleeper()
 }
 
-/* IoRing::poll: drain_mailbox, enter (submits the ASYNC_CANCELs), reap. */
+/* An io_uring_enter with GETEVENTS runs the deferred-work list if it is
+ * not empty: the kernel clears the flag, then takes the list and posts
+ * its CQEs. An empty list is not run, and the flag stays as it is. */
+inline run_tw() {
+  atomic { if :: dl > 0 -> tf = 0; cqi = cqi + dl; dl = 0 :: else -> skip fi }
+}
+
+/* IoRing::poll: drain_mailbox, enter (submits the ASYNC_CANCELs; runs the
+ * deferred work) if there is something to submit or the flag is set,
+ * [F1], reap. */
 inline poll() {
   atomic { n = mbox; mbox = 0 };                         /* drain_mailbox */
   do
@@ -255,10 +277,26 @@ inline poll() {
 #else
        cqc++;                                            /* its CQE, inline */
 #endif
+       ent = 1;
        n--
      }
   :: else -> break
   od;
+  if
+  :: ent || tf ->                                        /* enter */
+     ent = 0;
+     run_tw();
+#if !NO_SETTLE
+     if
+     :: atomic { tf && CQ == 0 -> tf = 0 };              /* [F1] clear */
+        run_tw()                                         /* [F1] enter again */
+     :: else -> skip
+     fi
+#else
+     skip
+#endif
+  :: else -> skip
+  fi;
   atomic {                                               /* reap: every CQE */
     if
     :: cqw > 0 -> cqw = 0;
@@ -300,6 +338,7 @@ active proctype Worker()
 {
   bit ring, seen;
   byte tok, n, e;
+  bit ent;               /* poll() has SQEs to submit: it enters */
 
 top:
   /* Worker::loop: between_tasks / poll_io [L1], next_local, search */
@@ -357,7 +396,7 @@ top:
   listed = 1;                                            /* [P1] */
   seen = (tq > 0);                                       /* [P2] */
 #if !NO_RING_RECHECK
-  if :: ring && !seen -> seen = (CQ > 0) :: else -> skip fi;     /* [R1] CQ */
+  if :: ring && !seen -> seen = (CQ > 0 || tf) :: else -> skip fi;   /* [R1] CQ, flag */
   if :: ring && !seen -> seen = (mbox > 0) :: else -> skip fi;   /* [R1] mailbox */
 #endif
   if
@@ -375,7 +414,7 @@ top:
      wsl = RINGW;
 end_r3:
      if                                                  /* [R3] */
-     :: atomic { CQ > 0 -> wsl = RUNNING }
+     :: atomic { CQ > 0 || dl > 0 -> tf = 0; cqi = cqi + dl; dl = 0; wsl = RUNNING }   /* runs the list */
      :: atomic { spur > 0 -> spur--; wsl = RUNNING }     /* EINTR, timed park */
      fi;
      poll()                                              /* [R4] */
@@ -449,7 +488,9 @@ active proctype Kernel()
 {
 end:
   do
-  :: atomic { run_k > 0 -> run_k--; cqi++ }              /* [K1] */
+  :: atomic { run_k > 0 -> run_k--;                      /* [K1a] queued */
+               if :: dl == 0 -> setf = 1 :: else -> skip fi; dl++ }
+  :: atomic { setf -> setf = 0; tf = 1 }                 /* [K1b] the flag */
   :: atomic { rw && spur > 0 -> spur--; rw = 0; cqw++ }  /* spurious */
   :: spur > 0 -> spur = 0          /* no more spurious wakes: under weak
                                       fairness a spurious wake that stays
@@ -477,7 +518,7 @@ end:
   :: atomic { !(INV) -> assert(INV_WAITERS); assert(INV_ARMED); assert(INV_OPS); assert(INV_BELL) }
   :: timeout ->
      assert(ran == NT);                          /* a task is left: lost wakeup */
-     assert(CQ == 0 && cont == 0);               /* lost completion */
+     assert(CQ == 0 && dl == 0 && cont == 0);    /* lost completion */
      assert(mbox == 0 && released == NC)         /* lost cancel */
   fi
 }
@@ -492,7 +533,7 @@ ltl nolost   { <> (ran == NT) }
 #endif
 #ifdef LTL_nocqe
 /* every CQE posted is reaped, and its continuation run (no lost completion) */
-ltl nocqe    { [] ((CQ > 0 || cont > 0) -> <> (CQ == 0 && cont == 0)) }
+ltl nocqe    { [] ((CQ > 0 || dl > 0 || cont > 0) -> <> (CQ == 0 && dl == 0 && cont == 0)) }
 #endif
 #ifdef LTL_nocancel
 /* every cancel request is drained and its ASYNC_CANCEL reaped */

@@ -63,6 +63,8 @@ CHECKS=(
   "abl-doorbell-late      fail:accept                 nolost   -DEVENTFD=1 -DDOORBELL_LATE=1 -DMON=0"
   "abl-doorbell-late-inv  fail:assert:(pw!=4)         safety   -DEVENTFD=1 -DDOORBELL_LATE=1"
   "abl-arm-kparked-spins  fail:accept                 settles  -DEVENTFD=0 -DARM_BEFORE_RECHECK=2 -DNC=0"
+  "abl-no-settle          fail:accept                 settles  -DEVENTFD=0 -DNO_SETTLE=1"
+  "abl-no-settle-eventfd  fail:accept                 settles  -DEVENTFD=1 -DNO_SETTLE=1"
   # kernel behaviour the protocol relies on
   "assume-no-value-check  fail:accept                 nolost   -DEVENTFD=0 -DNO_VALUE_CHECK=1 -DMON=0"
   "assume-cancel-async    fail:accept                 nocancel -DEVENTFD=0 -DCANCEL_ASYNC=1 -DMON=0"
@@ -81,7 +83,7 @@ if [ "${1:-}" = "-l" ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
 # seeded bug / dropped assumption; each of the latter must have a
 # must-fail row, which the run below then requires SPIN to catch.
 KNOBS="EVENTFD NT NC NRUN NSTUCK RESUBMIT SPURIOUS STRAY MON NO_RING_RECHECK ARM_BEFORE_RECHECK"
-SEEDED="NO_REARM PLAIN_WHILE_ARMED NOTIFY_BEFORE_PUSH DOORBELL_LATE ARM_BEFORE_RECHECK=2 NO_VALUE_CHECK CANCEL_ASYNC"
+SEEDED="NO_REARM PLAIN_WHILE_ARMED NOTIFY_BEFORE_PUSH DOORBELL_LATE NO_SETTLE ARM_BEFORE_RECHECK=2 NO_VALUE_CHECK CANCEL_ASYNC"
 seeded_ok=1
 for f in $(sed -nE 's/^#ifndef ([A-Z_]+)$/\1/p' "$MODEL"); do
   case " $KNOBS $SEEDED " in *" $f "*|*" $f="*) ;; *) echo "FAIL  seeded: switch $f of $(basename "$MODEL") is neither a knob nor a seeded bug"; seeded_ok=0 ;; esac

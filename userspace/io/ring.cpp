@@ -306,7 +306,7 @@ unsigned IoRing::poll() noexcept {
   return reap();
 }
 
-// [K1] The kernel sets IORING_SQ_TASKRUN after it queues deferred work
+// [F1] The kernel sets IORING_SQ_TASKRUN after it queues deferred work
 // onto an empty list, in a separate step, and clears it only when it runs
 // that list. If our entry ran the list between the two steps, the flag
 // is set with nothing behind it, and stays so: entries with GETEVENTS do

@@ -87,7 +87,7 @@ class IoRing {
   unsigned poll() noexcept;
   // [R1] Would poll() find something: CQEs, deferred completions or
   // cancel requests? (SQEs not yet submitted go in with the ring park.)
-  // The kernel's TASKRUN flag can be stale; poll() clears it then ([K1]).
+  // The kernel's TASKRUN flag can be stale; poll() clears it then ([F1]).
   bool events_waiting() const noexcept {
     return io_uring_cq_ready(&ring_) != 0 ||
            (IO_URING_READ_ONCE(*ring_.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0 ||
@@ -121,7 +121,7 @@ class IoRing {
   void push(::parkway::detail::Task* t) noexcept;
   void multishot_ended() noexcept { --ops_; }
 
-  // How often [K1] found the kernel's TASKRUN flag set with no work behind
+  // How often [F1] found the kernel's TASKRUN flag set with no work behind
   // it and cleared it. The test sets the flag to make that state at will.
   std::uint64_t stale_taskrun_hints() const noexcept { return stale_taskrun_hints_; }
   void raise_taskrun_flag_for_test() noexcept {
@@ -140,7 +140,7 @@ class IoRing {
   void enter(bool wait, std::int64_t wait_ns = -1) noexcept;
   // Queues an ASYNC_CANCEL of each operation whose deadline has passed.
   void expire_deadlines() noexcept;
-  // [K1] After an entry owed the TASKRUN flag's work: clear a stale flag.
+  // [F1] After an entry owed the TASKRUN flag's work: clear a stale flag.
   void settle_taskrun_hint() noexcept;
 
   io_uring ring_;
