@@ -32,9 +32,17 @@ int main(int argc, char** argv) {
   std::printf("pw_vmprog pid %d, %u workers, %d s\n", static_cast<int>(getpid()), workers, seconds);
   std::fflush(stdout);
   parkway::Runtime rt(parkway::Options{.workers = workers});
-  // Warm up (every worker has run), then tell the harness it may look.
-  for (int i = 0; i < 3; ++i) parkway::parallel_for(rt, 0, 4 * workers, 1, [](std::size_t) {});
-  parkway::SchedExtStatus se = rt.sched_ext_status();
+  // Warm up until every worker has started and tried to register (the
+  // status names no reason while the started ones are all registered, so
+  // fewer than all with no reason means some have not started yet: under
+  // TCG a thread can take a while), then tell the harness it may look.
+  parkway::SchedExtStatus se{};
+  for (int i = 0; i < 200; ++i) {
+    parkway::parallel_for(rt, 0, 4 * workers, 1, [](std::size_t) {});
+    se = rt.sched_ext_status();
+    if (se.reason[0] || se.registered == se.workers) break;
+    usleep(50000);
+  }
   std::printf("sched_ext registered %u of %u: %s\n", se.registered, se.workers, se.reason[0] ? se.reason : "all");
   std::printf("runtime up\n");
   std::fflush(stdout);
