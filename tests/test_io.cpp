@@ -1087,10 +1087,23 @@ TEST(Io, AWorkerWaitingForItsIoParksWithoutSearchingOn) {
   EXPECT_EQ(f.get(), n);
   parkway::Stats st = rt.stats();
   const std::uint64_t sleeps = st.total.parks;
+  // The property is the ring's owner's: a sibling with no I/O in flight
+  // searches its rounds when something wakes it, as a compute pool does.
+  std::uint64_t ring_failed = 0, ring_parks = 0;
+  for (std::size_t i = 0; i < st.workers.size(); ++i) {
+    const parkway::WorkerStats& w = st.workers[i];
+    std::printf("worker %zu: %llu I/O ops, %llu parks (%llu in its ring), %llu failed steal rounds\n", i,
+                (unsigned long long)w.io_ops, (unsigned long long)w.parks, (unsigned long long)w.ring_parks,
+                (unsigned long long)w.failed_steals);
+    if (w.io_ops != 0) {
+      ring_failed += w.failed_steals;
+      ring_parks += w.parks;
+    }
+  }
   std::printf("%llu parks, %llu failed steal rounds\n", (unsigned long long)sleeps,
               (unsigned long long)st.total.failed_steals);
   ASSERT_GE(sleeps, std::uint64_t(n));
-  EXPECT_LE(st.total.failed_steals, 4 * sleeps) << "idle workers searched on while waiting for their I/O";
+  EXPECT_LE(ring_failed, 4 * ring_parks) << "workers waiting for their I/O searched on";
 }
 
 // ---- the ready queue of I/O continuations (io/ready_queue.hpp) ----------
