@@ -312,7 +312,7 @@ unsigned IoRing::poll() noexcept {
 // is set with nothing behind it, and stays so: entries with GETEVENTS do
 // not clear it when the list is empty. Every scheduling point would then
 // see "work waiting", enter, find none, and a ring-parked worker would
-// never park (io.md, "A stale TASKRUN hint"). So once an entry that was
+// never park (io.md, "A stale TASKRUN flag"). So once an entry that was
 // owed the flag's work leaves it set and posts no CQE, the owner clears
 // the flag itself and enters once more: that entry runs whatever was
 // queued before the clear, and the first work queued after it finds the
