@@ -1,7 +1,7 @@
 // echo_client.cpp -- the load client of the echo benchmark (run_echo.py).
 //
 //   echo_client --port P [--conns C] [--size B] [--seconds D] [--warmup W]
-//               [--threads T] [--rate R]
+//               [--threads T] [--rate R] [--slice-us U]
 //
 // Opens C connections to 127.0.0.1:P (default 64), spread round robin over
 // T threads (default 1), each thread with its own epoll set (level-
@@ -18,7 +18,9 @@
 // its round trip counts from its scheduled time, so the client's own
 // lateness is charged too (reported as send_lag_*: how late the send
 // system call started; from_send_*: the round trip counted from that
-// send instead).
+// send instead). In open loop each thread asks for a U us kernel slice
+// (default 100; 0 keeps the kernel's default), so that its wake-ups are
+// not held behind a busy server's threads (../client_slice.hpp says why).
 //
 // Load runs for W seconds of warm-up (default 1) and then D measured
 // seconds (default 3); only round trips that complete inside the measured
@@ -54,6 +56,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "../client_slice.hpp"
 
 namespace {
 
@@ -126,6 +130,7 @@ struct Config {
   double warmup = 1;
   int threads = 1;
   double rate = 0;  // 0: closed loop
+  unsigned slice_us = 100;  // open loop: the kernel slice each thread asks for (0: the default)
 };
 
 // The byte at stream position pos of connection id (both directions).
@@ -153,6 +158,7 @@ struct Conn {
 struct ThreadResult {
   Histogram rtt, lag, from_send;
   std::uint64_t completed = 0, sent = 0, errors = 0, bad_bytes = 0;
+  bool sliced = false;  // the thread got its kernel slice (open loop)
 };
 
 int connect_to(int port) {
@@ -188,6 +194,7 @@ class Worker {
 
   void run() {
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // open loop: wake on time, not up to 50 us late
+    if (cfg_.rate > 0 && cfg_.slice_us != 0) out_.sliced = bench::request_client_slice(cfg_.slice_us);
     ep_ = epoll_create1(EPOLL_CLOEXEC);
     for (auto& c : conns_) {
       epoll_event ev{};
@@ -338,7 +345,7 @@ class Worker {
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "echo_client: %s\nusage: echo_client --port P [--conns C] [--size B] [--seconds D] [--warmup W] "
-               "[--threads T] [--rate R]\n",
+               "[--threads T] [--rate R] [--slice-us U]\n",
                why);
   std::exit(2);
 }
@@ -358,12 +365,13 @@ int main(int argc, char** argv) {
     else if (a == "--warmup") cfg.warmup = std::strtod(v, nullptr);
     else if (a == "--threads") cfg.threads = std::atoi(v);
     else if (a == "--rate") cfg.rate = std::strtod(v, nullptr);
+    else if (a == "--slice-us") cfg.slice_us = unsigned(std::strtoul(v, nullptr, 10));
     else usage(("unknown option " + a).c_str());
   }
   if (cfg.port <= 0 || cfg.port > 65535) usage("--port P is required (1..65535)");
   if (cfg.conns < 1 || cfg.conns > 10000 || cfg.size < 1 || cfg.size > (1 << 20) || cfg.seconds <= 0 ||
       cfg.seconds > 600 || cfg.warmup < 0 || cfg.warmup > 600 || cfg.threads < 1 || cfg.threads > 64 ||
-      cfg.rate < 0 || cfg.rate > 1e7)
+      cfg.rate < 0 || cfg.rate > 1e7 || (cfg.slice_us != 0 && (cfg.slice_us < 100 || cfg.slice_us > 100000)))
     usage("an option is out of range");
   if (cfg.threads > cfg.conns) cfg.threads = cfg.conns;
   alarm(unsigned(cfg.warmup + cfg.seconds) + 30);  // a stuck run ends anyway (SIGALRM)
@@ -407,6 +415,7 @@ int main(int argc, char** argv) {
     all.sent += r.sent;
     all.errors += r.errors;
     all.bad_bytes += r.bad_bytes;
+    all.sliced = r.sliced;
   }
   const double us = 1e-3;
   std::printf(
@@ -419,9 +428,9 @@ int main(int argc, char** argv) {
       double(all.rtt.max()) * us, all.rtt.mean() * us);
   if (cfg.rate > 0)
     std::printf(",\"send_lag_p50_us\":%.2f,\"send_lag_p99_us\":%.2f,\"send_lag_max_us\":%.2f,"
-                "\"from_send_p50_us\":%.2f,\"from_send_p99_us\":%.2f",
+                "\"from_send_p50_us\":%.2f,\"from_send_p99_us\":%.2f,\"client_slice_us\":%u",
                 all.lag.quantile(0.50) * us, all.lag.quantile(0.99) * us, double(all.lag.max()) * us,
-                all.from_send.quantile(0.50) * us, all.from_send.quantile(0.99) * us);
+                all.from_send.quantile(0.50) * us, all.from_send.quantile(0.99) * us, all.sliced ? cfg.slice_us : 0);
   std::printf(",\"conn_min\":%llu,\"conn_max\":%llu", (unsigned long long)conn_min, (unsigned long long)conn_max);
   std::printf(",\"sent\":%llu,\"errors\":%llu,\"bad_bytes\":%llu}\n", (unsigned long long)all.sent,
               (unsigned long long)all.errors, (unsigned long long)all.bad_bytes);

@@ -1,6 +1,7 @@
 # tests/bench/httpd/httpd_bench.mk -- parkway-httpd against nginx over
-# loopback, driven by wrk and two small clients of our own. Not part of
-# `make test`.
+# loopback, driven by wrk and two small clients of our own (the idle
+# connections' holder in run_httpd_bench.py; the open-loop client,
+# http_open_loop.cpp). Not part of `make test`.
 #
 #   make bench-httpd                      build parkway-httpd, run (~5 min),
 #                                         print the table, write
@@ -18,8 +19,14 @@
 
 HTTPD_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 
+$(BUILD)/bench/httpd/http_open_loop: tests/bench/httpd/http_open_loop.cpp tests/bench/client_slice.hpp \
+                                     tests/bench/httpd/httpd_bench.mk
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++20 -O2 -Wall -Wextra $< -o $@
+
 .PHONY: bench-httpd
-bench-httpd: $(BUILD)/parkway-httpd
+bench-httpd: $(BUILD)/parkway-httpd $(BUILD)/bench/httpd/http_open_loop
 	@mkdir -p $(BUILD)/bench
 	python3 tests/bench/httpd/run_httpd_bench.py --httpd $(BUILD)/parkway-httpd \
+	  --open-loop-client $(BUILD)/bench/httpd/http_open_loop \
 	  --out $(BUILD)/bench/httpd.json $(HTTPD_BENCH_ARGS)

@@ -23,9 +23,10 @@ Sections (see docs/benchmarks.md, "HTTP server: parkway-httpd against nginx"):
   The connections are held by a separate process (this script, --role
   idle-client) so that each side has its own descriptor table.
 - compute beside I/O (parkway-httpd only, two workers): GET /plaintext at a
-  fixed rate from an open-loop client (--role open-loop: a fixed send
-  schedule, latency measured from each request's scheduled time, so a
-  stalled server cannot hide its backlog), alone and while 4 connections
+  fixed rate from an open-loop client (http_open_loop.cpp, built beside
+  parkway-httpd: a fixed send schedule kept by absolute deadlines, latency
+  measured from each request's scheduled time, so neither a stalled server
+  nor a late client can hide a backlog), alone and while 4 connections
   keep requesting /fib/30 (wrk, closed loop); and the baseline, the same
   mix against a server started with --fib-pool 2, which computes /fib/N on
   a separate pool of two threads (a second parkway runtime; the request's
@@ -480,88 +481,6 @@ def role_idle_client(a):
         s.close()
 
 
-# ---------------------------------------------------------------- open-loop client (own process)
-
-def role_open_loop(a):
-    """GET a.path at a fixed rate for a.duration s over up to a.conns
-    connections (one request in flight on each). Request i is due at
-    t0 + i / rate; its latency runs from then to its last response byte,
-    also when it had to wait for a free connection. Prints one JSON line."""
-    raise_nofile()
-    req = ("GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n" % a.path).encode()
-    sel = selectors.DefaultSelector()
-    free, busy = [], {}
-    for _ in range(a.conns):
-        s = socket.create_connection((HOST, a.port), timeout=5)
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        s.setblocking(False)
-        sel.register(s, selectors.EVENT_READ)
-        free.append(s)
-    total = int(a.rate * a.duration)
-    interval = 1.0 / a.rate
-    lat, queued = [], []
-    errors = 0
-    late_sends = 0
-    waited_for_conn = 0  # requests that found every connection busy at their due time
-    waiting_marked = 0
-    nxt = 0
-    t0 = time.perf_counter() + 0.05
-    end = t0 + a.duration + a.drain
-
-    def send(s, due):
-        nonlocal errors
-        try:
-            s.send(req)
-            busy[s.fileno()] = [s, due, b""]
-        except OSError:
-            errors += 1
-
-    while True:
-        now = time.perf_counter()
-        while nxt < total and t0 + nxt * interval <= now:
-            queued.append(t0 + nxt * interval)
-            nxt += 1
-        if queued and not free:
-            waited_for_conn += len(queued) - waiting_marked
-            waiting_marked = len(queued)
-        while queued and free:
-            due = queued.pop(0)
-            waiting_marked = max(0, waiting_marked - 1)
-            if now - due > 0.001:
-                late_sends += 1
-            send(free.pop(), due)
-        if nxt >= total and not queued and not busy:
-            break
-        if now > end:
-            break
-        wait = (t0 + nxt * interval - now) if nxt < total else 0.05
-        for key, _ in sel.select(max(0.0, min(wait, 0.05))):
-            st = busy.get(key.fd)
-            if st is None:
-                continue
-            try:
-                b = st[0].recv(65536)
-            except OSError:
-                b = b""
-            if not b:
-                errors += 1
-                sel.unregister(st[0])
-                del busy[key.fd]
-                continue
-            st[2] += b
-            n = read_response(st[2])
-            if n:
-                t = time.perf_counter()
-                lat.append((t - st[1]) * 1e3)
-                del busy[key.fd]
-                free.append(st[0])
-    lat.sort()
-    print(json.dumps({"scheduled": total, "completed": len(lat), "unanswered": len(busy) + len(queued) + (total - nxt),
-                      "errors": errors, "sends_over_1ms_late": late_sends, "waited_for_connection": waited_for_conn,
-                      "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "p999_ms": pct(lat, 99.9),
-                      "max_ms": lat[-1] if lat else None}), flush=True)
-
-
 # ---------------------------------------------------------------- sections
 
 LOAD_ROWS = [
@@ -658,15 +577,15 @@ def idle_section(b, httpd, nginx_exe, root, reps, conns, idle_s):
 
 
 def open_loop(b, port, rate, duration, conns):
-    cmd = [sys.executable, os.path.abspath(__file__), "--role", "open-loop", "--port", str(port), "--path",
-           "/plaintext", "--rate", str(rate), "--duration", str(duration), "--conns", str(conns)]
+    cmd = [b.args.open_loop_client, "--port", str(port), "--path", "/plaintext", "--rate", str(rate),
+           "--seconds", str(duration), "--conns", str(conns), "--drain", "5"]
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 30)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 40)
         rec = json.loads(p.stdout.strip().splitlines()[-1])
     except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
-        b.failures.append("open-loop client: %s" % e)
+        b.failures.append("open-loop client: %s (stderr: %s)" % (e, locals().get("p") and p.stderr.strip()))
         return None
-    rec["cmd"] = " ".join(cmd[1:])
+    rec["cmd"] = " ".join(cmd)
     return rec
 
 
@@ -785,7 +704,7 @@ def summarize(b, idle, compute, pinned_cfgs):
         rs = [x for x in compute if x["mode"] == mode]
         comp_sum[mode] = {k: med([x.get(k) for x in rs]) for k in
                           ("p50_ms", "p99_ms", "p999_ms", "max_ms", "fib_req_s", "server_cpus_busy",
-                           "server_runq_ms_per_s",
+                           "server_runq_ms_per_s", "send_lag_p99_ms", "from_send_p99_ms",
                            "sends_over_1ms_late", "waited_for_connection", "scheduled")}
         comp_sum[mode]["runs"] = len(rs)
     leaf = med([x.get("p50_ms") for x in compute if x["mode"] == "leaf task"])
@@ -798,20 +717,23 @@ def summarize(b, idle, compute, pinned_cfgs):
     comp_sum["bound_ms"] = bound
     comp_sum["bound_met"] = None if bound is None or beside is None else beside <= bound
     lines.append("compute beside I/O, parkway-httpd 2 workers: /plaintext at a fixed rate (open loop)")
-    lines.append("  %-36s %8s %8s %9s %9s %9s %9s %10s %8s" % ("", "p50 ms", "p99 ms", "p99.9 ms", "fib r/s",
-                                                               "srv CPUs", "runq ms/s", "late sends", "no conn"))
+    cols = "  %-36s %8s %8s %9s %9s %9s %9s %9s %9s %10s %8s"
+    lines.append(cols % ("", "p50 ms", "p99 ms", "p99.9 ms", "lag99 ms", "sent99 ms", "fib r/s", "srv CPUs",
+                         "runq ms/s", "late sends", "no conn"))
     labels = {"alone": "alone", "with fib": "beside /fib/30 on the I/O workers",
               "with fib on a separate pool": "beside /fib/30 on a separate pool"}
     for mode in modes:
         c = comp_sum[mode]
         label = labels[mode]
-        lines.append("  %-36s %8s %8s %9s %9s %9s %9s %10s %8s" % (
+        lines.append(cols % (
             label, fmt(c["p50_ms"], ".3f"), fmt(c["p99_ms"], ".3f"), fmt(c["p999_ms"], ".3f"),
+            fmt(c["send_lag_p99_ms"], ".3f"), fmt(c["from_send_p99_ms"], ".3f"),
             fmt(c["fib_req_s"], ".0f"), fmt(c["server_cpus_busy"], ".2f"), fmt(c["server_runq_ms_per_s"], ".0f"),
             fmt(c["sends_over_1ms_late"], ".0f"),
             fmt(c["waited_for_connection"], ".0f")))
     if compute:
-        lines.append("  (%s req/s over 64 connections; latency from each request's scheduled send time; late sends: "
+        lines.append("  (%s req/s over 64 connections; latency from each request's scheduled send time; lag99: p99 of "
+                 "how late the client's send started; sent99: p99 of the latency counted from the send; late sends: "
                  "sends more than 1 ms behind schedule, no conn: requests that found all 64 connections waiting; both "
                  "medians of per-run counts of %d requests; runq ms/s: time the server's threads were runnable "
                  "but kept off a CPU by the OS, per second, summed over threads)" % (fmt(OPEN_LOOP_RATE, ".0f"),
@@ -826,8 +748,10 @@ def summarize(b, idle, compute, pinned_cfgs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--role", choices=["bench", "idle-client", "open-loop"], default="bench")
+    ap.add_argument("--role", choices=["bench", "idle-client"], default="bench")
     ap.add_argument("--httpd", default="build/parkway-httpd")
+    ap.add_argument("--open-loop-client", default="build/bench/httpd/http_open_loop",
+                    help="the open-loop client of the compute section (tests/bench/httpd/http_open_loop.cpp)")
     ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     ap.add_argument("--out", default="build/bench/httpd.json")
     ap.add_argument("--quick", action="store_true", help="one repetition, shorter runs (a smoke run)")
@@ -840,15 +764,9 @@ def main():
     ap.add_argument("--port", type=int)
     ap.add_argument("--n", type=int, default=10000)
     ap.add_argument("--timeout", type=float, default=60)
-    ap.add_argument("--path", default="/plaintext")
-    ap.add_argument("--rate", type=float, default=1000)
-    ap.add_argument("--conns", type=int, default=64)
-    ap.add_argument("--drain", type=float, default=5.0)
     a = ap.parse_args()
     if a.role == "idle-client":
         return role_idle_client(a)
-    if a.role == "open-loop":
-        return role_open_loop(a)
 
     reps = a.reps or (1 if a.quick else 3)
     duration = a.duration or (2.0 if a.quick else 3.0)  # wrk takes whole seconds
@@ -865,6 +783,11 @@ def main():
     if not os.access(a.httpd, os.X_OK):
         print("run_httpd_bench: %s not found (make httpd)" % a.httpd, file=sys.stderr)
         return 1
+    if "compute" in only and not os.access(a.open_loop_client, os.X_OK):
+        print("run_httpd_bench: open-loop client %s not found (make bench-httpd builds it)" % a.open_loop_client,
+              file=sys.stderr)
+        return 1
+    a.open_loop_client = os.path.abspath(a.open_loop_client)
     httpd = os.path.abspath(a.httpd)
     if len(os.sched_getaffinity(0)) < 2:
         print("run_httpd_bench: needs 2 CPUs", file=sys.stderr)
