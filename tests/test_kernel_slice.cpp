@@ -1,13 +1,17 @@
 // Options::worker_slice_us: workers ask the kernel for the slice they
-// were given (userspace/kernel_slice.hpp).
+// were given, and a worker with a ring ends its slice at a task boundary
+// ([Y1]; userspace/kernel_slice.hpp).
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
 #include "kernel_slice.hpp"
+#include "parkway/io.hpp"
 #include "parkway/parkway.hpp"
 
 namespace {
@@ -63,4 +67,50 @@ TEST(KernelSlice, WorkersAskForTheSliceTheyAreGiven) {
     ::unsetenv("PARKWAY_WORKER_SLICE_US");
     EXPECT_EQ(workers_slice(rt), 300000u);
   }
+}
+
+namespace {
+
+parkway::Task<void> spin_for(std::chrono::microseconds d) {
+  const auto end = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < end) {
+  }
+  co_return;
+}
+
+// On one worker: an I/O operation (the worker gets its ring), then `n`
+// tasks of `d` each, one after another. Returns the worker's slice yields.
+std::uint64_t yields_over_a_task_stream(unsigned slice_us, bool with_io, int n, std::chrono::microseconds d) {
+  parkway::Runtime rt(parkway::Options{.workers = 1, .worker_slice_us = slice_us});
+  parkway::sync_wait(rt, [](bool io, int n, std::chrono::microseconds d) -> parkway::Task<void> {
+    if (io) {
+      auto r = co_await parkway::io::sleep_for(std::chrono::milliseconds(1));
+      EXPECT_TRUE(r.ok());
+    }
+    for (int i = 0; i < n; ++i) co_await parkway::spawn(spin_for(d));
+  }(with_io, n, d));
+  return rt.stats().total.slice_yields;
+}
+
+}  // namespace
+
+// [Y1] A worker with a ring in a stream of tasks gives up its CPU at the
+// end of each slice, between two tasks, not at every task and not never
+// (docs/design/parking.md, "Ending the slice at a task boundary").
+TEST(KernelSlice, AWorkerWithARingYieldsAtTheEndOfEachSlice) {
+  using namespace std::chrono_literals;
+  const int tasks = 600;  // 50 us each: 30 ms, about 100 slices of 300 us
+  const std::uint64_t y = yields_over_a_task_stream(300, true, tasks, 50us);
+  // One slice (300 us) spans at least two task boundaries, however the
+  // thread is scheduled, and the stream lasts at least 30 ms.
+  EXPECT_GE(y, 10u) << "the worker ran 30 ms of tasks and never ended its slice";
+  EXPECT_LE(y, std::uint64_t(tasks / 2)) << "the worker yielded at nearly every task";
+  std::printf("slice yields over %d tasks of 50 us: %llu\n", tasks, (unsigned long long)y);
+}
+
+TEST(KernelSlice, NoSliceYieldsWithTheKernelsSliceOrWithoutARing) {
+  using namespace std::chrono_literals;
+  EXPECT_EQ(yields_over_a_task_stream(0, true, 300, 50us), 0u) << "worker_slice_us = 0 leaves the slice to the kernel";
+  EXPECT_EQ(yields_over_a_task_stream(300, false, 300, 50us), 0u)
+      << "a worker without a ring has no scheduling point that keeps the slice";
 }

@@ -2,6 +2,7 @@
 #include "kernel_slice.hpp"
 
 #include <sched.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -47,5 +48,13 @@ std::uint64_t kernel_slice_ns() noexcept {
   SchedAttr a;
   return get_attr(&a) ? a.sched_runtime : 0;
 }
+
+std::uint64_t SliceKeeper::monotonic_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // the vDSO: no system call
+  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
+}
+
+void SliceKeeper::yield_cpu() noexcept { sched_yield(); }
 
 }  // namespace parkway::detail

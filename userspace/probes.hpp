@@ -14,6 +14,8 @@
 //   notify(waker, park_id, woke)   a task's completion woke its waiter
 //   steal_fence(thief, victim)     the thief called membarrier(2) (deque.md)
 //   park_fence(worker)             membarrier(2) before a parking recheck
+//   slice_yield(worker)            a worker with a ring ended its kernel slice
+//                                  between two tasks ([Y1], kernel_slice.hpp)
 //
 // Each probe also records its event in the in-process trace when
 // PARKWAY_TRACE is set (trace/recorder.hpp: on_<name>, one branch while

@@ -33,11 +33,16 @@ WorkerStats WorkerCounters::snapshot() const noexcept {
   s.io_ops = io_ops.load(std::memory_order_relaxed);
   s.ring_parks = ring_parks.load(std::memory_order_relaxed);
   s.io_sent_now = io_sent_now.load(std::memory_order_relaxed);
+  s.slice_yields = slice_yields.load(std::memory_order_relaxed);
   return s;
 }
 
 Worker::Worker(RuntimeImpl& rt, unsigned index)
-    : rt_(rt), parking_(rt.parking), index_(index), victims_(rt.n, 0x9E3779B97F4A7C15ull * (index + 1)) {}
+    : rt_(rt),
+      parking_(rt.parking),
+      index_(index),
+      victims_(rt.n, 0x9E3779B97F4A7C15ull * (index + 1)),
+      slice_(rt.opts.worker_slice_us) {}
 
 Worker::~Worker() = default;
 
@@ -51,9 +56,17 @@ io::detail::IoRing& Worker::io_ring() {
 
 bool Worker::poll_io() noexcept { return io_ && io_->poll() != 0; }
 
+void Worker::between_tasks() noexcept {
+  io_->between_tasks();
+  if (slice_.at_boundary()) [[unlikely]] {  // [Y1]
+    WorkerCounters::bump(counters_.slice_yields);
+    PW_PROBE1(slice_yield, int(index_));
+  }
+}
+
 bool Worker::run_own_slow() noexcept {
   if (io_) {
-    io_->between_tasks();
+    between_tasks();
     // The ready continuations and the own deque's newest task take turns,
     // so neither a stream of completions nor a wait's own tasks starve the
     // other.
@@ -72,7 +85,7 @@ bool Worker::run_own_slow() noexcept {
 bool Worker::io_point() noexcept {
   if (!io_) [[likely]]
     return false;
-  io_->between_tasks();
+  between_tasks();
   return run_ready_batch() != 0;
 }
 
@@ -81,7 +94,7 @@ unsigned Worker::run_ready_batch() noexcept {
   for (std::uint32_t n = io_ready_.size(); n != 0; --n) {
     Task* c = io_ready_.take();
     if (!c) break;  // thieves took the rest
-    if (ran != 0) io_->between_tasks();  // between two continuations: urgent SQEs go within a few
+    if (ran != 0) between_tasks();  // between two continuations: urgent SQEs go within a few
     execute(c);
     ++ran;
   }
@@ -379,6 +392,7 @@ void Worker::park(DoneFn done, void* ctx, bool main, bool timed) noexcept {
                 // different wake-up already accounted for
   PW_CHAOS();
   searching_ = rt_.parking.withdraw(index_);  // [P5b, P5c]
+  slice_.slept();                             // [Y1] a new slice from here
   publish(WorkerState::Searching);
   PW_PROBE3(unpark, int(index_), int(searching_), park_id_);
 }

@@ -7,6 +7,7 @@
 
 #include "deque.hpp"
 #include "io/ready_queue.hpp"
+#include "kernel_slice.hpp"
 #include "parking.hpp"
 #include "probes.hpp"
 #include "parkway/stats.hpp"
@@ -28,7 +29,8 @@ class RuntimeImpl;
 // Runtime::stats() from any thread.
 struct WorkerCounters {
   std::atomic<std::uint64_t> spawned{0}, executed{0}, steals{0}, failed_steals{0}, injected{0},
-      parks{0}, wakeups{0}, waiter_wakeups{0}, steal_fences{0}, park_fences{0}, io_ops{0}, ring_parks{0}, io_sent_now{0};
+      parks{0}, wakeups{0}, waiter_wakeups{0}, steal_fences{0}, park_fences{0}, io_ops{0}, ring_parks{0}, io_sent_now{0},
+      slice_yields{0};
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
 #if defined(__x86_64__) && !defined(PARKWAY_TSAN)
     // One unlocked add to memory instead of load, add, store: only the
@@ -105,6 +107,9 @@ class alignas(64) Worker {
   // task of its own, so a batch of continuations and a deque task take
   // turns.
   bool io_point() noexcept;
+  // The ring's between-tasks work, and [Y1]: the slice's end, kept here
+  // (kernel_slice.hpp). Workers with a ring only (io_ set).
+  void between_tasks() noexcept;
   [[gnu::always_inline]] bool run_own_popped() noexcept {
     std::int64_t top, bottom;
     if (Task* t = deque_.pop_unless_last(&top, &bottom)) [[likely]]  // [Q4]
@@ -242,6 +247,7 @@ class alignas(64) Worker {
   std::uint32_t tick_ = 0;
   VictimOrder victims_;
   std::unique_ptr<io::detail::IoRing> io_;  // null until the first I/O operation
+  SliceKeeper slice_;                        // [Y1], at the ring's scheduling points
   // run_own() takes run_own_slow(): a ring exists, or the trace records
   // every task (set on the worker's thread only).
   bool slow_run_ = false;

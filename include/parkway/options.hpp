@@ -60,11 +60,14 @@ struct Options {
   // from Linux 6.12, older kernels ignore it). Shorter than the kernel's
   // default (about 0.7 ms times 1 + log2(CPUs)), it lets a worker that a
   // wake or a completion makes runnable on a busy CPU take it at once,
-  // instead of waiting for the thread there to sleep or use up its slice,
-  // and makes a worker in a long task give way to a waiting thread within
-  // this time (docs/design/parking.md, "The kernel's time slice"). 0: the
-  // kernel's default. Valid: 0, or 100..100000. The environment variable
-  // PARKWAY_WORKER_SLICE_US overrides it.
+  // instead of waiting for the thread there to sleep or use up its slice.
+  // A worker with a ring also ends its slice itself: after this long
+  // without sleeping it yields the CPU between two tasks, so a thread
+  // waiting for that CPU is not kept waiting until the kernel's timer tick
+  // (docs/design/parking.md, "The kernel's time slice", "Ending the slice
+  // at a task boundary"). 0: the kernel's default, and no yields. Valid:
+  // 0, or 100..100000. The environment variable PARKWAY_WORKER_SLICE_US
+  // overrides it.
   unsigned worker_slice_us = 300;
 };
 

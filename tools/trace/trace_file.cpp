@@ -30,6 +30,7 @@ const char* event_name(std::uint8_t type) {
     case EventType::kWake: return "wake";
     case EventType::kNotify: return "notify";
     case EventType::kParkFence: return "park_fence";
+    case EventType::kSliceYield: return "slice_yield";
     case EventType::kInject: return "inject";
     case EventType::kIoSubmit: return "io_submit";
     case EventType::kIoComplete: return "io_complete";

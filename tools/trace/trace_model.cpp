@@ -463,6 +463,7 @@ void Builder::event(std::size_t track, const Event& e) {
     case EventType::kIoComplete: ++tr.io_completes; break;
     case EventType::kStealFence: ++tr.steal_fences; break;
     case EventType::kParkFence: ++tr.park_fences; break;
+    case EventType::kSliceYield: ++tr.slice_yields; break;
     case EventType::kNotify: ++tr.notifies; break;
     case EventType::kRuntime: break;  // routed by analyse
     case EventType::kSchedExt: {

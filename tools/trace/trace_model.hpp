@@ -47,7 +47,7 @@ struct Track {
   std::uint64_t dropped = 0;
   std::uint64_t events = 0;
   std::uint64_t spawns = 0, runs = 0, steals = 0, stolen = 0, injected_taken = 0, io_submits = 0, io_completes = 0;
-  std::uint64_t steal_fences = 0, park_fences = 0, notifies = 0;
+  std::uint64_t steal_fences = 0, park_fences = 0, notifies = 0, slice_yields = 0;
   // The sched_ext scheduler's decisions about it, by kind (SchedExtKind).
   std::uint64_t sched_ext[4] = {};
 };

@@ -58,6 +58,7 @@ constexpr Probe kProbes[] = {
     {"wake", EventType::kWake, 2, 0, true},
     {"notify", EventType::kNotify, 3, 0, true},
     {"park_fence", EventType::kParkFence, 1, 0, true},
+    {"slice_yield", EventType::kSliceYield, 1, 0, true},
     {"inject", EventType::kInject, 1, -1, true},
     {"off_cpu", EventType::kOffCpu, 1, -1, false},  // arg: prev_state (0: preempted)
     {"on_cpu", EventType::kOnCpu, 0, -1, false},

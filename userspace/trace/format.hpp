@@ -111,6 +111,9 @@ enum class EventType : std::uint8_t {
   // parkway_sched_event_kind: 1 busy_promote, 2 keep_prev, 3
   // yield_to_busy), a16 = the CPU.
   kSchedExt = 17,
+  // Scheduling level: a worker gave up its CPU at the end of its kernel
+  // slice, between two tasks ([Y1], parking.md).
+  kSliceYield = 18,
   // Task level.
   kSpawn = 20,     // task
   kRunBegin = 21,  // task

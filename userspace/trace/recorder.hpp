@@ -102,6 +102,9 @@ inline void on_notify(int, std::uint32_t park_id, int woke) noexcept {
 inline void on_park_fence(int) noexcept {
   if (sched_on()) [[unlikely]] record(EventType::kParkFence, 0, 0, 0);
 }
+inline void on_slice_yield(int) noexcept {
+  if (sched_on()) [[unlikely]] record(EventType::kSliceYield, 0, 0, 0);
+}
 // A blocking wait of a task on a worker (TaskGroup::wait, Future::get,
 // block_until) that helped or slept returns: the join edge of the task
 // graph, for the report's span (task level). A wait that finds its tasks

@@ -149,10 +149,11 @@ int main(int argc, char** argv) {
   parkway::Stats st = rt.stats();
   std::printf("{\"server\":\"parkway\",\"workers\":%ld,\"connections\":%ld,\"accept_errors\":%ld,"
               "\"compute_us\":%ld,\"compute_tasks\":%ld,\"io_ops\":%llu,\"parks\":%llu,\"ring_parks\":%llu,"
-              "\"wakeups\":%llu,\"steals\":%llu,\"sent_now\":%llu}\n",
+              "\"wakeups\":%llu,\"steals\":%llu,\"sent_now\":%llu,\"slice_yields\":%llu}\n",
               workers, g_conns.load(), g_accept_errors.load(), compute_us, g_compute_tasks.load(),
               (unsigned long long)st.total.io_ops, (unsigned long long)st.total.parks, (unsigned long long)st.total.ring_parks,
               (unsigned long long)st.total.wakeups,
-              (unsigned long long)st.total.steals, (unsigned long long)st.total.io_sent_now);
+              (unsigned long long)st.total.steals, (unsigned long long)st.total.io_sent_now,
+              (unsigned long long)st.total.slice_yields);
   return 0;
 }
