@@ -2,6 +2,7 @@
 // were given, and a worker with a ring ends its slice at a task boundary
 // ([Y1]; userspace/kernel_slice.hpp).
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -113,4 +114,19 @@ TEST(KernelSlice, NoSliceYieldsWithTheKernelsSliceOrWithoutARing) {
   EXPECT_EQ(yields_over_a_task_stream(0, true, 300, 50us), 0u) << "worker_slice_us = 0 leaves the slice to the kernel";
   EXPECT_EQ(yields_over_a_task_stream(300, false, 300, 50us), 0u)
       << "a worker without a ring has no scheduling point that keeps the slice";
+}
+
+// Outside the fair class there is no slice to keep: workers that inherit
+// SCHED_IDLE from the thread that starts them never yield.
+TEST(KernelSlice, NoSliceYieldsOutsideTheFairClass) {
+  using namespace std::chrono_literals;
+  std::uint64_t y = ~0ull;
+  bool idle = false;
+  std::thread([&] {
+    sched_param sp{};
+    idle = sched_setscheduler(0, SCHED_IDLE, &sp) == 0;
+    if (idle) y = yields_over_a_task_stream(300, true, 300, 50us);
+  }).join();
+  if (!idle) GTEST_SKIP() << "sched_setscheduler(SCHED_IDLE) refused here";
+  EXPECT_EQ(y, 0u) << "a SCHED_IDLE worker kept a fair-class slice";
 }

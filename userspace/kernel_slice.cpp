@@ -49,6 +49,11 @@ std::uint64_t kernel_slice_ns() noexcept {
   return get_attr(&a) ? a.sched_runtime : 0;
 }
 
+bool in_fair_class() noexcept {
+  const int p = sched_getscheduler(0);
+  return p == SCHED_OTHER || p == SCHED_BATCH;
+}
+
 std::uint64_t SliceKeeper::monotonic_ns() noexcept {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);  // the vDSO: no system call

@@ -19,6 +19,11 @@ bool request_kernel_slice(unsigned us) noexcept;
 // in nanoseconds; 0 if the kernel reports none.
 std::uint64_t kernel_slice_ns() noexcept;
 
+// Is the calling thread in the kernel's fair class (SCHED_OTHER or
+// SCHED_BATCH), the one whose slices the two calls above and SliceKeeper
+// are about?
+bool in_fair_class() noexcept;
+
 // [Y1] The end of a worker's slice, kept by the worker itself at its task
 // boundaries (docs/design/parking.md, "Ending the slice at a task
 // boundary"). The kernel ends a slice that ran out only at its next
@@ -28,10 +33,16 @@ std::uint64_t kernel_slice_ns() noexcept;
 // worker with a ring calls at_boundary() between tasks; once it has run a
 // whole slice since it last slept or yielded, it yields (sched_yield: EEVDF
 // moves its deadline one slice on and picks again; alone on its CPU it goes
-// straight on). Owner thread only.
+// straight on). Only in the fair class: a real-time or SCHED_IDLE thread,
+// or one a sched_ext scheduler runs under a policy of its own, is not
+// sliced this way. Owner thread only.
 class SliceKeeper {
  public:
-  explicit SliceKeeper(unsigned slice_us) noexcept : slice_ns_(std::uint64_t(slice_us) * 1000) {}
+  // Kept for `slice_us` microseconds (0: never yields).
+  void start(unsigned slice_us) noexcept {
+    slice_ns_ = std::uint64_t(slice_us) * 1000;
+    since_ = 0;
+  }
   // true if it yielded.
   bool at_boundary() noexcept {
     if (slice_ns_ == 0) return false;
@@ -52,7 +63,7 @@ class SliceKeeper {
  private:
   static std::uint64_t monotonic_ns() noexcept;
   static void yield_cpu() noexcept;
-  std::uint64_t slice_ns_;
+  std::uint64_t slice_ns_ = 0;
   std::uint64_t since_ = 0;
 };
 

@@ -41,8 +41,7 @@ Worker::Worker(RuntimeImpl& rt, unsigned index)
     : rt_(rt),
       parking_(rt.parking),
       index_(index),
-      victims_(rt.n, 0x9E3779B97F4A7C15ull * (index + 1)),
-      slice_(rt.opts.worker_slice_us) {}
+      victims_(rt.n, 0x9E3779B97F4A7C15ull * (index + 1)) {}
 
 Worker::~Worker() = default;
 
@@ -111,6 +110,7 @@ void Worker::main_loop() {
   park_id_ = this_thread_park_id();
   rt_.parking.set_park_id(index_, park_id_);
   rt_.sched_ext.register_worker(index_);
+  slice_.start(in_fair_class() ? rt_.opts.worker_slice_us : 0);  // [Y1]
   publish(WorkerState::Busy);
   loop(&never, nullptr, /*main=*/true, /*timed=*/false);
   io_.reset();  // on this thread: the ring's owner (its operations are over: [E1])
