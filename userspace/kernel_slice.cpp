@@ -60,6 +60,12 @@ std::uint64_t SliceKeeper::monotonic_ns() noexcept {
   return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
 }
 
+std::uint64_t SliceKeeper::thread_cpu_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec) + 1;  // never 0
+}
+
 void SliceKeeper::yield_cpu() noexcept { sched_yield(); }
 
 }  // namespace parkway::detail

@@ -57,9 +57,13 @@ bool Worker::poll_io() noexcept { return io_ && io_->poll() != 0; }
 
 void Worker::between_tasks() noexcept {
   io_->between_tasks();
-  if (slice_.at_boundary()) [[unlikely]] {  // [Y1]
+  // [Y1] Not while counted as a searcher (park() can hand off to us, and
+  // a ready batch runs before found_work()): producers that see a searcher
+  // wake nobody, and the count must not sleep in the run queue.
+  if (slice_.due() && !searching_) [[unlikely]] {
     WorkerCounters::bump(counters_.slice_yields);
     PW_PROBE1(slice_yield, int(index_));
+    slice_.yield_now();
   }
 }
 

@@ -27,9 +27,9 @@ struct WorkerStats {
   std::uint64_t io_ops = 0;        // I/O operations this worker submitted to its ring (parkway/io.hpp)
   std::uint64_t ring_parks = 0;    // times it slept inside its ring (I/O in flight; docs/design/io.md)
   std::uint64_t io_sent_now = 0;   // sends done by a system call at the co_await, not on the ring
+                                   // (Options::io_send_first)
   std::uint64_t slice_yields = 0;  // times it gave up its CPU at the end of its kernel slice, between
                                    // two tasks (Options::worker_slice_us; docs/design/parking.md)
-                                   // (Options::io_send_first)
 
   WorkerStats& operator+=(const WorkerStats& o) noexcept {
     spawned += o.spawned; executed += o.executed; steals += o.steals;

@@ -20,8 +20,9 @@
 namespace bench {
 
 // Asks for a `us` microsecond slice for the calling thread (EEVDF takes a
-// SCHED_OTHER thread's sched_runtime as its slice). false: not granted
-// (a kernel without custom slices; the default slice stays).
+// SCHED_OTHER thread's sched_runtime as its slice). true only if the
+// thread is SCHED_OTHER and reads the slice back: kernels before 6.12
+// take the call and ignore it.
 inline bool request_client_slice(unsigned us) {
   struct {  // struct sched_attr (include/uapi/linux/sched/types.h); glibc 2.36 has no wrapper
     std::uint32_t size, sched_policy;
@@ -32,11 +33,13 @@ inline bool request_client_slice(unsigned us) {
     std::uint32_t sched_util_min, sched_util_max;
   } a;
   std::memset(&a, 0, sizeof a);
-  if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0) return false;
+  if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0 || a.sched_policy != 0 /* SCHED_OTHER */) return false;
   a.size = sizeof a;
   a.sched_flags = 0;
   a.sched_runtime = std::uint64_t(us) * 1000;
-  return syscall(SYS_sched_setattr, 0, &a, 0) == 0;
+  if (syscall(SYS_sched_setattr, 0, &a, 0) != 0) return false;
+  std::memset(&a, 0, sizeof a);
+  return syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) == 0 && a.sched_runtime == std::uint64_t(us) * 1000;
 }
 
 }  // namespace bench

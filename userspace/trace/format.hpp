@@ -1,4 +1,4 @@
-// trace/format.hpp -- the parkway trace file, version 2 (docs/design/tracing.md).
+// trace/format.hpp -- the parkway trace file, version 4 (docs/design/tracing.md).
 //
 // Written by the in-process recorder (trace/recorder.cpp) and read by
 // `parkway trace` (tools/trace/). All integers little-endian, as the
@@ -24,8 +24,9 @@ namespace parkway::trace_format {
 
 inline constexpr char kMagic[8] = {'P', 'W', 'T', 'R', 'A', 'C', 'E', '\0'};
 // Version 2 added the join and runtime events, version 3 the sched_ext
-// scheduler's; a reader reads the older versions too (they hold none).
-inline constexpr std::uint32_t kVersion = 3;
+// scheduler's, version 4 slice_yield; a reader reads the older versions
+// too (they hold none).
+inline constexpr std::uint32_t kVersion = 4;
 inline constexpr std::uint32_t kOldestVersion = 1;
 inline constexpr std::uint32_t kRecordMagic = 0x43525750;  // "PWRC"
 

@@ -407,6 +407,7 @@ int main(int argc, char** argv) {
     }
 
   ThreadResult all;
+  all.sliced = true;
   for (auto& r : results) {
     all.rtt.merge(r.rtt);
     all.lag.merge(r.lag);
@@ -415,7 +416,7 @@ int main(int argc, char** argv) {
     all.sent += r.sent;
     all.errors += r.errors;
     all.bad_bytes += r.bad_bytes;
-    all.sliced = r.sliced;
+    all.sliced = all.sliced && r.sliced;  // every thread got it
   }
   const double us = 1e-3;
   std::printf(

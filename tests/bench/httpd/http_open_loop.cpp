@@ -13,18 +13,22 @@
 // byte of its response, so the client's own lateness and the wait for a
 // connection are charged too (coordinated omission cannot hide a stalled
 // server). send_lag_* says how late the send system calls started;
-// from_send_* is the latency counted from the send instead. The thread
-// sleeps in epoll_pwait2 until the next due time (absolute deadlines, 1 ns
-// timer slack), so the schedule is kept to within the OS's wake-up latency.
+// from_send_* is the latency counted from the send instead. Due times
+// come from the start time, so lateness does not add up; the thread sleeps
+// in epoll_pwait2 until the next one (1 ns timer slack), so the schedule
+// is kept to within the OS's wake-up latency.
 // It asks for a U us kernel slice (default 100; 0 keeps the kernel's
 // default) so that its wake-ups are not held behind a busy server's
 // threads (../client_slice.hpp says why).
 //
-// Responses are framed by their head and Content-Length. After the last
-// send it waits up to S seconds (default 2) for the answers still owed;
-// the process ends itself 30 s after D + S in any case. Output: one JSON
-// line (latencies in ms, exact order statistics). Exit status 1 if it
-// could not connect, 3 if a connection failed or a response was malformed.
+// Responses are framed by their head and Content-Length. It stops S
+// seconds (default 2) after the end of the schedule (D), answers owed or
+// not; the process ends itself 30 s after D + S in any case. A connection
+// the server closes is not used again: closed while idle it is counted in
+// closed_idle, while a request was on it in errors and lost. scheduled =
+// completed + unanswered + lost. Output: one JSON line (latencies in ms,
+// nearest-rank order statistics of every sample). Exit status 1 if it
+// could not connect, 3 if a request was lost or a response malformed.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -70,6 +74,7 @@ struct Config {
 struct Conn {
   int fd = -1;
   bool busy = false;
+  bool dead = false;  // closed (by the server, or after an error): never used again
   std::int64_t due = 0, sent = 0;  // of the request in flight
   std::string in;                  // bytes of the response so far
 };
@@ -103,7 +108,7 @@ long response_length(std::string_view b) {
 // there is none).
 std::string pct_ms(const std::vector<std::int64_t>& sorted, double p) {
   if (sorted.empty()) return "null";
-  long k = long(std::ceil(p / 100.0 * double(sorted.size()))) - 1;
+  long k = long(std::ceil(p / 100.0 * double(sorted.size()) - 1e-9)) - 1;  // 99.9% of 4000: 3996, not 3997
   k = std::clamp(k, 0L, long(sorted.size()) - 1);
   char out[32];
   std::snprintf(out, sizeof out, "%.4f", double(sorted[std::size_t(k)]) / 1e6);
@@ -177,7 +182,7 @@ int main(int argc, char** argv) {
   std::reverse(free_list.begin(), free_list.end());  // hand out connection 0 first
 
   const std::string req = "GET " + cfg.path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
-  const long total = long(cfg.rate * cfg.seconds);
+  const long total = long(std::ceil(cfg.rate * cfg.seconds - 1e-9));  // due at i/R for every i/R < D
   const double interval_ns = 1e9 / cfg.rate;
   const std::int64_t t0 = now_ns() + 50'000'000;
   const std::int64_t end = t0 + std::int64_t((cfg.seconds + cfg.drain) * 1e9);
@@ -186,43 +191,63 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> lat, lag, from_send;
   lat.reserve(std::size_t(total));
   std::deque<std::int64_t> queued;  // due times of requests waiting for a connection
-  long next = 0, errors = 0, late_sends = 0, waited_for_conn = 0, busy = 0;
+  long next = 0, errors = 0, lost = 0, closed_idle = 0, late_sends = 0, waited_for_conn = 0, busy = 0;
   char buf[65536];
+
+  // Closes connection ci for good; a request on it is lost.
+  auto kill = [&](int ci) {
+    Conn& c = conns[std::size_t(ci)];
+    epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, nullptr);
+    close(c.fd);
+    c.dead = true;
+    if (c.busy) {
+      c.busy = false;
+      --busy;
+      ++lost;
+    }
+  };
+  // A live idle connection, or -1.
+  auto take_free = [&]() {
+    while (!free_list.empty()) {
+      const int ci = free_list.back();
+      free_list.pop_back();
+      if (!conns[std::size_t(ci)].dead) return ci;
+    }
+    return -1;
+  };
 
   auto send_on = [&](int ci, std::int64_t due) {
     Conn& c = conns[std::size_t(ci)];
     const std::int64_t t = now_ns();
     if (t - due > 1'000'000) ++late_sends;
     lag.push_back(t - due);
-    const ssize_t w = send(c.fd, req.data(), req.size(), MSG_NOSIGNAL);
-    if (w != ssize_t(req.size())) {  // a short write of 40-odd bytes: the connection is broken
-      ++errors;
-      epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, nullptr);
-      return;
-    }
     c.busy = true;
     c.due = due;
     c.sent = t;
     ++busy;
+    const ssize_t w = send(c.fd, req.data(), req.size(), MSG_NOSIGNAL);
+    if (w != ssize_t(req.size())) {  // a short write of 40-odd bytes: the connection is broken
+      ++errors;
+      kill(ci);
+    }
   };
 
   for (;;) {
     std::int64_t now = now_ns();
-    while (!queued.empty() && !free_list.empty()) {  // the waiting ones first, in order
-      const int ci = free_list.back();
-      free_list.pop_back();
+    while (!queued.empty()) {  // the waiting ones first, in order
+      const int ci = take_free();
+      if (ci < 0) break;
       send_on(ci, queued.front());
       queued.pop_front();
     }
     while (next < total && due_of(next) <= now) {
       const std::int64_t due = due_of(next++);
-      if (!queued.empty() || free_list.empty()) {
+      const int ci = queued.empty() ? take_free() : -1;
+      if (ci < 0) {
         ++waited_for_conn;
         queued.push_back(due);
         continue;
       }
-      const int ci = free_list.back();
-      free_list.pop_back();
       send_on(ci, due);
     }
     if (next >= total && queued.empty() && busy == 0) break;
@@ -239,21 +264,19 @@ int main(int argc, char** argv) {
     for (int k = 0; k < n; ++k) {
       const int ci = int(evs[k].data.u32);
       Conn& c = conns[std::size_t(ci)];
+      if (c.dead) continue;  // an event already drawn for a connection closed above
       const ssize_t r = recv(c.fd, buf, sizeof buf, 0);
       if (r <= 0 || !c.busy) {  // closed, reset, or bytes nobody asked for
-        ++errors;
-        epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, nullptr);
-        if (c.busy) --busy;
-        c.busy = false;
+        if (c.busy || r > 0) ++errors;
+        else ++closed_idle;  // the server closed a keep-alive connection (a timeout, a limit)
+        kill(ci);
         continue;
       }
       c.in.append(buf, std::size_t(r));
       const long len = response_length(c.in);
       if (len < 0) {
         ++errors;
-        epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, nullptr);
-        --busy;
-        c.busy = false;
+        kill(ci);
         continue;
       }
       if (len == 0) continue;
@@ -268,18 +291,20 @@ int main(int argc, char** argv) {
       free_list.push_back(ci);
     }
   }
-  for (auto& c : conns) close(c.fd);
+  for (auto& c : conns)
+    if (!c.dead) close(c.fd);
   std::sort(lat.begin(), lat.end());
   std::sort(lag.begin(), lag.end());
   std::sort(from_send.begin(), from_send.end());
   const long unanswered = busy + long(queued.size()) + (total - next);
-  std::printf("{\"scheduled\":%ld,\"completed\":%zu,\"unanswered\":%ld,\"errors\":%ld,\"sends_over_1ms_late\":%ld,"
+  std::printf("{\"scheduled\":%ld,\"completed\":%zu,\"unanswered\":%ld,\"lost\":%ld,\"closed_idle\":%ld,"
+              "\"errors\":%ld,\"sends_over_1ms_late\":%ld,"
               "\"waited_for_connection\":%ld,\"p50_ms\":%s,\"p99_ms\":%s,\"p999_ms\":%s,\"max_ms\":%s,"
               "\"send_lag_p50_ms\":%s,\"send_lag_p99_ms\":%s,\"from_send_p50_ms\":%s,\"from_send_p99_ms\":%s,"
               "\"from_send_p999_ms\":%s,\"client_slice_us\":%u}\n",
-              total, lat.size(), unanswered, errors, late_sends, waited_for_conn, pct_ms(lat, 50).c_str(),
+              total, lat.size(), unanswered, lost, closed_idle, errors, late_sends, waited_for_conn, pct_ms(lat, 50).c_str(),
               pct_ms(lat, 99).c_str(), pct_ms(lat, 99.9).c_str(), pct_ms(lat, 100).c_str(), pct_ms(lag, 50).c_str(),
               pct_ms(lag, 99).c_str(), pct_ms(from_send, 50).c_str(), pct_ms(from_send, 99).c_str(),
               pct_ms(from_send, 99.9).c_str(), sliced ? cfg.slice_us : 0);
-  return errors ? 3 : 0;
+  return errors || lost ? 3 : 0;
 }

@@ -23,10 +23,10 @@ Sections (see docs/benchmarks.md, "HTTP server: parkway-httpd against nginx"):
   The connections are held by a separate process (this script, --role
   idle-client) so that each side has its own descriptor table.
 - compute beside I/O (parkway-httpd only, two workers): GET /plaintext at a
-  fixed rate from an open-loop client (http_open_loop.cpp, built beside
-  parkway-httpd: a fixed send schedule kept by absolute deadlines, latency
-  measured from each request's scheduled time, so neither a stalled server
-  nor a late client can hide a backlog), alone and while 4 connections
+  fixed rate from an open-loop client (http_open_loop.cpp, which make
+  bench-httpd builds into build/bench/httpd/: a fixed send schedule,
+  latency measured from each request's scheduled time, so neither a
+  stalled server nor a late client can hide a backlog), alone and while 4 connections
   keep requesting /fib/30 (wrk, closed loop); and the baseline, the same
   mix against a server started with --fib-pool 2, which computes /fib/N on
   a separate pool of two threads (a second parkway runtime; the request's
@@ -638,9 +638,9 @@ def compute_section(b, srv, reps, rate, duration, conns, fib_conns, modes=("alon
                     b.problems.append("fib load: %s, non-2xx %d" % (fr.get("socket_errors_text"), fr["non_2xx"]))
             if ol:
                 rec.update(ol)
-                if ol["errors"] or ol["unanswered"]:
-                    b.problems.append("open-loop %s: %d errors, %d unanswered of %d"
-                                      % (mode, ol["errors"], ol["unanswered"], ol["scheduled"]))
+                if ol["errors"] or ol["unanswered"] or ol.get("lost"):
+                    b.problems.append("open-loop %s: %d errors, %d unanswered, %d lost of %d"
+                                      % (mode, ol["errors"], ol["unanswered"], ol.get("lost", 0), ol["scheduled"]))
             out.append(rec)
             if b.args.verbose:
                 print("  " + json.dumps(rec), file=sys.stderr)
@@ -784,7 +784,8 @@ def main():
         print("run_httpd_bench: %s not found (make httpd)" % a.httpd, file=sys.stderr)
         return 1
     if "compute" in only and not os.access(a.open_loop_client, os.X_OK):
-        print("run_httpd_bench: open-loop client %s not found (make bench-httpd builds it)" % a.open_loop_client,
+        print("run_httpd_bench: open-loop client %s not found (make build/bench/httpd/http_open_loop)"
+              % a.open_loop_client,
               file=sys.stderr)
         return 1
     a.open_loop_client = os.path.abspath(a.open_loop_client)
