@@ -43,12 +43,16 @@ Per run we also read, over the measured window only (/proc/PID/stat and
 /proc/stat, 10 ms ticks): the server's CPU use (CPUs; with the requests,
 its CPU time per request) and "busy", the CPUs' worth of other processes'
 work (machine busy time minus server and client), which says whether
-something else on this shared machine took time from the run. A run with
-busy above QUIET_LIMIT is re-run (--quiet-retries, default 1; none with
---quick) and the quieter try is kept; the others stay in the JSON, marked
+something else on this shared machine took time from the run, and
+"steal", the time the hypervisor kept this VM's CPUs from running
+(/proc/stat's steal: one 100 ms steal put a pinned run's p99 at 71 ms).
+A run with busy above QUIET_LIMIT or steal of STEAL_LIMIT_MS or more is
+re-run (--quiet-retries, default 1; none with --quick) and the quieter
+try is kept; the others stay in the JSON, marked
 superseded; after RETRY_BUDGET_S seconds nothing is re-run, so the whole
 run stays under about 4 minutes. A row whose median busy is still above
-QUIET_LIMIT is marked "(busy)", a target verdict "inconclusive (busy)".
+QUIET_LIMIT or whose median steal is STEAL_LIMIT_MS or more is marked
+"(busy)", a target verdict "inconclusive (busy)".
 The first line names the library's commit (and whether its sources were
 modified); the JSON keeps every record, with the commands of each row.
 
@@ -92,6 +96,7 @@ COMPUTE_CONFIGS = [
 ]
 RETRY_BUDGET_S = 150  # no re-runs for busy once the run has taken this long (total stays near 4 min)
 QUIET_LIMIT = 0.5  # CPUs of other processes' work tolerated during a measured window
+STEAL_LIMIT_MS = 20  # hypervisor steal tolerated during a measured window
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -101,6 +106,18 @@ def machine_busy_s():
         v = [int(x) for x in f.readline().split()[1:]]
     idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
     return (sum(v[:8]) - idle) / CLK_TCK
+
+
+def steal_s():
+    """Seconds the hypervisor kept this machine's CPUs from running, all CPUs (/proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (v[7] if len(v) > 7 else 0) / CLK_TCK
+
+
+def quiet(r):
+    return (r.get("busy") is not None and r["busy"] <= QUIET_LIMIT
+            and (r.get("steal_ms") or 0) < STEAL_LIMIT_MS)
 
 
 def proc_cpu_s(pid):
@@ -168,9 +185,9 @@ class Echo:
             cli = subprocess.Popen(ccmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             # The measured window: read the counters at its start and end.
             time.sleep(max(0.0, t0 + self.warmup - time.time()))
-            m0, s0, c0, w0 = machine_busy_s(), proc_cpu_s(srv.pid), proc_cpu_s(cli.pid), time.time()
+            m0, s0, c0, w0, st0 = machine_busy_s(), proc_cpu_s(srv.pid), proc_cpu_s(cli.pid), time.time(), steal_s()
             time.sleep(max(0.0, t0 + self.warmup + self.seconds - time.time()))
-            m1, s1, c1, w1 = machine_busy_s(), proc_cpu_s(srv.pid), proc_cpu_s(cli.pid), time.time()
+            m1, s1, c1, w1, st1 = machine_busy_s(), proc_cpu_s(srv.pid), proc_cpu_s(cli.pid), time.time(), steal_s()
             try:
                 out, err = cli.communicate(timeout=self.warmup + self.seconds + 40)
             except subprocess.TimeoutExpired:
@@ -200,6 +217,7 @@ class Echo:
                 return None
             window = w1 - w0
             rec["window_s"] = round(window, 3)
+            rec["steal_ms"] = round((st1 - st0) * 1000)
             if None not in (s0, s1, c0, c1) and window > 0:
                 rec["server_cpus"] = round((s1 - s0) / window, 3)
                 rec["client_cpus"] = round((c1 - c0) / window, 3)
@@ -242,21 +260,23 @@ class Echo:
         return None
 
     def run_kept(self, label, server_cmd, client_args, retries, **kw):
-        """run(); re-run while busy > QUIET_LIMIT, up to `retries` times;
-        keep the quietest try (the others are marked superseded)."""
+        """run(); re-run while not quiet (busy > QUIET_LIMIT or steal >=
+        STEAL_LIMIT_MS), up to `retries` times; keep the quietest try (the
+        others are marked superseded)."""
         tries = []
         for _ in range(1 + retries):
             r = self.run(label, server_cmd, client_args, **kw)
             if r is None:
                 break
             tries.append(r)
-            if r.get("busy") is not None and r["busy"] <= QUIET_LIMIT:
+            if quiet(r):
                 break
             if time.time() - self.started > RETRY_BUDGET_S:
                 break
         if not tries:
             return None
-        best = min(tries, key=lambda r: r["busy"] if r.get("busy") is not None else 99)
+        best = min(tries, key=lambda r: (not quiet(r), r.get("steal_ms") or 0,
+                                         r["busy"] if r.get("busy") is not None else 99))
         for r in tries:
             if r is not best:
                 r["superseded"] = True
@@ -325,7 +345,7 @@ def throughput(e, a, servers):
                 print("%-12s %-11s %9s" % (cfg["name"], name, "failed"))
                 continue
             row = {k: med([r.get(k) for r in rs]) for k in
-                   ("rps", "p50_us", "p999_us", "server_cpus", "server_us_per_req", "busy")}
+                   ("rps", "p50_us", "p999_us", "server_cpus", "server_us_per_req", "busy", "steal_ms")}
             row["p99_us"] = med_p99(rs)
             row["runs"] = len(rs)
             row["rps_all"] = [r["rps"] for r in rs]
@@ -333,7 +353,8 @@ def throughput(e, a, servers):
             row["conn_min_max"] = [[r.get("conn_min"), r.get("conn_max")] for r in rs]
             row["server_cmd"] = rs[0]["server_cmd"].replace(" --port 0", "").rsplit(" --seconds", 1)[0]
             row["client_cmd"] = rs[0]["client_cmd"]
-            row["busy_flag"] = row["busy"] is not None and row["busy"] > QUIET_LIMIT
+            row["busy_flag"] = (row["busy"] is not None and row["busy"] > QUIET_LIMIT) or \
+                (row["steal_ms"] or 0) >= STEAL_LIMIT_MS
             rows[name] = row
             print("%-12s %-11s %9s %8s %8s %8s %6s %6s %5s%s" % (
                 cfg["name"], name, fmt(row["rps"]), fmt(row["p50_us"]), fmt(row["p99_us"]), fmt(row["p999_us"]),
@@ -390,7 +411,8 @@ def compute(e, a):
                 continue
             answered = [r for r in rs if r.get("requests")]  # latencies only from runs with answers
             row = {k: med([r.get(k) for r in answered]) for k in ("p50_us", "p999_us", "from_send_p99_us")}
-            row.update({k: med([r.get(k) for r in rs]) for k in ("rps", "send_lag_p99_us", "server_cpus", "busy")})
+            row.update({k: med([r.get(k) for r in rs])
+                        for k in ("rps", "send_lag_p99_us", "server_cpus", "busy", "steal_ms")})
             row["p99_us"] = med_p99(rs)
             row["answered"] = sum(1 for r in rs if r.get("requests"))
             row["runs"] = len(rs)
@@ -412,12 +434,13 @@ def compute(e, a):
         if "floor" in c and "compute" in c and c["floor"]["p99_us"] is not None:
             target = a.compute_us + c["floor"]["p99_us"]
             busy = max(c["floor"]["busy"] or 0, c["compute"]["busy"] or 0)
+            stolen = max(c["floor"]["steal_ms"] or 0, c["compute"]["steal_ms"] or 0) >= STEAL_LIMIT_MS
             got = c["compute"]["p99_us"]
             met = got is not None and got <= target
             c["target_p99_us"] = round(target, 2)
             c["met_ignoring_busy"] = met
             c["verdict"] = ("NOT MET (no answer)" if got is None else
-                            "inconclusive (busy)" if busy > QUIET_LIMIT else "MET" if met else "NOT MET")
+                            "inconclusive (busy)" if busy > QUIET_LIMIT or stolen else "MET" if met else "NOT MET")
             print("%-12s target: p99 with compute <= %d us + floor p99 = %.1f us; measured %s: %s" % (
                 cfg["name"], a.compute_us, target, "none" if got is None else "%.1f us" % got, c["verdict"]))
         out["configs"][cfg["name"]] = c
@@ -472,7 +495,7 @@ def main():
         "host": {"kernel": platform.release(), "cpus": ncpu, "machine": platform.machine()},
         "library": gs,
         "args": vars(a),
-        "quiet_limit": QUIET_LIMIT,
+        "quiet_limit": QUIET_LIMIT, "steal_limit_ms": STEAL_LIMIT_MS,
         "summary": summary,
         "records": e.records,
         "failures": e.failures,

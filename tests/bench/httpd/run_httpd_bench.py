@@ -145,6 +145,17 @@ def machine_busy_s():
     return (sum(v[:8]) - v[3] - v[4]) / CLK_TCK
 
 
+def steal_s():
+    """Seconds the hypervisor kept this machine's CPUs from running, all
+    CPUs (/proc/stat's steal). One 100 ms steal is a p99 of its own."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (v[7] if len(v) > 7 else 0) / CLK_TCK
+
+
+STEAL_NOTE_MS = 20  # runs with at least this much steal are listed under the table
+
+
 def own_cpu_s():
     """CPU time of this script and its reaped children (wrk, clients)."""
     t = os.times()
@@ -362,17 +373,17 @@ class Bench:
         cmd.append(url)
         if pinned:
             cmd = ["taskset", "-c", "1"] + cmd
-        t0, b0, o0, w0 = server.ticks(), machine_busy_s(), own_cpu_s(), time.time()
+        t0, b0, o0, w0, s0 = server.ticks(), machine_busy_s(), own_cpu_s(), time.time(), steal_s()
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 20)
             out, rc = p.stdout, p.returncode
         except subprocess.TimeoutExpired:
             out, rc = "", "timeout"
         t1 = server.ticks() if server.alive() else None
-        b1, o1, w1 = machine_busy_s(), own_cpu_s(), time.time()
+        b1, o1, w1, s1 = machine_busy_s(), own_cpu_s(), time.time(), steal_s()
         rec = parse_wrk(out)
         rec.update({"server": server.name, "row": row["name"], "config": "pinned" if pinned else "2 workers",
-                    "cmd": " ".join(cmd), "rc": rc})
+                    "cmd": " ".join(cmd), "rc": rc, "steal_ms": round((s1 - s0) * 1000)})
         # CPUs' worth of other processes' work during the run (the machine
         # may be shared): machine busy time minus the server's, wrk's and ours.
         if t1 is not None:
@@ -620,9 +631,10 @@ def compute_section(b, srv, reps, rate, duration, conns, fib_conns, modes=("alon
                 rec["fib_cmd"] = " ".join(fcmd)
                 fib = subprocess.Popen(fcmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 time.sleep(1.0)
-            k0, q0, w0 = srv.ticks(), srv.runq_ns(), time.time()
+            k0, q0, w0, st0 = srv.ticks(), srv.runq_ns(), time.time(), steal_s()
             ol = open_loop(b, srv.port, rate, duration, conns)
-            k1, q1, w1 = srv.ticks(), srv.runq_ns(), time.time()
+            k1, q1, w1, st1 = srv.ticks(), srv.runq_ns(), time.time(), steal_s()
+            rec["steal_ms"] = round((st1 - st0) * 1000)
             rec["server_cpus_busy"] = (k1 - k0) / CLK_TCK / (w1 - w0)
             rec["server_runq_ms_per_s"] = (q1 - q0) / 1e6 / (w1 - w0)
             if fib is not None:
@@ -682,6 +694,11 @@ def summarize(b, idle, compute, pinned_cfgs):
                 fmt(ent["busy"], ".2f")))
     lines.append("ratio = parkway/nginx (r/s: above 1 favours parkway; p99: below 1 favours parkway); medians of "
                  "the runs; us/rq = server CPU per request; busy = other processes' CPUs during the runs")
+    stolen = [x for x in list(b.records) + list(compute or []) if (x.get("steal_ms") or 0) >= STEAL_NOTE_MS]
+    for x in stolen:
+        lines.append("  steal: %d ms of hypervisor steal during %s %s %s (p99 %s ms)" % (
+            x["steal_ms"], x.get("config", "compute"), x.get("row", x.get("mode", "")), x.get("server", ""),
+            fmt(x.get("p99_ms"), ".3f")))
     lines.append("")
     idle_sum = {}
     for srv in ("parkway", "nginx"):
