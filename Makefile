@@ -38,7 +38,7 @@ LIB_SO   := $(BUILD)/libparkway.so
 PC_FILE  := $(BUILD)/parkway.pc
 HEADERS  := $(wildcard include/parkway/*.hpp)
 
-.PHONY: all deps lib demo test test-unit test-tsan test-asan bench install uninstall clean check-warnings help
+.PHONY: all deps lib demo test test-unit test-tsan test-asan bench install uninstall clean check-warnings check-warnings-clang help
 all: lib
 lib: $(LIB_A) $(LIB_SO) $(PC_FILE)
 
@@ -168,15 +168,18 @@ TEST_SUITES :=
 TEST_BUILDS     += lib $(PARKWAY_BIN) $(PARKWAY_NOSCHED_BIN)
 TEST_LANE_BUILT := test-builds vm-test test-builds-san test-http-parser test-cli test-install \
   test-slot-forced test-trace-san
-TEST_LANE_FREE  := $(filter spec-%,$(TEST_SUITES)) check-warnings test-api-errors
+TEST_LANE_FREE  := $(filter spec-%,$(TEST_SUITES)) check-warnings-clang test-api-errors
 
 # What phase 2 runs, built ahead: the plain build (then the demo, whose
 # recipe installs into $(BUILD)/prefix), then each sanitizer build in turn
 # (one make per build directory, never two at once in one directory).
+# The plain build is made with -Werror: it is check-warnings' g++ half
+# (tests/tests.mk), for what it compiles; objects an earlier plain make
+# left are not compiled again (make check-warnings checks from scratch).
 .PHONY: test-builds test-builds-san
 test-builds:
-	+@$(MAKE) --no-print-directory -k $(TEST_BUILDS)
-	+@$(MAKE) --no-print-directory $(BUILD)/demo $(BUILD)/usdt_steal
+	+@$(MAKE) --no-print-directory -k OPT="$(OPT) -Werror" $(TEST_BUILDS)
+	+@$(MAKE) --no-print-directory OPT="$(OPT) -Werror" $(BUILD)/demo $(BUILD)/usdt_steal
 test-builds-san:
 	+@rc=0; for t in $(TEST_BUILDS_SAN); do $(MAKE) --no-print-directory $$t || rc=1; done; exit $$rc
 

@@ -11,8 +11,9 @@
 // 64) and sends the next one as soon as the whole echo is back, so each
 // connection has one message in flight.
 // Open loop (--rate R): R messages per second in all, each thread sending
-// R/T per second on a fixed schedule (absolute deadlines; the thread sleeps
-// in epoll_pwait2 with nanosecond timeouts and 1 ns timer slack), one
+// R/T per second on a fixed schedule (due times counted from the start;
+// the thread sleeps in epoll_pwait2 until the next, with nanosecond
+// timeouts and 1 ns timer slack), one
 // connection after another. A message is sent whether or not its
 // connection's previous one is back (they queue in the byte stream), and
 // its round trip counts from its scheduled time, so the client's own
