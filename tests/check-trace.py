@@ -279,6 +279,16 @@ if facts:
           "25 io::sleep_for: 25 submitted and 25 completed in the trace",
           m.group(0) if m else out[-300:])
 
+# [Y1]: every slice yield of a worker with a ring is in the trace and the
+# report counts them.
+facts, path = ground_truth("slices", ["slices", "600"], "sched")
+if facts:
+    rc, out, err = report(path)
+    m = re.search(r"slice yields \(.*\):.* all (\d+)", out)
+    check(rc == 0 and m and int(m.group(1)) == int(facts["slice_yields"]) > 0,
+          "600 tasks of 50 us on a worker with a ring: its %s slice yields all in the trace" % facts["slice_yields"],
+          m.group(0) if m else out[-300:])
+
 # Threads that end hand their buffers to the next: twelve runtimes one
 # after another, every task of each in the file (the file's events).
 facts, path = ground_truth("runtimes", ["runtimes", "12"], "task")

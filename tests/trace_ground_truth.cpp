@@ -9,6 +9,8 @@
 //       has started one of them, which it can only have stolen; then
 //       idle for kIdleMs again.
 //   trace_ground_truth fib N      fib(N) by spawning: many task events
+//   trace_ground_truth slices N   one worker with a ring (a sleep first)
+//       runs N tasks of 50 us one after another: its slice yields
 //   trace_ground_truth io N       a coroutine sleeps N times through the
 //       io_uring layer: N operations submitted and completed
 //   trace_ground_truth runtimes N N runtimes one after another, each
@@ -198,6 +200,29 @@ int io_mode(int n) {
   return ok == n ? 0 : 1;
 }
 
+// One worker with a ring (a sleep first), then n tasks of 50 us one after
+// another: the worker ends its kernel slice between tasks ([Y1]).
+parkway::Task<void> spin_50us() {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+  co_return;
+}
+
+parkway::Task<void> task_stream(int n) {
+  (void)co_await parkway::io::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < n; ++i) co_await parkway::spawn(spin_50us());
+}
+
+int slices_mode(int n) {
+  parkway::Runtime rt(parkway::Options{.workers = 1, .worker_slice_us = 300});
+  parkway::sync_wait(rt, task_stream(n));
+  rt.shutdown();
+  const unsigned long long y = rt.stats().total.slice_yields;
+  std::printf("slice_yields=%llu\n", y);
+  return y > 0 ? 0 : 1;
+}
+
 int runtimes_mode(int n) {
   unsigned long long executed = 0;
   for (int i = 0; i < n; ++i) {
@@ -275,6 +300,8 @@ int main(int argc, char** argv) {
   if (argc == 2 && !std::strcmp(argv[1], "two")) return two_mode();
   if (argc == 3 && !std::strcmp(argv[1], "runtimes")) return runtimes_mode(std::atoi(argv[2]));
   if (argc == 3 && !std::strcmp(argv[1], "io")) return io_mode(std::atoi(argv[2]));
-  std::fprintf(stderr, "usage: trace_ground_truth schedule | dag | two | fib N | rounds N | fork | io N | runtimes N\n");
+  if (argc == 3 && !std::strcmp(argv[1], "slices")) return slices_mode(std::atoi(argv[2]));
+  std::fprintf(stderr,
+               "usage: trace_ground_truth schedule | dag | two | fib N | rounds N | fork | io N | slices N | runtimes N\n");
   return 2;
 }

@@ -89,6 +89,14 @@ void section_workers(std::FILE* o, const Model& m) {
                    (unsigned long long)m.tracks[w].io_completes);
     std::fprintf(o, ", all %llu/%llu\n", (unsigned long long)io_sub, (unsigned long long)io_done);
   }
+  std::uint64_t yields = 0;
+  for (const Track& t : m.tracks) yields += t.slice_yields;
+  if (yields) {
+    std::fprintf(o, "    slice yields (a worker with a ring ended its kernel slice between tasks):");
+    for (unsigned w = 0; w < m.workers; ++w)
+      std::fprintf(o, " %s %llu", m.tracks[w].label.c_str(), (unsigned long long)m.tracks[w].slice_yields);
+    std::fprintf(o, ", all %llu\n", (unsigned long long)yields);
+  }
   for (std::size_t i = m.workers; i < m.tracks.size(); ++i) {
     const Track& t = m.tracks[i];
     std::fprintf(o, "    outside: %s, %llu events (parked %s)\n", t.label.c_str(), (unsigned long long)t.events,
