@@ -44,7 +44,7 @@ $(ECHO_DIR)/echo_epoll: $(ECHO_SRC)/echo_epoll.cpp $(ECHO_SRC)/echo.mk
 	@mkdir -p $(dir $@)
 	$(ECHO_CC) $(ECHO_CXX) $< -o $@ $(LDLIBS)
 
-$(ECHO_DIR)/echo_client: $(ECHO_SRC)/echo_client.cpp tests/bench/client_slice.hpp $(ECHO_SRC)/echo.mk
+$(ECHO_DIR)/echo_client: $(ECHO_SRC)/echo_client.cpp tests/bench/client_slice.hpp tests/bench/common.hpp $(ECHO_SRC)/echo.mk
 	@mkdir -p $(dir $@)
 	$(ECHO_CC) $(ECHO_CXX) $< -o $@ $(LDLIBS)
 

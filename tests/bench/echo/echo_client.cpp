@@ -59,14 +59,11 @@
 #include <vector>
 
 #include "../client_slice.hpp"
+#include "../common.hpp"
 
 namespace {
 
-std::int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
+using bench::now_ns;  // CLOCK_MONOTONIC in ns (../common.hpp)
 
 // Log-linear histogram of nanosecond values: exact below 128, then 128
 // sub-buckets per power of two.

@@ -52,14 +52,11 @@
 #include <vector>
 
 #include "../client_slice.hpp"
+#include "../common.hpp"
 
 namespace {
 
-std::int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
+using bench::now_ns;  // CLOCK_MONOTONIC in ns (../common.hpp)
 
 struct Config {
   int port = 0;

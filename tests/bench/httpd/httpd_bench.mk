@@ -19,7 +19,7 @@
 
 HTTPD_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 
-$(BUILD)/bench/httpd/http_open_loop: tests/bench/httpd/http_open_loop.cpp tests/bench/client_slice.hpp \
+$(BUILD)/bench/httpd/http_open_loop: tests/bench/httpd/http_open_loop.cpp tests/bench/client_slice.hpp tests/bench/common.hpp \
                                      tests/bench/httpd/httpd_bench.mk
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++20 -O2 -Wall -Wextra $< -o $@
