@@ -19,7 +19,9 @@ configurations:
 3 repetitions of each (server, configuration), interleaved: every round
 runs every server once per configuration, the order of the servers
 rotating from round to round, so a noisy neighbour hurts them alike. The
-table shows medians.
+table shows medians. fair: the fewest round trips one connection
+completed in the window over the most (1.00: every connection served
+alike; from the client's conn_min and conn_max).
 
 Completion latency under compute: echo_parkway with --compute-us 100 (a
 detached coroutine keeps one worker busy with back-to-back 100 us spin
@@ -334,8 +336,8 @@ def throughput(e, a, servers):
                 kept.setdefault((cfg["name"], name), []).append(r)
     out = {}
     print()
-    print("%-12s %-11s %9s %8s %8s %8s %6s %6s %5s" % ("config", "server", "req/s", "p50 us", "p99 us", "p999 us",
-                                                       "srvCPU", "us/req", "busy"))
+    print("%-12s %-11s %9s %8s %8s %8s %6s %6s %5s %5s" % ("config", "server", "req/s", "p50 us", "p99 us", "p999 us",
+                                                           "srvCPU", "us/req", "fair", "busy"))
     for cfg in CONFIGS:
         rows = {}
         for name, _, _ in servers:
@@ -351,14 +353,16 @@ def throughput(e, a, servers):
             row["rps_all"] = [r["rps"] for r in rs]
             row["p99_all"] = [p99_or_none(r) for r in rs]
             row["conn_min_max"] = [[r.get("conn_min"), r.get("conn_max")] for r in rs]
+            # fairness: the fewest round trips one connection completed over the most, median of the runs
+            row["fair"] = med([r["conn_min"] / r["conn_max"] for r in rs if r.get("conn_max")])
             row["server_cmd"] = rs[0]["server_cmd"].replace(" --port 0", "").rsplit(" --seconds", 1)[0]
             row["client_cmd"] = rs[0]["client_cmd"]
             row["busy_flag"] = (row["busy"] is not None and row["busy"] > QUIET_LIMIT) or \
                 (row["steal_ms"] or 0) >= STEAL_LIMIT_MS
             rows[name] = row
-            print("%-12s %-11s %9s %8s %8s %8s %6s %6s %5s%s" % (
+            print("%-12s %-11s %9s %8s %8s %8s %6s %6s %5s %5s%s" % (
                 cfg["name"], name, fmt(row["rps"]), fmt(row["p50_us"]), fmt(row["p99_us"]), fmt(row["p999_us"]),
-                fmt(row["server_cpus"], 2), fmt(row["server_us_per_req"]), fmt(row["busy"], 2),
+                fmt(row["server_cpus"], 2), fmt(row["server_us_per_req"]), fmt(row["fair"], 2), fmt(row["busy"], 2),
                 " (busy)" if row["busy_flag"] else ""))
         pw = rows.get("parkway")
         peers = {n: r for n, r in rows.items() if n not in NOT_PEERS and r and r["rps"]}
