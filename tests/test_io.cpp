@@ -6,6 +6,7 @@
 // The whole suite also runs with PARKWAY_IO_WAKE=eventfd (make
 // test-io-eventfd), the wake path of kernels without IORING_OP_FUTEX_WAIT.
 #include <fcntl.h>
+#include <sched.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -587,6 +589,75 @@ TEST(Io, RingParkedWorkerWokenByATaskAndByACompletion) {
   auto r = f.get();
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_EQ(*r, 4u);
+}
+
+// A worker asleep in its ring with a receive in flight is idle, not
+// waiting for a disk: on kernels with IORING_ENTER_NO_IOWAIT (6.15) its
+// sleep must not count as I/O wait, which top shows as "wa", PSI as I/O
+// pressure, and cpufreq's iowait boost answers with a higher clock (io.md,
+// "A ring sleep is not I/O wait"). The worker is pinned to one CPU and
+// that CPU's iowait read from /proc/stat; with PARKWAY_IO_IOWAIT=1 (the
+// old accounting) it is the whole window and this test fails.
+TEST(Io, ARingSleepIsNotIoWait) {
+  {
+    io_uring probe;
+    io_uring_params p{};
+    if (io_uring_queue_init_params(2, &probe, &p) != 0) GTEST_SKIP() << "io_uring_setup failed";
+    const bool has = (p.features & (1u << 17)) != 0;  // IORING_FEAT_NO_IOWAIT
+    io_uring_queue_exit(&probe);
+    if (!has) GTEST_SKIP() << "this kernel has no IORING_ENTER_NO_IOWAIT (Linux 6.15): a ring sleep counts as I/O wait";
+  }
+  pwtest::Watchdog wd("Io.ARingSleepIsNotIoWait", 60);
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  int cpu = -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &all)) cpu = c;
+  ASSERT_GE(cpu, 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // the worker inherits it
+  std::unique_ptr<parkway::Runtime> rt;
+  try {
+    rt = std::make_unique<parkway::Runtime>(parkway::Options{.workers = 1});
+  } catch (...) {
+    sched_setaffinity(0, sizeof(all), &all);
+    throw;
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
+  Pair p;
+  auto f = parkway::spawn(recv_once(p.a, {}), *rt);
+  ASSERT_TRUE(eventually([&] { return rt->stats().total.ring_parks >= 1; })) << "the worker never parked in its ring";
+  // iowait (the fifth number) of cpuN in /proc/stat, in clock ticks
+  auto iowait_ticks = [cpu] {
+    std::FILE* fp = std::fopen("/proc/stat", "r");
+    if (!fp) return -1LL;
+    char line[512];
+    const std::string want = "cpu" + std::to_string(cpu) + " ";
+    long long v = -1;
+    while (std::fgets(line, sizeof(line), fp))
+      if (std::strncmp(line, want.c_str(), want.size()) == 0) {
+        long long u, n, s, i, w;
+        if (std::sscanf(line + want.size(), "%lld %lld %lld %lld %lld", &u, &n, &s, &i, &w) == 5) v = w;
+        break;
+      }
+    std::fclose(fp);
+    return v;
+  };
+  const long long w0 = iowait_ticks();
+  ASSERT_GE(w0, 0) << "no cpu" << cpu << " line in /proc/stat";
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(2s);
+  const long long w1 = iowait_ticks();
+  const double window_ticks = ms_since(t0) / 1000.0 * double(sysconf(_SC_CLK_TCK));
+  const std::uint64_t parks = rt->stats().total.ring_parks;
+  std::printf("cpu%d: %lld ticks of iowait in %.0f with the worker asleep in its ring\n", cpu, w1 - w0, window_ticks);
+  EXPECT_LE(double(w1 - w0), 0.25 * window_ticks) << "the ring sleep was counted as I/O wait";
+  EXPECT_LE(parks, 50u) << "the worker did not stay asleep (the window measured something else)";
+  ASSERT_EQ(::write(p.b, "wake", 4), 4);
+  auto r = f.get();
+  ASSERT_TRUE(r) << r.error().message();
 }
 
 // The kernel's IORING_SQ_TASKRUN flag can be left set with no deferred

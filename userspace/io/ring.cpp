@@ -43,6 +43,11 @@ constexpr std::uint32_t kFutex2SizeU32 = 0x02;
 constexpr std::uint32_t kFutex2Private = 128;
 constexpr std::uint64_t kFutexMatchAny = 0xffffffffu;
 
+// IORING_ENTER_NO_IOWAIT and the feature bit that announces it (Linux
+// 6.15); the bookworm headers lack both.
+constexpr unsigned kEnterNoIowait = 1u << 7;
+constexpr unsigned kFeatNoIowait = 1u << 17;
+
 CancelRequest* const kMailboxClosed = reinterpret_cast<CancelRequest*>(std::uintptr_t(1));
 
 // setup flags, best first: the ring is only ever entered by its worker.
@@ -76,6 +81,16 @@ bool peer_waits_for(std::uint8_t opcode) noexcept {
 
 }  // namespace
 
+// PARKWAY_IO_IOWAIT=1: ring sleeps count as I/O wait, as before Linux 6.15
+// (for comparison; see io.md, "A ring sleep is not I/O wait").
+static bool env_says_iowait() noexcept {
+  static const bool on = [] {
+    const char* e = std::getenv("PARKWAY_IO_IOWAIT");
+    return e && std::strcmp(e, "1") == 0;
+  }();
+  return on;
+}
+
 WakeMode process_wake_mode(io_uring* probe_ring) noexcept {
   static WakeMode mode = [probe_ring] {
     const char* env = std::getenv("PARKWAY_IO_WAKE");
@@ -100,6 +115,8 @@ IoRing::IoRing(Worker& w) : w_(w), ready_(w.io_ready()) {
     rc = io_uring_queue_init_params(o.io_sq_entries, &ring_, &p);
     if (rc == 0) {
       defer_taskrun_ = (flags & IORING_SETUP_DEFER_TASKRUN) != 0;
+      wait_no_iowait_ = (p.features & kFeatNoIowait) != 0 && (p.features & IORING_FEAT_EXT_ARG) != 0 &&
+                        !env_says_iowait();
       break;
     }
     if (rc != -EINVAL) break;  // not a missing feature: ENOMEM, EPERM, ENOSYS ...
@@ -261,6 +278,8 @@ void IoRing::enter(bool wait, std::int64_t wait_ns) noexcept {
   int rc;
   if (!wait) {
     rc = defer_taskrun_ ? io_uring_submit_and_get_events(&ring_) : io_uring_submit(&ring_);
+  } else if (wait_no_iowait_) {
+    rc = submit_and_wait_no_iowait(wait_ns);
   } else if (wait_ns >= 0) {
     __kernel_timespec ts{wait_ns / 1000000000, wait_ns % 1000000000};
     io_uring_cqe* cqe;
@@ -271,6 +290,28 @@ void IoRing::enter(bool wait, std::int64_t wait_ns) noexcept {
   (void)rc;  // EINTR, ETIME, EBUSY (overflow backlog): the caller reaps and loops
   sq_ticks_ = 0;
   urgent_ = false;
+}
+
+// io_uring_submit_and_wait(_timeout) with IORING_ENTER_NO_IOWAIT, which
+// liburing 2.3 cannot pass: hand the queued SQEs to the kernel as its
+// submit does (liburing keeps them between sqe_head and sqe_tail; the SQ
+// array is filled at setup), then one entry that submits and waits for a
+// CQE, with the deadline as an extended argument.
+int IoRing::submit_and_wait_no_iowait(std::int64_t wait_ns) noexcept {
+  io_uring_sq& sq = ring_.sq;
+  const unsigned tail = sq.sqe_tail;
+  if (sq.sqe_head != tail) {
+    sq.sqe_head = tail;
+    io_uring_smp_store_release(sq.ktail, tail);
+  }
+  const unsigned to_submit = tail - io_uring_smp_load_acquire(sq.khead);
+  unsigned flags = IORING_ENTER_GETEVENTS | kEnterNoIowait;
+  if (wait_ns < 0) return io_uring_enter(unsigned(ring_.ring_fd), to_submit, 1, flags, nullptr);
+  __kernel_timespec ts{wait_ns / 1000000000, wait_ns % 1000000000};
+  io_uring_getevents_arg arg{};
+  arg.ts = reinterpret_cast<std::uint64_t>(&ts);
+  flags |= IORING_ENTER_EXT_ARG;
+  return io_uring_enter2(unsigned(ring_.ring_fd), to_submit, 1, flags, reinterpret_cast<sigset_t*>(&arg), sizeof(arg));
 }
 
 void IoRing::expire_deadlines() noexcept {

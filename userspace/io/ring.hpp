@@ -138,6 +138,8 @@ class IoRing {
   void on_cqe(const io_uring_cqe* cqe) noexcept;
   // Waits up to `wait_ns` (< 0: no limit) when `wait`.
   void enter(bool wait, std::int64_t wait_ns = -1) noexcept;
+  // enter()'s wait where the kernel can leave a ring sleep out of I/O wait.
+  int submit_and_wait_no_iowait(std::int64_t wait_ns) noexcept;
   // Queues an ASYNC_CANCEL of each operation whose deadline has passed.
   void expire_deadlines() noexcept;
   // [F1] After an entry owed the TASKRUN flag's work: clear a stale flag.
@@ -150,6 +152,7 @@ class IoRing {
   bool armed_ = false;        // the ring's wait on the park word is in the kernel
   unsigned cancels_ = 0;      // ASYNC_CANCELs (requests and cancel-everything) in the kernel
   bool defer_taskrun_ = false;
+  bool wait_no_iowait_ = false;  // waits pass IORING_ENTER_NO_IOWAIT (Linux 6.15)
   unsigned sq_ticks_ = 0;     // between_tasks() calls since urgent SQEs were queued
   bool urgent_ = false;       // an SQE a peer waits for is queued (between_tasks)
   unsigned pushed_ = 0;       // continuations pushed by the reap in progress

@@ -3,7 +3,7 @@
 # backends) and a hand-written epoll loop, all driven by one load client
 # over loopback. Not part of `make test`.
 #
-#   make bench-echo                     build, run (~2.5 min), print the table,
+#   make bench-echo                     build, run (~3.5 min), print the table,
 #                                       write $(BUILD)/bench/echo/results.json
 #   make bench-echo ECHO_ARGS=--quick   one repetition, shorter runs (~25 s)
 #   make bench-echo-build               only build the binaries
