@@ -54,11 +54,6 @@ bool in_fair_class() noexcept {
   return p == SCHED_OTHER || p == SCHED_BATCH;
 }
 
-std::uint64_t SliceKeeper::monotonic_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // the vDSO: no system call
-  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
-}
 
 std::uint64_t SliceKeeper::thread_cpu_ns() noexcept {
   timespec ts;

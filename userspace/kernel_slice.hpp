@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "clock.hpp"
+
 namespace parkway::detail {
 
 // Asks for a slice of `us` microseconds for the calling thread
@@ -91,7 +93,6 @@ class SliceKeeper {
 
  private:
   static constexpr std::uint32_t kMaxStride = 256;
-  static std::uint64_t monotonic_ns() noexcept;
   static std::uint64_t thread_cpu_ns() noexcept;
   static void yield_cpu() noexcept;
   std::uint64_t slice_ns_ = 0;

@@ -15,6 +15,7 @@
 #include <string>
 #include <system_error>
 
+#include "clock.hpp"
 #include "parker.hpp"
 #include "probes.hpp"
 #include "runtime_impl.hpp"
@@ -30,11 +31,8 @@ namespace {
 // A timed ring park sleeps at most this long.
 constexpr std::int64_t kMaxWaitNs = 1000000;
 
-std::int64_t monotonic_ns() noexcept {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return std::int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
-}
+// Deadlines are signed (a time left may go below zero).
+std::int64_t now_ns() noexcept { return std::int64_t(::parkway::detail::monotonic_ns()); }
 
 // IORING_OP_FUTEX_WAIT (Linux 6.7). Neither liburing 2.3 nor the 6.1
 // kernel headers know it, so the SQE is filled in by hand.
@@ -201,7 +199,7 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
   st->ring = this;
   if (o.timeout.count() > 0 || o.deadline.time_since_epoch().count() != 0) {
     // steady_clock is CLOCK_MONOTONIC, which expire_deadlines reads.
-    const std::int64_t at = o.timeout.count() > 0 ? monotonic_ns() + o.timeout.count()
+    const std::int64_t at = o.timeout.count() > 0 ? now_ns() + o.timeout.count()
                                                   : std::chrono::duration_cast<std::chrono::nanoseconds>(
                                                         o.deadline.time_since_epoch())
                                                         .count();
@@ -316,7 +314,7 @@ int IoRing::submit_and_wait_no_iowait(std::int64_t wait_ns) noexcept {
 
 void IoRing::expire_deadlines() noexcept {
   deadline_ticks_ = 0;
-  const std::int64_t now = monotonic_ns();
+  const std::int64_t now = now_ns();
   while (OpState* st = deadlines_.pop_expired(now)) {
     // The operation's CQE says how it ended: -ECANCELED if this cancel
     // reached it (then ETIMEDOUT, in complete), its own result if it
@@ -452,7 +450,7 @@ void IoRing::park(ParkWord& pw, bool timed) noexcept {
   // at [R4]'s poll.
   std::int64_t wait_ns = timed ? kMaxWaitNs : -1;
   if (!deadlines_.empty()) {
-    const std::int64_t until = std::max<std::int64_t>(deadlines_.earliest() - monotonic_ns(), 0);
+    const std::int64_t until = std::max<std::int64_t>(deadlines_.earliest() - now_ns(), 0);
     if (wait_ns < 0 || until < wait_ns) wait_ns = until;
   }
   enter(true, wait_ns);  // [R3]; the worker reaps [R4] once it is off the idle list

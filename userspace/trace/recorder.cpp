@@ -36,6 +36,7 @@
 #include <string>
 #include <type_traits>
 
+#include "clock.hpp"
 #include "futex.hpp"
 #include "parkway/task.hpp"
 #include "runtime_impl.hpp"
@@ -101,12 +102,6 @@ struct Recorder {
 Recorder g_rec;
 static_assert(std::is_trivially_destructible_v<Recorder>);
 constinit thread_local Stream* tls_stream __attribute__((tls_model("initial-exec"))) = nullptr;
-
-std::uint64_t monotonic_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
-}
 
 [[gnu::always_inline]] inline std::uint64_t now() noexcept {
 #if defined(__x86_64__)

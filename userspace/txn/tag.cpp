@@ -5,6 +5,7 @@
 #include <climits>
 #include <ctime>
 
+#include "clock.hpp"
 #include "futex.hpp"
 
 namespace parkway::detail::txn {
@@ -19,12 +20,6 @@ constexpr long kWaitSliceNs = 50000;     // one futex wait, then look again
 // On a line of its own: every stamping transaction writes it, and it must
 // not drag unrelated data (or be dragged) between cores.
 alignas(64) std::atomic<std::uint32_t> g_stamp_clock{1};
-
-std::uint64_t monotonic_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
-}
 
 }  // namespace
 
