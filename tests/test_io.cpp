@@ -967,6 +967,52 @@ TEST(Io, FilesReadWriteAndStat) {
   ::unlink(path);
 }
 
+// A read at an offset whose data is in the page cache is copied at its
+// co_await (Options::io_read_first, io.md "Reads from the page cache");
+// with the option off every read goes to the ring, with the same bytes.
+// A read the attempt cannot do (here: a descriptor not open for reading)
+// goes to the ring, which reports its own error, named "read".
+TEST(Io, AReadFromThePageCacheFinishesAtItsCoAwait) {
+  char path[] = "/tmp/parkway-io-XXXXXX";
+  int tmp = mkstemp(path);
+  ASSERT_GE(tmp, 0);
+  std::string text(10000, '\0');
+  for (std::size_t i = 0; i < text.size(); ++i) text[i] = char(pattern(7, i));
+  ASSERT_EQ(::write(tmp, text.data(), text.size()), ssize_t(text.size()));  // now in the page cache
+  ::close(tmp);
+  for (bool first : {true, false}) {
+    SCOPED_TRACE(first ? "io_read_first" : "every read on the ring");
+    parkway::Runtime rt(parkway::Options{.workers = 1, .io_read_first = first});
+    auto body = [](const char* path, const std::string& text) -> Task<std::string> {
+      auto f = co_await io::File::open(path, O_RDONLY);
+      if (!f) co_return "open: " + f.error().message();
+      std::vector<std::byte> buf(4096);
+      auto r = co_await f->read_at(buf, 3000);
+      if (!r || *r != 4096 || std::memcmp(buf.data(), text.data() + 3000, 4096) != 0) co_return "read mismatch";
+      auto tail = co_await f->read_at(buf, 9000);  // a short read at the end
+      if (!tail || *tail != 1000 || std::memcmp(buf.data(), text.data() + 9000, 1000) != 0) co_return "short read";
+      auto eof = co_await f->read_at(buf, 20000);
+      if (!eof || *eof != 0) co_return "read past the end";
+      co_return "ok";
+    };
+    EXPECT_EQ(parkway::sync_wait(rt, body(path, text)), "ok");
+    auto bad = [](const char* path) -> Task<std::string> {
+      int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+      if (fd < 0) co_return "open failed";
+      io::File f(fd);
+      std::vector<std::byte> buf(16);
+      auto r = co_await f.read_at(buf, 0);
+      if (r) co_return "read from a write-only descriptor succeeded";
+      co_return r.error().message();
+    };
+    EXPECT_EQ(parkway::sync_wait(rt, bad(path)), "read: Bad file descriptor");
+    const parkway::Stats st = rt.stats();
+    EXPECT_EQ(st.total.io_read_now, first ? 3u : 0u);
+    EXPECT_EQ(st.total.io_ops, first ? 2u : 5u) << "operations on the ring: the open and the failed read, or every one";
+  }
+  ::unlink(path);
+}
+
 TEST(Io, OptionsOfTheRingAreValidated) {
   EXPECT_THROW(parkway::Runtime(parkway::Options{.workers = 1, .io_sq_entries = 0}), std::invalid_argument);
   EXPECT_THROW(parkway::Runtime(parkway::Options{.workers = 1, .io_sq_entries = 64, .io_cq_entries = 32}),

@@ -246,7 +246,9 @@ class VoidOp : public OpBase {
 PARKWAY_API detail::SizeOp recv(int fd, std::span<std::byte> buf, OpOptions o = {}, int flags = 0);
 PARKWAY_API detail::SizeOp send(int fd, std::span<const std::byte> buf, OpOptions o = {},
                                 int flags = MSG_NOSIGNAL);
-// Reads/writes at a file offset (-1: the file's current position).
+// Reads/writes at a file offset (-1: the file's current position). A read
+// at an offset of 0 or more whose data is in the page cache is done at its
+// co_await, without the ring (Options::io_read_first).
 PARKWAY_API detail::SizeOp read(int fd, std::span<std::byte> buf, std::int64_t offset, OpOptions o = {});
 PARKWAY_API detail::SizeOp write(int fd, std::span<const std::byte> buf, std::int64_t offset, OpOptions o = {});
 PARKWAY_API detail::SizeOp readv(int fd, std::span<const iovec> iov, std::int64_t offset, OpOptions o = {});

@@ -54,6 +54,13 @@ struct Options {
   // entries (pure I/O runs faster) but lets a reply wait a few tasks on
   // a worker that also computes.
   bool io_send_first = true;
+  // A read at an offset (File::read_at, io::read, io::readv with an
+  // offset of 0 or more) first tries preadv2(RWF_NOWAIT) at its co_await:
+  // data in the page cache is copied there and then, without a trip
+  // through the ring (docs/design/io.md, "Reads from the page cache").
+  // Only if that cannot finish without waiting for a device (EAGAIN), or
+  // fails, does the read go to the ring. false: every read on the ring.
+  bool io_read_first = true;
 
   // The time slice, in microseconds, each worker thread asks the kernel's
   // fair scheduler for (sched_setattr's sched_runtime; EEVDF honours it

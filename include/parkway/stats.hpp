@@ -28,6 +28,8 @@ struct WorkerStats {
   std::uint64_t ring_parks = 0;    // times it slept inside its ring (I/O in flight; docs/design/io.md)
   std::uint64_t io_sent_now = 0;   // sends done by a system call at the co_await, not on the ring
                                    // (Options::io_send_first)
+  std::uint64_t io_read_now = 0;   // reads done from the page cache at the co_await, not on the ring
+                                   // (Options::io_read_first)
   std::uint64_t slice_yields = 0;  // times it gave up its CPU at the end of its kernel slice, between
                                    // two tasks (Options::worker_slice_us; docs/design/parking.md)
 
@@ -40,6 +42,7 @@ struct WorkerStats {
     io_ops += o.io_ops;
     ring_parks += o.ring_parks;
     io_sent_now += o.io_sent_now;
+    io_read_now += o.io_read_now;
     slice_yields += o.slice_yields;
     return *this;
   }

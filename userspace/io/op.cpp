@@ -135,12 +135,24 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
     throw std::logic_error(std::string("parkway::io::") + args_.name +
                            ": not on a parkway worker (co_await it in a coroutine that runs on a Runtime: "
                            "spawn, detach or sync_wait it)");
-  if (w->runtime().opts.io_send_first && !cancelled_before_start()) {
+  const Options& ro = w->runtime().opts;
+  if (ro.io_send_first && !cancelled_before_start()) {
     const int now = try_send_now(args_);  // -EAGAIN: not a send, or no room: the ring waits for room
     if (now != -EAGAIN) {
       ::parkway::detail::trace::on_io_submit(args_.opcode);
       ::parkway::detail::trace::on_io_complete(now);
       w->count_io_sent_now();
+      res_ = now;
+      return false;
+    }
+  }
+  if (ro.io_read_first && (args_.opcode == IORING_OP_READ || args_.opcode == IORING_OP_READV) &&
+      !cancelled_before_start()) {
+    const int now = try_read_now(args_);  // -EAGAIN: not cached (or not a positional read): the ring
+    if (now != -EAGAIN) {
+      ::parkway::detail::trace::on_io_submit(args_.opcode);
+      ::parkway::detail::trace::on_io_complete(now);
+      w->count_io_read_now();
       res_ = now;
       return false;
     }

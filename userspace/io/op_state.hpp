@@ -146,6 +146,11 @@ OpArgs connect_args(int fd, const Address& a);
 // non-blocking system call now, or -errno; -EAGAIN (no room in the socket)
 // also for every other operation, which only the ring does.
 int try_send_now(const OpArgs& a) noexcept;
+// A read at an offset tried at once with preadv2(RWF_NOWAIT): the bytes
+// read (0 at the end of the file), or -EAGAIN if it is not such a read or
+// could not finish without waiting (any failure: the ring then does it
+// and reports its own result).
+int try_read_now(const OpArgs& a) noexcept;
 
 // A CQE of an AcceptQueue's multishot accept (accept_stream.cpp).
 void accept_cqe(void* queue, int res, std::uint32_t flags, IoRing& ring) noexcept;

@@ -2,6 +2,7 @@
 #include <liburing.h>
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <cerrno>
 #include <cstring>
@@ -90,6 +91,20 @@ int try_send_now(const OpArgs& a) noexcept {
     return -EAGAIN;
   if (n >= 0) return int(n);  // len is clamped below INT_MAX
   return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+}
+
+int try_read_now(const OpArgs& a) noexcept {
+  if (a.off == ~std::uint64_t(0)) return -EAGAIN;  // the file position: not a positional read
+  ssize_t n;
+  if (a.opcode == IORING_OP_READ) {
+    iovec v{reinterpret_cast<void*>(a.addr), a.len};
+    n = ::preadv2(a.fd, &v, 1, off_t(a.off), RWF_NOWAIT);
+  } else if (a.opcode == IORING_OP_READV) {
+    n = ::preadv2(a.fd, reinterpret_cast<const iovec*>(a.addr), int(a.len), off_t(a.off), RWF_NOWAIT);
+  } else {
+    return -EAGAIN;
+  }
+  return n >= 0 ? int(n) : -EAGAIN;  // len is clamped below INT_MAX
 }
 
 }  // namespace detail
