@@ -18,7 +18,7 @@ MAIN_PKGS=(
   qemu-system-x86 busybox-static cpio zstd
   bpftrace linux-perf
   python3 curl
-  wrk nginx-light libasio-dev   # peers and load generators of make bench
+  wrk nghttp2-client nginx-light libasio-dev   # peers and load generators of make bench (h2load: nghttp2-client)
 )
 BACKPORT_PKGS=(libbpf-dev bpftool)
 

@@ -3,7 +3,7 @@
 # connections' holder in run_httpd_bench.py; the open-loop client,
 # http_open_loop.cpp). Not part of `make test`.
 #
-#   make bench-httpd                      build parkway-httpd, run (~5 min),
+#   make bench-httpd                      build parkway-httpd, run (~7 min),
 #                                         print the table, write
 #                                         $(BUILD)/bench/httpd.json
 #   make bench-httpd HTTPD_BENCH_ARGS=--quick   one repetition, shorter runs

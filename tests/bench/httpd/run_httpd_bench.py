@@ -17,6 +17,12 @@ Sections (see docs/benchmarks.md, "HTTP server: parkway-httpd against nginx"):
   after minus before, over the requests wrk completed). Repetitions are
   interleaved (the order of the servers rotates each round); the table shows
   medians and parkway/nginx ratios of req/s and p99.
+- cross-check with a second load generator (part of load): h2load --h1
+  (nghttp2-client) -t1 -c64 on /plaintext, /plaintext with 16 requests in
+  flight per connection (-m16: HTTP/1.1 pipelining) and the 4 KiB file,
+  same configurations, interleaved the same way. h2load reports no
+  percentiles: req/s, and the mean and maximum time per request. If
+  h2load is missing, the cross-check is skipped and says so.
 - idle: a fresh server (two workers), 10,000 keep-alive connections that
   each made one request and then stay silent; server CPU per idle second
   (from /proc/PID/task/*/schedstat, ns) and RSS delta per connection.
@@ -357,6 +363,23 @@ def parse_wrk(out):
     return r
 
 
+def parse_h2load(out):
+    """req/s, requests done and failed, and time per request (mean, max, ms)."""
+    r = {"req_s": None, "requests": None, "failed": None, "mean_ms": None, "max_ms": None}
+    for line in out.splitlines():
+        t = line.split()
+        if line.startswith("finished in") and len(t) >= 5:
+            r["req_s"] = float(t[3])
+        elif line.startswith("requests:") and len(t) >= 14:
+            # requests: N total, N started, N done, N succeeded, N failed, N errored, N timeout
+            r["requests"] = int(t[7])
+            r["failed"] = int(t[9]) + int(t[11]) + int(t[13])
+        elif line.startswith("time for request:") and len(t) >= 7:
+            r["max_ms"] = parse_wrk_time(t[4])
+            r["mean_ms"] = parse_wrk_time(t[5])
+    return r
+
+
 class Bench:
     def __init__(self, args, tmp):
         self.args = args
@@ -364,6 +387,8 @@ class Bench:
         self.records = []
         self.failures = []
         self.problems = []  # what a server did wrong under load (errors, stalls, exits)
+        self.h2_records = []  # the h2load cross-check
+        self.h2load_missing = shutil.which("h2load") is None
 
     def wrk(self, server, row, pinned, duration, record=True):
         url = "http://%s:%d%s" % (HOST, server.port, row["path"])
@@ -404,6 +429,38 @@ class Bench:
             self.records.append(rec)
             if self.args.verbose:
                 print("  " + json.dumps(rec), file=sys.stderr)
+        return rec
+
+
+    def h2load(self, server, row, pinned, duration):
+        url = "http://%s:%d%s" % (HOST, server.port, row["path"])
+        cmd = ["h2load", "--h1", "-t1", "-c%d" % row["conns"], "-m%d" % row.get("depth", 1),
+               "-D%d" % max(1, round(duration)), "--warm-up-time=1", url]
+        if pinned:
+            cmd = ["taskset", "-c", "1"] + cmd
+        t0, s0 = server.ticks(), steal_s()
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 20)
+            out, rc = p.stdout, p.returncode
+        except subprocess.TimeoutExpired:
+            out, rc = "", "timeout"
+        t1 = server.ticks() if server.alive() else None
+        rec = parse_h2load(out)
+        rec.update({"tool": "h2load", "server": server.name, "row": row["name"],
+                    "config": "pinned" if pinned else "2 workers", "cmd": " ".join(cmd), "rc": rc,
+                    "steal_ms": round((steal_s() - s0) * 1000)})
+        # The server's CPU over the whole h2load run (its warm-up too), per
+        # request of the measured part scaled to that length: an estimate.
+        rec["cpu_us_per_req"] = ((t1 - t0) / CLK_TCK / (rec["req_s"] * (max(1, round(duration)) + 1)) * 1e6
+                                 if t1 is not None and rec["req_s"] else None)
+        if rc != 0 or rec["req_s"] is None:
+            self.failures.append("%s: rc %s: %s" % (rec["cmd"], rc, out[-300:]))
+        if rec["failed"]:
+            self.problems.append("%s on %s %s: %d requests failed (h2load)" % (server.name, rec["config"],
+                                                                                row["name"], rec["failed"]))
+        self.h2_records.append(rec)
+        if self.args.verbose:
+            print("  " + json.dumps(rec), file=sys.stderr)
         return rec
 
 
@@ -503,6 +560,13 @@ LOAD_ROWS = [
 ]
 
 
+H2LOAD_ROWS = [
+    {"name": "plaintext c64", "path": "/plaintext", "conns": 64},
+    {"name": "plaintext c64 pipeline 16", "path": "/plaintext", "conns": 64, "depth": 16},
+    {"name": "4 KiB file c64", "path": "/file4k.txt", "conns": 64},
+]
+
+
 def load_section(b, servers, pinned, reps, duration):
     # Warm-up (not recorded): caches, page faults, first allocations.
     for s in servers:
@@ -512,6 +576,13 @@ def load_section(b, servers, pinned, reps, duration):
             order = servers[r % len(servers):] + servers[:r % len(servers)]
             for s in order:
                 b.wrk(s, row, pinned, duration)
+    if b.h2load_missing:
+        return
+    for row in H2LOAD_ROWS:
+        for r in range(reps):
+            order = servers[r % len(servers):] + servers[:r % len(servers)]
+            for s in order:
+                b.h2load(s, row, pinned, duration)
 
 
 def idle_section(b, httpd, nginx_exe, root, reps, conns, idle_s):
@@ -694,11 +765,44 @@ def summarize(b, idle, compute, pinned_cfgs):
                 fmt(ent["busy"], ".2f")))
     lines.append("ratio = parkway/nginx (r/s: above 1 favours parkway; p99: below 1 favours parkway); medians of "
                  "the runs; us/rq = server CPU per request; busy = other processes' CPUs during the runs")
-    stolen = [x for x in list(b.records) + list(compute or []) if (x.get("steal_ms") or 0) >= STEAL_NOTE_MS]
+    h2rows = []
+    if b.h2load_missing:
+        lines.append("h2load cross-check: SKIPPED, h2load not found (make deps installs nghttp2-client)")
+    elif b.h2_records:
+        lines.append("")
+        lines.append("%-12s %-27s %12s %12s %6s  %9s %9s %9s %9s  %8s %8s" % (
+            "h2load --h1", "row", "parkway r/s", "nginx r/s", "ratio", "pk mean", "ng mean", "pk max",
+            "ng max", "pk us/rq", "ng us/rq"))
+        for cfg in pinned_cfgs:
+            for row in H2LOAD_ROWS:
+                m = {}
+                for srv in ("parkway", "nginx"):
+                    rs = [x for x in b.h2_records if x["config"] == cfg and x["row"] == row["name"]
+                          and x["server"] == srv]
+                    m[srv] = {k: med([x.get(k) for x in rs]) for k in ("req_s", "mean_ms", "max_ms", "cpu_us_per_req")}
+                    m[srv]["runs"] = len([x for x in rs if x["req_s"] is not None])
+                ent = {"config": cfg, "row": row["name"], "parkway": m["parkway"], "nginx": m["nginx"],
+                       "req_s_ratio": ratio(m["parkway"]["req_s"], m["nginx"]["req_s"]),
+                       "cmds": sorted({x["cmd"] for x in b.h2_records
+                                       if x["config"] == cfg and x["row"] == row["name"]})}
+                h2rows.append(ent)
+                p, n = m["parkway"], m["nginx"]
+                lines.append("%-12s %-27s %12s %12s %6s  %9s %9s %9s %9s  %8s %8s" % (
+                    cfg, row["name"], fmt(p["req_s"], ",.0f"), fmt(n["req_s"], ",.0f"),
+                    fmt(ent["req_s_ratio"], ".2f"), fmt(p["mean_ms"], ".3f"), fmt(n["mean_ms"], ".3f"),
+                    fmt(p["max_ms"], ".2f"), fmt(n["max_ms"], ".2f"), fmt(p["cpu_us_per_req"], ".2f"),
+                    fmt(n["cpu_us_per_req"], ".2f")))
+        lines.append("h2load: a second load generator on the same servers; mean and max: h2load's time per request "
+                     "(ms; it reports no percentiles); us/rq estimated over the whole h2load run")
+    b.h2_summary = h2rows
+    stolen = [x for x in list(b.records) + list(b.h2_records) + list(compute or [])
+              if (x.get("steal_ms") or 0) >= STEAL_NOTE_MS]
     for x in stolen:
-        lines.append("  steal: %d ms of hypervisor steal during %s %s %s (p99 %s ms)" % (
-            x["steal_ms"], x.get("config", "compute"), x.get("row", x.get("mode", "")), x.get("server", ""),
-            fmt(x.get("p99_ms"), ".3f")))
+        lines.append("  steal: %d ms of hypervisor steal during %s%s %s %s (%s)" % (
+            x["steal_ms"], "h2load " if x.get("tool") == "h2load" else "", x.get("config", "compute"),
+            x.get("row", x.get("mode", "")), x.get("server", ""),
+            "max %s ms" % fmt(x.get("max_ms"), ".2f") if x.get("tool") == "h2load"
+            else "p99 %s ms" % fmt(x.get("p99_ms"), ".3f")))
     lines.append("")
     idle_sum = {}
     for srv in ("parkway", "nginx"):
@@ -887,6 +991,8 @@ def main():
         "wrk": (subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.splitlines() or [""])[0],
         "reps": reps, "duration_s": duration, "quick": a.quick,
         "load": rows, "idle": {"summary": idle_sum, "runs": idle},
+        "h2load": {"summary": getattr(b, "h2_summary", []), "runs": b.h2_records,
+                   "skipped": "h2load not found" if b.h2load_missing else None},
         "compute": {"summary": comp_sum, "runs": compute},
         "records": b.records, "problems": b.problems, "failures": b.failures,
         "table": table,
