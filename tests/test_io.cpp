@@ -2,7 +2,9 @@
 // echo over loopback with every byte checked, continuations stolen onto
 // other rings, timeouts, cancels from other threads, destroyed awaiters,
 // ring-parked workers woken by tasks and by completions, EMFILE on
-// accept, shutdown with I/O in flight, and idle connections costing no CPU.
+// accept, shutdown with I/O in flight, idle connections costing no CPU
+// and a ring sleep not counted as I/O wait, and reads from the page cache
+// done at their co_await.
 // The whole suite also runs with PARKWAY_IO_WAKE=eventfd (make
 // test-io-eventfd), the wake path of kernels without IORING_OP_FUTEX_WAIT.
 #include <fcntl.h>
