@@ -135,24 +135,23 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
     throw std::logic_error(std::string("parkway::io::") + args_.name +
                            ": not on a parkway worker (co_await it in a coroutine that runs on a Runtime: "
                            "spawn, detach or sync_wait it)");
+  // A send with room in its socket, or a read whose data is cached, is
+  // done here by a non-blocking call; only what that cannot finish goes
+  // to the ring (io.md, "Sends go out at the co_await", "Reads from the
+  // page cache"). A cancel that came first stops the attempt too.
   const Options& ro = w->runtime().opts;
-  if (ro.io_send_first && !cancelled_before_start()) {
-    const int now = try_send_now(args_);  // -EAGAIN: not a send, or no room: the ring waits for room
+  const bool send = args_.opcode == IORING_OP_SEND || args_.opcode == IORING_OP_SENDMSG;
+  const bool read = args_.opcode == IORING_OP_READ || args_.opcode == IORING_OP_READV;
+  if (((send && ro.io_send_first) || (read && ro.io_read_first)) && !cancelled_before_start()) {
+    // -EAGAIN: no room, not cached, or not a positional read: the ring
+    const int now = send ? try_send_now(args_) : try_read_now(args_);
     if (now != -EAGAIN) {
       ::parkway::detail::trace::on_io_submit(args_.opcode);
       ::parkway::detail::trace::on_io_complete(now);
-      w->count_io_sent_now();
-      res_ = now;
-      return false;
-    }
-  }
-  if (ro.io_read_first && (args_.opcode == IORING_OP_READ || args_.opcode == IORING_OP_READV) &&
-      !cancelled_before_start()) {
-    const int now = try_read_now(args_);  // -EAGAIN: not cached (or not a positional read): the ring
-    if (now != -EAGAIN) {
-      ::parkway::detail::trace::on_io_submit(args_.opcode);
-      ::parkway::detail::trace::on_io_complete(now);
-      w->count_io_read_now();
+      if (send)
+        w->count_io_sent_now();
+      else
+        w->count_io_read_now();
       res_ = now;
       return false;
     }
