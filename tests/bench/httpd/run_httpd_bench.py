@@ -380,6 +380,17 @@ def parse_h2load(out):
     return r
 
 
+def run_load_generator(cmd, pinned, duration):
+    """Runs a load generator (on CPU 1 if pinned) under a timeout: (cmd, stdout, rc, stderr)."""
+    if pinned:
+        cmd = ["taskset", "-c", "1"] + cmd
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 20)
+        return cmd, p.stdout, p.returncode, p.stderr
+    except subprocess.TimeoutExpired:
+        return cmd, "", "timeout", ""
+
+
 class Bench:
     def __init__(self, args, tmp):
         self.args = args
@@ -396,14 +407,8 @@ class Bench:
         if row.get("script"):
             cmd += ["-s", row["script"]]
         cmd.append(url)
-        if pinned:
-            cmd = ["taskset", "-c", "1"] + cmd
         t0, b0, o0, w0, s0 = server.ticks(), machine_busy_s(), own_cpu_s(), time.time(), steal_s()
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 20)
-            out, rc = p.stdout, p.returncode
-        except subprocess.TimeoutExpired:
-            out, rc = "", "timeout"
+        cmd, out, rc, err = run_load_generator(cmd, pinned, duration)
         t1 = server.ticks() if server.alive() else None
         b1, o1, w1, s1 = machine_busy_s(), own_cpu_s(), time.time(), steal_s()
         rec = parse_wrk(out)
@@ -420,7 +425,7 @@ class Bench:
         if not server.alive():
             self.problems.append("%s exited (rc %s) during: %s" % (server.name, server.proc.returncode, rec["cmd"]))
         if rc != 0 or rec["req_s"] is None:
-            self.failures.append("%s: rc %s: %s" % (rec["cmd"], rc, (out + (p.stderr if rc != "timeout" else ""))[-300:]))
+            self.failures.append("%s: rc %s: %s" % (rec["cmd"], rc, (out + err)[-300:]))
         if rec["socket_errors"] or rec["non_2xx"]:
             self.problems.append("%s on %s %s: %s, non-2xx %d" % (server.name, rec["config"], row["name"],
                                                                 rec.get("socket_errors_text", "no socket errors"),
@@ -436,14 +441,8 @@ class Bench:
         url = "http://%s:%d%s" % (HOST, server.port, row["path"])
         cmd = ["h2load", "--h1", "-t1", "-c%d" % row["conns"], "-m%d" % row.get("depth", 1),
                "-D%d" % max(1, round(duration)), "--warm-up-time=1", url]
-        if pinned:
-            cmd = ["taskset", "-c", "1"] + cmd
         t0, s0 = server.ticks(), steal_s()
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 20)
-            out, rc = p.stdout, p.returncode
-        except subprocess.TimeoutExpired:
-            out, rc = "", "timeout"
+        cmd, out, rc, err = run_load_generator(cmd, pinned, duration)
         t1 = server.ticks() if server.alive() else None
         rec = parse_h2load(out)
         rec.update({"tool": "h2load", "server": server.name, "row": row["name"],
@@ -454,7 +453,7 @@ class Bench:
         rec["cpu_us_per_req"] = ((t1 - t0) / CLK_TCK / (rec["req_s"] * (max(1, round(duration)) + 1)) * 1e6
                                  if t1 is not None and rec["req_s"] else None)
         if rc != 0 or rec["req_s"] is None:
-            self.failures.append("%s: rc %s: %s" % (rec["cmd"], rc, out[-300:]))
+            self.failures.append("%s: rc %s: %s" % (rec["cmd"], rc, (out + err)[-300:]))
         if rec["failed"]:
             self.problems.append("%s on %s %s: %d requests failed (h2load)" % (server.name, rec["config"],
                                                                                 row["name"], rec["failed"]))
