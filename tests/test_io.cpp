@@ -605,7 +605,7 @@ TEST(Io, ARingSleepIsNotIoWait) {
     io_uring probe;
     io_uring_params p{};
     if (io_uring_queue_init_params(2, &probe, &p) != 0) GTEST_SKIP() << "io_uring_setup failed";
-    const bool has = (p.features & (1u << 17)) != 0;  // IORING_FEAT_NO_IOWAIT
+    const bool has = (p.features & io::detail::kFeatNoIowait) != 0;
     io_uring_queue_exit(&probe);
     if (!has) GTEST_SKIP() << "this kernel has no IORING_ENTER_NO_IOWAIT (Linux 6.15): a ring sleep counts as I/O wait";
   }

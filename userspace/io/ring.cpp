@@ -41,10 +41,9 @@ constexpr std::uint32_t kFutex2SizeU32 = 0x02;
 constexpr std::uint32_t kFutex2Private = 128;
 constexpr std::uint64_t kFutexMatchAny = 0xffffffffu;
 
-// IORING_ENTER_NO_IOWAIT and the feature bit that announces it (Linux
-// 6.15); the bookworm headers lack both.
+// IORING_ENTER_NO_IOWAIT (Linux 6.15, announced by kFeatNoIowait); the
+// bookworm headers lack it.
 constexpr unsigned kEnterNoIowait = 1u << 7;
-constexpr unsigned kFeatNoIowait = 1u << 17;
 
 CancelRequest* const kMailboxClosed = reinterpret_cast<CancelRequest*>(std::uintptr_t(1));
 

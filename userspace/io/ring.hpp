@@ -24,6 +24,11 @@ struct ParkWord;
 
 namespace parkway::io::detail {
 
+// IORING_FEAT_NO_IOWAIT (Linux 6.15): the kernel takes
+// IORING_ENTER_NO_IOWAIT, and a ring sleep need not count as I/O wait
+// (io.md, "A ring sleep is not I/O wait"). The bookworm headers lack it.
+inline constexpr unsigned kFeatNoIowait = 1u << 17;
+
 // How a wake reaches a worker parked inside its ring.
 enum class WakeMode : std::uint8_t {
   kFutexOp,  // an IORING_OP_FUTEX_WAIT on the park word (Linux 6.7+)
