@@ -50,6 +50,12 @@ void validate(const Options& o) {
   if (o.io_cq_entries != 0 && (o.io_cq_entries < o.io_sq_entries || o.io_cq_entries > 65536))
     throw std::invalid_argument("parkway::Options::io_cq_entries must be 0 or in [io_sq_entries, 65536], got " +
                                 std::to_string(o.io_cq_entries));
+  if (o.io_recv_pool_buffers > 32768 || (o.io_recv_pool_buffers & (o.io_recv_pool_buffers - 1)) != 0)
+    throw std::invalid_argument("parkway::Options::io_recv_pool_buffers must be 0 or a power of two up to 32768, got " +
+                                std::to_string(o.io_recv_pool_buffers));
+  if (o.io_recv_pool_buffer_bytes < 64 || o.io_recv_pool_buffer_bytes > (1u << 20))
+    throw std::invalid_argument("parkway::Options::io_recv_pool_buffer_bytes must be in [64, 1048576], got " +
+                                std::to_string(o.io_recv_pool_buffer_bytes));
   if (o.worker_slice_us != 0 && (o.worker_slice_us < 100 || o.worker_slice_us > 100000))
     throw std::invalid_argument("parkway::Options::worker_slice_us must be 0 (the kernel's default) or in [100, "
                                 "100000] microseconds, got " +

@@ -58,6 +58,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -180,6 +181,9 @@ struct OpArgs {
   std::uint64_t off = 0;
   std::uint32_t op_flags = 0;  // msg_flags, accept_flags, open_flags, timeout_flags, ...
   std::uint64_t addr2 = 0;
+  // A receive into a buffer the kernel picks from the ring's pool when
+  // bytes arrive (recv_owned); len is the caller's max.
+  bool owned = false;
 };
 
 // The awaiter part every operation shares (userspace/io/op.cpp).
@@ -191,6 +195,7 @@ class PARKWAY_API OpBase {
   OpBase& operator=(const OpBase&) = delete;
   ~OpBase() {
     if (st_) finish_or_abandon();
+    delete[] received_;
   }
   bool await_ready() const noexcept { return false; }
   // Submits to the calling worker's ring; false (resume now) when the
@@ -203,6 +208,8 @@ class PARKWAY_API OpBase {
   std::uint32_t cqe_flags() const noexcept { return cqe_flags_; }
   Error error() const noexcept { return Error(-res_, args_.name); }
   void collect() noexcept;  // after resumption: copy the result out of the shared state
+  // After collect(): an owned receive's block (recv_owned), now the caller's.
+  std::unique_ptr<std::byte[]> take_received() noexcept { return std::unique_ptr<std::byte[]>(std::exchange(received_, nullptr)); }
   OpArgs args_;
 
  private:
@@ -213,6 +220,7 @@ class PARKWAY_API OpBase {
   OpState* st_ = nullptr;
   int res_ = 0;
   std::uint32_t cqe_flags_ = 0;
+  std::byte* received_ = nullptr;
 };
 
 // An operation whose result is a byte count (recv, send, read, write, ...).
@@ -237,7 +245,42 @@ class VoidOp : public OpBase {
   }
 };
 
+}  // namespace detail
 
+// Bytes a receive owns: size() of them at data(), in a block of
+// capacity() bytes (the receive's max) that the caller may fill further.
+class Bytes {
+ public:
+  Bytes() noexcept = default;
+  Bytes(std::unique_ptr<std::byte[]> block, std::size_t size, std::size_t capacity) noexcept
+      : block_(std::move(block)), size_(size), capacity_(block_ ? capacity : 0) {}
+  std::byte* data() const noexcept { return block_.get(); }
+  std::size_t size() const noexcept { return size_; }
+  std::size_t capacity() const noexcept { return capacity_; }
+  bool empty() const noexcept { return size_ == 0; }
+  std::span<std::byte> span() const noexcept { return {block_.get(), size_}; }
+  // The block, now the caller's (capacity() bytes, from new std::byte[]).
+  std::unique_ptr<std::byte[]> release() noexcept {
+    size_ = capacity_ = 0;
+    return std::move(block_);
+  }
+
+ private:
+  std::unique_ptr<std::byte[]> block_;
+  std::size_t size_ = 0, capacity_ = 0;
+};
+
+namespace detail {
+// recv_owned's awaitable: Result<Bytes> (empty Bytes: the peer closed).
+class OwnedRecvOp : public OpBase {
+ public:
+  using OpBase::OpBase;
+  Result<Bytes> await_resume() noexcept {
+    collect();
+    if (res() < 0) return error();
+    return Bytes(take_received(), std::size_t(res()), args_.len);
+  }
+};
 }  // namespace detail
 
 // ---- operations on raw descriptors ----------------------------------------
@@ -246,6 +289,13 @@ class VoidOp : public OpBase {
 PARKWAY_API detail::SizeOp recv(int fd, std::span<std::byte> buf, OpOptions o = {}, int flags = 0);
 PARKWAY_API detail::SizeOp send(int fd, std::span<const std::byte> buf, OpOptions o = {},
                                 int flags = MSG_NOSIGNAL);
+// A receive that holds no memory while it waits: up to `max` bytes (at
+// most Options::io_recv_pool_buffer_bytes), copied, once they arrive,
+// into a new block of `max` bytes that the result owns. For connections
+// that wait long between messages; a busy stream does better with recv
+// into a buffer of its own (docs/design/io.md, "Receives that take
+// memory when bytes arrive").
+PARKWAY_API detail::OwnedRecvOp recv_owned(int fd, std::size_t max, OpOptions o = {}, int flags = 0);
 // Reads/writes at a file offset (-1: the file's current position). A read
 // at an offset of 0 or more whose data is in the page cache is done at its
 // co_await, without the ring (Options::io_read_first).
@@ -332,6 +382,8 @@ class PARKWAY_API Socket : public detail::Descriptor {
   // Makes a socket of a's family (non-blocking, close-on-exec) and connects it.
   static Task<Result<Socket>> connect(Address a, OpOptions o = {});
   detail::SizeOp recv(std::span<std::byte> buf, OpOptions o = {}, int flags = 0);
+  // io::recv_owned on this socket: no memory held while it waits.
+  detail::OwnedRecvOp recv_owned(std::size_t max, OpOptions o = {}, int flags = 0);
   detail::SizeOp send(std::span<const std::byte> buf, OpOptions o = {}, int flags = MSG_NOSIGNAL);
   Task<Result<std::size_t>> send_all(std::span<const std::byte> buf, OpOptions o = {});
   detail::SizeOp writev(std::span<const iovec> iov, OpOptions o = {});

@@ -61,6 +61,16 @@ struct Options {
   // Only if that cannot finish without waiting for a device (EAGAIN), or
   // fails, does the read go to the ring. false: every read on the ring.
   bool io_read_first = true;
+  // The pool each worker's ring keeps for io::recv_owned (receives that
+  // hold no memory while they wait; the kernel picks a buffer when bytes
+  // arrive and the worker copies them out when it reaps): how many
+  // buffers (0: no pool, every owned receive allocates its block before
+  // it waits; else a power of two up to 32768) of how many bytes
+  // (64..1 MiB; an owned receive gets at most that many at once). Made
+  // on the first owned receive; its pages are touched as the kernel
+  // fills them.
+  unsigned io_recv_pool_buffers = 128;
+  unsigned io_recv_pool_buffer_bytes = 4096;
 
   // The time slice, in microseconds, each worker thread asks the kernel's
   // fair scheduler for (sched_setattr's sched_runtime; EEVDF honours it

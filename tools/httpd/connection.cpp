@@ -4,11 +4,13 @@
 // One coroutine per connection reads into its buffer and parses every
 // complete request in it (pipelining), appending each response to one
 // output string, which goes out in a single send before the next read.
-// The buffer starts small and doubles when a head does not fit, up to the
-// largest head the limits allow; a connection that waits idle for its next
-// request goes back to the small buffer and an empty output string, so an
-// idle keep-alive connection holds a few KiB, not the largest head. A
-// request's body is read and thrown away. Timeouts are OpOptions on the
+// The buffer is small and doubles when a head does not fit, up to the
+// largest head the limits allow. A connection that waits for its next
+// request holds no buffer at all: it frees both, and waits with an owned
+// receive (io::recv_owned), whose block, taken only when bytes arrive,
+// becomes its buffer; it frees its parser too. So an idle keep-alive
+// connection costs its coroutine frames and its operation's state, not a
+// buffer (docs/benchmarks.md, "idle"). A request's body is read and thrown away. Timeouts are OpOptions on the
 // reads: the head of a request must arrive within header_timeout of its
 // first byte (of the accept, for the first one), and a keep-alive
 // connection may wait idle_timeout for the next request. Every read that
@@ -33,19 +35,18 @@ namespace {
 
 constexpr std::size_t kSmallBuffer = 2 * 1024;   // holds a typical request, or a pipelined batch of small ones
 constexpr std::size_t kLargeBuffer = 32 * 1024;  // holds the largest head the limits allow
-constexpr std::size_t kKeptOutput = 4 * 1024;    // output capacity kept across idle waits
 constexpr std::size_t kInlineFileBody = 64 * 1024;  // smaller file bodies join the batch
 
 class Connection {
  public:
-  Connection(io::Socket s, ServerState& st) : sock_(std::move(s)), st_(st), parser_(st.config.limits) {}
+  Connection(io::Socket s, ServerState& st) : sock_(std::move(s)), st_(st) {}
   Task<void> run();
 
  private:
   Task<bool> answer_buffered();
-  std::string_view buffered() const { return {buf_.get() + begin_, end_ - begin_}; }
+  std::string_view buffered() const { return {reinterpret_cast<const char*>(buf_.get()) + begin_, end_ - begin_}; }
   Task<bool> read_more(io::OpOptions o);
-  void shrink_for_idle();
+  void free_for_idle();
   Task<bool> flush();
   Task<bool> discard_body();
   Task<bool> write_response(Response& r);
@@ -53,9 +54,13 @@ class Connection {
 
   io::Socket sock_;
   ServerState& st_;
-  RequestParser parser_;
-  std::unique_ptr<char[]> buf_ = std::make_unique_for_overwrite<char[]>(kSmallBuffer);
-  std::size_t size_ = kSmallBuffer;  // of buf_
+  std::unique_ptr<RequestParser> parser_;  // none while idle
+  RequestParser& parser() {
+    if (!parser_) parser_ = std::make_unique<RequestParser>(st_.config.limits);
+    return *parser_;
+  }
+  std::unique_ptr<std::byte[]> buf_;  // none while idle
+  std::size_t size_ = 0;             // of buf_
   std::size_t begin_ = 0, end_ = 0;  // unconsumed bytes: buf_[begin_, end_)
   std::string out_;                  // responses waiting for the next flush
   int error_status_ = 0;             // a body error: the status to answer
@@ -66,6 +71,10 @@ class Connection {
 // Appends what recv gives to the buffer (compacting it first, and
 // doubling it when it is full). False on EOF, error, timeout or cancel.
 Task<bool> Connection::read_more(io::OpOptions o) {
+  if (!buf_) {
+    buf_ = std::make_unique_for_overwrite<std::byte[]>(kSmallBuffer);
+    size_ = kSmallBuffer;
+  }
   if (begin_ > 0) {
     std::memmove(buf_.get(), buf_.get() + begin_, end_ - begin_);
     end_ -= begin_;
@@ -73,12 +82,12 @@ Task<bool> Connection::read_more(io::OpOptions o) {
   }
   if (end_ == size_) {
     if (size_ == kLargeBuffer) co_return false;  // cannot happen within the limits
-    auto bigger = std::make_unique_for_overwrite<char[]>(size_ * 2);
+    auto bigger = std::make_unique_for_overwrite<std::byte[]>(size_ * 2);
     std::memcpy(bigger.get(), buf_.get(), end_);
     buf_ = std::move(bigger);
     size_ *= 2;
   }
-  auto n = co_await sock_.recv({reinterpret_cast<std::byte*>(buf_.get() + end_), size_ - end_}, o);
+  auto n = co_await sock_.recv({buf_.get() + end_, size_ - end_}, o);
   if (!n || *n == 0) co_return false;
   end_ += *n;
   co_return true;
@@ -96,13 +105,13 @@ Task<bool> Connection::flush() {
 // Reads and drops the body of the request just parsed. False when the
 // connection must close (error_status_ set when the client should hear why).
 Task<bool> Connection::discard_body() {
-  const BodyKind kind = parser_.body_kind();
+  const BodyKind kind = parser().body_kind();
   if (kind == BodyKind::None) co_return true;
-  if (parser_.expect_continue() && begin_ == end_) {
+  if (parser().expect_continue() && begin_ == end_) {
     out_.append(kContinueResponse);
     if (!co_await flush()) co_return false;
   }
-  ContentLengthBody length(parser_.content_length());
+  ContentLengthBody length(parser().content_length());
   ChunkedBody chunked(st_.config.limits);
   io::OpOptions o{.timeout = st_.config.idle_timeout, .cancel = &st_.abort};
   for (;;) {
@@ -139,15 +148,13 @@ Task<bool> Connection::write_response(Response& r) {
   co_return true;
 }
 
-// Before an idle wait (nothing buffered): drop a grown buffer and a large
-// output string, so that idle connections stay small.
-void Connection::shrink_for_idle() {
-  if (size_ != kSmallBuffer) {
-    buf_ = std::make_unique_for_overwrite<char[]>(kSmallBuffer);
-    size_ = kSmallBuffer;
-    begin_ = end_ = 0;
-  }
-  if (out_.capacity() > kKeptOutput) std::string().swap(out_);
+// Before an idle wait (nothing buffered, everything sent): free the
+// buffer, the output string and the parser (between two requests).
+void Connection::free_for_idle() {
+  buf_.reset();
+  parser_.reset();
+  size_ = begin_ = end_ = 0;
+  std::string().swap(out_);
 }
 
 void Connection::log(const Response& r) const {
@@ -158,8 +165,8 @@ void Connection::log(const Response& r) const {
   } catch (const std::exception&) {  // the peer is gone already
   }
   std::fprintf(stderr, "%s \"%.*s %.*s\" %d\n", peer.c_str(),
-               int(parser_.method().size()), parser_.method().data(), int(parser_.target().size()),
-               parser_.target().data(), r.status);
+               int(parser_->method().size()), parser_->method().data(), int(parser_->target().size()),
+               parser_->target().data(), r.status);
 }
 
 // Answers every complete request already buffered. False when the
@@ -169,7 +176,7 @@ void Connection::log(const Response& r) const {
 Task<bool> Connection::answer_buffered() {
   const ServerConfig& cfg = st_.config;
   for (;;) {
-    ParseResult p = parser_.parse(buffered());
+    ParseResult p = parser().parse(buffered());
     if (p.status == ParseStatus::NeedMore) co_return true;
     if (p.status == ParseStatus::Error) {
       Response r = simple_response(p.http_status, false);
@@ -186,11 +193,11 @@ Task<bool> Connection::answer_buffered() {
       }
       co_return false;
     }
-    const bool keep_alive = parser_.keep_alive();
-    Response r = co_await handle_request(parser_, keep_alive, cfg.handler);
+    const bool keep_alive = parser().keep_alive();
+    Response r = co_await handle_request(parser(), keep_alive, cfg.handler);
     log(r);
     if (!co_await write_response(r)) co_return false;
-    parser_.reset();
+    parser().reset();
     first_ = false;
     head_deadline_ = Clock::now() + cfg.header_timeout;  // for a pipelined head already begun
     if (!keep_alive) {
@@ -215,8 +222,12 @@ Task<void> Connection::run() {
       if (first_) o.deadline = head_deadline_;
       else o.timeout = cfg.idle_timeout;
       o.cancel = &st_.idle;
-      shrink_for_idle();
-      if (!co_await read_more(o)) co_return;
+      free_for_idle();
+      auto got = co_await sock_.recv_owned(kSmallBuffer, o);
+      if (!got || got->empty()) co_return;
+      end_ = got->size();
+      size_ = got->capacity();
+      buf_ = got->release();
       head_deadline_ = Clock::now() + cfg.header_timeout;  // the clock of this head starts
     } else {
       o.deadline = head_deadline_;

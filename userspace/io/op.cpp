@@ -55,6 +55,7 @@ OpState* new_op_state() {
 
 void unref(OpState* st) noexcept {
   if (st->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  delete[] st->received;  // an owned receive's bytes nobody took
   st->~OpState();
   ::parkway::detail::free_task(st, sizeof(OpState));
 }
@@ -199,6 +200,7 @@ void OpBase::collect() noexcept {
   if (!st_) return;  // completed in await_suspend (res_ set there)
   res_ = st_->res;
   cqe_flags_ = st_->cqe_flags;
+  received_ = std::exchange(st_->received, nullptr);
   unref(std::exchange(st_, nullptr));
 }
 

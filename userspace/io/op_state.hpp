@@ -85,6 +85,14 @@ struct OpState {
                                       // [2]: the awaiting coroutine's TaskGroup's (group_scope.cpp)
   CancelRequest cancel;
   __kernel_timespec ts{};             // a sleep's
+  // A receive that owns its result (io::recv_owned): the block its bytes
+  // were copied into at the reap (the awaiter takes it; freed with the
+  // state otherwise), and what the reaper needs to submit it again when
+  // the ring's buffer pool was empty (recv_pool.hpp).
+  std::byte* received = nullptr;
+  int owned_fd = -1;
+  std::uint32_t owned_len = 0;  // the caller's max: the block's size; 0: not such a receive
+  std::uint32_t owned_flags = 0;
   ::parkway::detail::CompletionWord kernel_done;  // 1 until every CQE is reaped
 };
 
@@ -131,6 +139,7 @@ void group_scope_remove(OpState* st) noexcept;
 // What each operation puts in its SQE (ops.cpp); the free functions and
 // the RAII types' methods share them.
 OpArgs recv_args(int fd, std::span<std::byte> buf, int flags);
+OpArgs recv_owned_args(int fd, std::size_t max, int flags);  // throws std::invalid_argument if max is 0
 OpArgs send_args(int fd, std::span<const std::byte> buf, int flags);
 OpArgs read_args(int fd, std::span<std::byte> buf, std::int64_t offset);
 OpArgs write_args(int fd, std::span<const std::byte> buf, std::int64_t offset);

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "io/op_state.hpp"
@@ -14,6 +15,7 @@
 namespace parkway::io {
 
 using detail::OpArgs;
+using detail::OwnedRecvOp;
 using detail::SizeOp;
 using detail::VoidOp;
 
@@ -29,6 +31,12 @@ namespace detail {
 OpArgs recv_args(int fd, std::span<std::byte> buf, int flags) {
   return OpArgs{.name = "recv", .opcode = IORING_OP_RECV, .fd = fd, .addr = ptr(buf.data()),
                        .len = clamp_len(buf.size()), .op_flags = std::uint32_t(flags)};
+}
+
+OpArgs recv_owned_args(int fd, std::size_t max, int flags) {
+  if (max == 0) throw std::invalid_argument("parkway::io::recv_owned: max must be at least 1 byte, got 0");
+  return OpArgs{.name = "recv", .opcode = IORING_OP_RECV, .fd = fd, .len = clamp_len(max),
+                .op_flags = std::uint32_t(flags), .owned = true};
 }
 
 OpArgs send_args(int fd, std::span<const std::byte> buf, int flags) {
@@ -114,6 +122,10 @@ std::string Error::message() const { return std::string(op_) + ": " + std::strer
 IoError::IoError(const Error& e) : std::system_error(e.code(), e.op()), error_(e) {}
 
 SizeOp recv(int fd, std::span<std::byte> buf, OpOptions o, int flags) { return SizeOp(detail::recv_args(fd, buf, flags), o, nullptr); }
+
+OwnedRecvOp recv_owned(int fd, std::size_t max, OpOptions o, int flags) {
+  return OwnedRecvOp(detail::recv_owned_args(fd, max, flags), o, nullptr);
+}
 
 SizeOp send(int fd, std::span<const std::byte> buf, OpOptions o, int flags) { return SizeOp(detail::send_args(fd, buf, flags), o, nullptr); }
 

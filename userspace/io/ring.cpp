@@ -149,6 +149,7 @@ IoRing::~IoRing() {
   }
   if (ops_ != 0)
     std::fprintf(stderr, "parkway: worker %u closes its io_uring ring with %u operations in flight\n", w_.index(), ops_);
+  pool_.destroy(&ring_);
   io_uring_queue_exit(&ring_);
 }
 
@@ -192,6 +193,16 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
     sqe->addr = reinterpret_cast<std::uint64_t>(&st->ts);
     sqe->len = 1;
     sqe->off = 0;
+  }
+  if (a.owned) {
+    st->owned_fd = a.fd;
+    st->owned_len = a.len;
+    st->owned_flags = a.op_flags;
+    if (const int rc = prep_owned_recv(sqe, st); rc < 0) {  // the SQE is filled: make it a no-op
+      io_uring_prep_nop(sqe);
+      io_uring_sqe_set_data64(sqe, kTagIgnore);
+      return rc;
+    }
   }
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
   urgent_ |= peer_waits_for(a.opcode);
@@ -391,7 +402,12 @@ void IoRing::on_cqe(const io_uring_cqe* cqe) noexcept {
   switch (tag) {
     case kTagOp: {
       auto* st = reinterpret_cast<OpState*>(ud & ~kTagMask);
-      st->res = cqe->res;
+      int res = cqe->res;
+      if (st->owned_len != 0) [[unlikely]] {
+        res = settle_owned_recv(st, res, cqe->flags);
+        if (res == kSubmittedAgain) return;
+      }
+      st->res = res;
       st->cqe_flags = cqe->flags;
       complete(st);
       return;
@@ -429,6 +445,67 @@ void IoRing::complete(OpState* st) noexcept {
   if (was == kWaiting) push(&st->cont);
   st->kernel_done.done();  // an orphaning awaiter waits for this
   unref(st);               // the kernel's reference
+}
+
+int IoRing::prep_owned_recv(io_uring_sqe* sqe, OpState* st) noexcept {
+  const Options& o = w_.runtime().opts;
+  if (o.io_recv_pool_buffers != 0 && pool_.ensure(&ring_, o.io_recv_pool_buffers, o.io_recv_pool_buffer_bytes)) {
+    io_uring_prep_recv(sqe, st->owned_fd, nullptr, st->owned_len, int(st->owned_flags));
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = RecvPool::kGroup;
+    return 0;
+  }
+  // No pool: the receive takes its block before it waits.
+  st->received = new (std::nothrow) std::byte[st->owned_len];
+  if (!st->received) return -ENOMEM;
+  io_uring_prep_recv(sqe, st->owned_fd, st->received, st->owned_len, int(st->owned_flags));
+  return 0;
+}
+
+int IoRing::settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcept {
+  if ((flags & IORING_CQE_F_BUFFER) != 0) {
+    // The kernel clamps the length to the buffer's: res <= owned_len.
+    const unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
+    if (res > 0) {
+      st->received = new (std::nothrow) std::byte[st->owned_len];
+      if (st->received)
+        std::memcpy(st->received, pool_.buffer(bid), std::size_t(res));
+      else
+        res = -ENOMEM;  // the bytes are gone from the stream: the caller must close it
+    }
+    pool_.give_back(bid);
+    return res;
+  }
+  if (res == -ENOBUFS && !st->received) return submit_owned_recv_again(st);
+  if (res <= 0 && st->received) {  // a block taken up front that holds nothing
+    delete[] st->received;
+    st->received = nullptr;
+  }
+  return res;
+}
+
+// The pool was empty when the bytes came (more completions waiting to be
+// reaped than it has buffers); the reap under way is giving buffers back,
+// so the receive goes in again. A cancel already on its way would look
+// for it in the kernel while it is not there: a posted cancel request, a
+// deadline that passed (its cancel went in with expire_deadlines) or the
+// shutdown's cancel-everything end it here instead (io.md, "Receives that
+// take memory when bytes arrive").
+int IoRing::submit_owned_recv_again(OpState* st) noexcept {
+  w_.count_io_recv_pool_empty();
+  if (st->timed_out || st->cancel.posted.load(std::memory_order_acquire) || ops_at_cancel_ != kNoCancelYet)
+    return -ECANCELED;  // complete() makes it ETIMEDOUT if its deadline passed
+  // No reap from inside this one (get_sqe may reap to make room): flush
+  // the SQ once if it is full, and give up with ENOBUFS if that fails.
+  if (io_uring_sq_space_left(&ring_) == 0) (void)io_uring_submit(&ring_);
+  io_uring_sqe* sqe = io_uring_sq_space_left(&ring_) != 0 ? io_uring_get_sqe(&ring_) : nullptr;
+  if (!sqe) return -ENOBUFS;
+  io_uring_prep_recv(sqe, st->owned_fd, nullptr, st->owned_len, int(st->owned_flags));
+  sqe->flags |= IOSQE_BUFFER_SELECT;
+  sqe->buf_group = RecvPool::kGroup;
+  io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
+  ++submitted_;
+  return kSubmittedAgain;
 }
 
 void IoRing::park(ParkWord& pw, bool timed) noexcept {

@@ -16,6 +16,7 @@
 
 #include "io/op_state.hpp"
 #include "io/ready_queue.hpp"
+#include "io/recv_pool.hpp"
 
 namespace parkway::detail {
 class Worker;
@@ -149,6 +150,15 @@ class IoRing {
   void expire_deadlines() noexcept;
   // [F1] After an entry owed the TASKRUN flag's work: clear a stale flag.
   void settle_taskrun_hint() noexcept;
+  // Owned receives (recv_pool.hpp): fill sqe to receive into a pool
+  // buffer, or, with no pool, into st's block taken now (-ENOMEM if it
+  // cannot be); at the reap, copy the bytes out and give the buffer back,
+  // or submit again if the pool was empty. Returns the result to
+  // complete st with, or kSubmittedAgain.
+  int prep_owned_recv(io_uring_sqe* sqe, OpState* st) noexcept;
+  static constexpr int kSubmittedAgain = -0x7fffffff;
+  int settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcept;
+  int submit_owned_recv_again(OpState* st) noexcept;
 
   io_uring ring_;
   ::parkway::detail::Worker& w_;
@@ -161,7 +171,8 @@ class IoRing {
   unsigned sq_ticks_ = 0;     // between_tasks() calls since urgent SQEs were queued
   bool urgent_ = false;       // an SQE a peer waits for is queued (between_tasks)
   unsigned pushed_ = 0;       // continuations pushed by the reap in progress
-  std::uint64_t ops_at_cancel_ = ~std::uint64_t(0);  // submitted_ at the last cancel_everything
+  static constexpr std::uint64_t kNoCancelYet = ~std::uint64_t(0);
+  std::uint64_t ops_at_cancel_ = kNoCancelYet;  // submitted_ at the last cancel_everything (shutdown)
   std::uint64_t submitted_ = 0;
   std::uint64_t doorbell_buf_ = 0;  // the eventfd read's target
   std::atomic<CancelRequest*> mailbox_{nullptr};
@@ -169,6 +180,7 @@ class IoRing {
   unsigned deadline_ticks_ = 0;      // between_tasks() calls since expire_deadlines()
   std::uint64_t stale_taskrun_hints_ = 0;
   ReadyQueue& ready_;  // the worker's ready continuations, where reaps put them
+  RecvPool pool_;      // buffers for owned receives, registered on the first
 };
 
 // The ParkWord state `kParkedRing` (parker.hpp) is rung through the

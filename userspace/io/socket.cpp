@@ -20,6 +20,7 @@
 namespace parkway::io {
 
 using detail::OpArgs;
+using detail::OwnedRecvOp;
 using detail::SizeOp;
 using detail::VoidOp;
 
@@ -116,6 +117,10 @@ Task<Result<Socket>> Socket::connect(Address a, OpOptions o) {
 
 SizeOp Socket::recv(std::span<std::byte> buf, OpOptions o, int flags) {
   return SizeOp(detail::recv_args(checked("recv"), buf, flags), o, scope());
+}
+
+OwnedRecvOp Socket::recv_owned(std::size_t max, OpOptions o, int flags) {
+  return OwnedRecvOp(detail::recv_owned_args(checked("recv"), max, flags), o, scope());
 }
 
 SizeOp Socket::send(std::span<const std::byte> buf, OpOptions o, int flags) {
