@@ -519,6 +519,56 @@ TEST(Io, ClosingASocketCancelsItsOperations) {
   EXPECT_THROW((void)s->recv({}), std::logic_error);  // closed: misuse, named
 }
 
+// Closing a Socket whose receive is still in flight keeps its number
+// open until the receive has ended: an SQE names the descriptor by
+// number, and one queued for the next flush (or an owned receive the
+// reaper submits again) must not find the number given to another file
+// meanwhile. The worker is kept busy so that the cancel waits in its
+// mailbox; closing a socket with nothing in flight closes it at once.
+TEST(Io, AClosedSocketKeepsItsNumberUntilItsOperationsEnd) {
+  pwtest::Watchdog wd("Io.AClosedSocketKeepsItsNumberUntilItsOperationsEnd", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  Pair p;
+  const int fd = ::dup(p.a);
+  auto s = std::make_shared<io::Socket>(fd);
+  std::atomic<int> started{0};
+  std::atomic<bool> release{false}, spinning{false};
+  auto r = parkway::spawn(
+      [](std::shared_ptr<io::Socket> s, std::atomic<int>* started) -> Task<io::Result<std::size_t>> {
+        std::byte b[16];
+        auto op = s->recv(b);
+        started->store(1);
+        co_return co_await op;
+      }(s, &started),
+      rt);
+  ASSERT_TRUE(eventually([&] { return started.load() == 1; }));
+  auto spin = parkway::spawn(
+      [](std::atomic<bool>* release, std::atomic<bool>* spinning) -> Task<void> {
+        spinning->store(true);
+        while (!release->load()) std::this_thread::yield();
+        co_return;
+      }(&release, &spinning),
+      rt);
+  ASSERT_TRUE(eventually([&] { return spinning.load(); }));
+  s->close();  // the cancel waits in the busy worker's mailbox
+  EXPECT_NE(::fcntl(fd, F_GETFD), -1) << "the number was closed while its receive could still be submitted";
+  release.store(true);
+  spin.get();
+  auto got = r.get();
+  ASSERT_FALSE(got);
+  EXPECT_EQ(got.error(), std::errc::operation_canceled) << got.error().message();
+  errno = 0;
+  EXPECT_EQ(::fcntl(fd, F_GETFD), -1) << "the last operation's end did not close it";
+  EXPECT_EQ(errno, EBADF);
+
+  const int idle_fd = ::dup(p.a);
+  io::Socket idle(idle_fd);
+  idle.close();
+  errno = 0;
+  EXPECT_EQ(::fcntl(idle_fd, F_GETFD), -1) << "a socket with nothing in flight was not closed at once";
+  EXPECT_EQ(errno, EBADF);
+}
+
 namespace {
 Bare read_into_frame(int fd, std::atomic<int>* stage) {
   std::byte frame_buffer[64];  // the kernel would write here
@@ -1481,7 +1531,7 @@ TEST(Io, AnOwnedReceiveTakesItsBlockWhenBytesArrive) {
     EXPECT_EQ(t.error(), std::errc::timed_out) << t.error().message();
     EXPECT_STREQ(t.error().op(), "recv");
 
-    EXPECT_THROW(run_on(rt, recv_owned_once(p.a, 0)), std::invalid_argument);
+    EXPECT_THROW((void)run_on(rt, recv_owned_once(p.a, 0)), std::invalid_argument);
 
     std::atomic<int> stage{0};
     Bare b = owned_recv_into_frame(p.a, &stage);

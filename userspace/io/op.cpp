@@ -1,12 +1,15 @@
 // op.cpp -- an operation's life: start on the caller's ring, resume from
 // the reaper, cancel from anywhere, abandon when the coroutine dies
 // (op_state.hpp has the ownership rules; docs/design/io.md the why).
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <exception>
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "io/op_state.hpp"
 #include "io/ring.hpp"
@@ -78,11 +81,15 @@ void OpScope::lock() noexcept {
 OpScope* new_scope() { return new OpScope(); }
 
 void release_scope(OpScope* s) noexcept {
-  if (s && s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete s;
+  if (s && s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    if (s->close_fd >= 0) ::close(s->close_fd);  // cannot happen: the last member closed it
+    delete s;
+  }
 }
 
-void cancel_scope(OpScope* s) noexcept {
-  s->lock();
+namespace {
+// Under s's lock: cancel every operation in s, and s's accept stream.
+void cancel_members(OpScope* s) noexcept {
   s->cancelled.store(true, std::memory_order_relaxed);
   for (OpState* st = s->head; st;) {
     OpState* next = st->links[slot_of(st, s)].next;
@@ -90,7 +97,22 @@ void cancel_scope(OpScope* s) noexcept {
     st = next;
   }
   if (s->stream) post_once(s->stream);
+}
+}  // namespace
+
+void cancel_scope(OpScope* s) noexcept {
+  s->lock();
+  cancel_members(s);
   s->unlock();
+}
+
+void close_scope(OpScope* s, int fd) noexcept {
+  s->lock();
+  cancel_members(s);
+  const bool now = s->head == nullptr;
+  if (!now) s->close_fd = fd;
+  s->unlock();
+  if (now && fd >= 0) ::close(fd);
 }
 
 bool scope_cancelled(const OpScope* s) noexcept { return s->cancelled.load(std::memory_order_relaxed); }
@@ -124,7 +146,11 @@ void scope_remove(OpState* st, int slot) noexcept {
     s->head = l.next;
   if (l.next) link_of(l.next).prev = l.prev;
   l = ScopeLink{};
+  // The descriptor was closed while operations were in flight on it: the
+  // last of them closes it (close_scope).
+  const int fd = s->head == nullptr ? std::exchange(s->close_fd, -1) : -1;
   s->unlock();
+  if (fd >= 0) ::close(fd);
   release_scope(s);
 }
 

@@ -116,6 +116,9 @@ struct OpScope {
   OpState* head = nullptr;
   CancelRequest* stream = nullptr;  // a Listener's armed multishot accept (accept_stream.cpp)
   const ::parkway::TaskGroup* group = nullptr;  // a group's scope: whose coroutines' operations it holds
+  // A Descriptor's scope, closed while operations were in it: the
+  // descriptor, closed when the last of them leaves (close_scope).
+  int close_fd = -1;
   void lock() noexcept;
   void unlock() noexcept { lock_.store(false, std::memory_order_release); }
 };
@@ -124,6 +127,14 @@ struct OpScope {
 // not added: the operation fails with ECANCELED before it starts).
 bool scope_add(OpScope* s, OpState* st, int slot) noexcept;
 void scope_remove(OpState* st, int slot) noexcept;
+// Closing a Descriptor: cancels its scope (cancel_scope) and closes fd,
+// at once if no operation is in the scope, else when the last one
+// leaves it. An operation's SQE names its descriptor by number, and the
+// kernel takes the file only when it issues the SQE: one queued for the
+// next flush, or an owned receive the reaper submits again after its
+// ENOBUFS, must not find the number closed and given to another file
+// (io.md, "Closing a descriptor").
+void close_scope(OpScope* s, int fd) noexcept;
 // Which of st's links is its membership of s.
 inline int slot_of(const OpState* st, const OpScope* s) noexcept {
   return st->links[0].scope == s ? 0 : st->links[1].scope == s ? 1 : 2;

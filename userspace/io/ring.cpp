@@ -484,22 +484,28 @@ int IoRing::settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcep
   return res;
 }
 
-// The pool was empty when the bytes came (more completions waiting to be
-// reaped than it has buffers); the reap under way is giving buffers back,
-// so the receive goes in again. A cancel already on its way would look
-// for it in the kernel while it is not there: a posted cancel request, a
-// deadline that passed (its cancel went in with expire_deadlines) or the
-// shutdown's cancel-everything end it here instead (io.md, "Receives that
-// take memory when bytes arrive").
+// The pool was empty when the kernel issued the receive (it takes a
+// buffer before it looks at the socket, so an idle socket's receive
+// fails so too): completions not yet reaped hold the buffers. The
+// receive goes in again, under the same user_data, still counted in
+// flight and in the deadline heap; the reap under way gives buffers
+// back. Its descriptor is still open: a Socket's close waits for the
+// operations in its scope (close_scope), and a raw descriptor must stay
+// open until its co_await returns. A cancel already on its way would
+// look for the receive in the kernel while it is not there: a posted
+// cancel request, a deadline that passed (its cancel went in with
+// expire_deadlines) or the shutdown's cancel-everything end it here
+// instead (io.md, "Receives that take memory when bytes arrive").
 int IoRing::submit_owned_recv_again(OpState* st) noexcept {
-  w_.count_io_recv_pool_empty();
   if (st->timed_out || st->cancel.posted.load(std::memory_order_acquire) || ops_at_cancel_ != kNoCancelYet)
     return -ECANCELED;  // complete() makes it ETIMEDOUT if its deadline passed
   // No reap from inside this one (get_sqe may reap to make room): flush
-  // the SQ once if it is full, and give up with ENOBUFS if that fails.
+  // the SQ once if it is full. A kernel that takes no submissions while
+  // its CQ overflows leaves it full: the receive fails with EBUSY.
   if (io_uring_sq_space_left(&ring_) == 0) (void)io_uring_submit(&ring_);
   io_uring_sqe* sqe = io_uring_sq_space_left(&ring_) != 0 ? io_uring_get_sqe(&ring_) : nullptr;
-  if (!sqe) return -ENOBUFS;
+  if (!sqe) return -EBUSY;
+  w_.count_io_recv_pool_empty();
   io_uring_prep_recv(sqe, st->owned_fd, nullptr, st->owned_len, int(st->owned_flags));
   sqe->flags |= IOSQE_BUFFER_SELECT;
   sqe->buf_group = RecvPool::kGroup;

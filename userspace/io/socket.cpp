@@ -85,8 +85,9 @@ void Descriptor::close() noexcept {
   if (scope_) {
     // io_uring operations hold their own reference to the file: close(2)
     // alone would leave them waiting. Cancel them first; they complete
-    // with ECANCELED on their rings.
-    cancel_scope(scope_);
+    // with ECANCELED on their rings. The number is closed once none of
+    // them can still be submitted under it (close_scope).
+    close_scope(scope_, std::exchange(fd_, -1));
     release_scope(std::exchange(scope_, nullptr));
   }
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
