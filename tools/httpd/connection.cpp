@@ -1,21 +1,23 @@
 // connection.cpp -- the per-connection coroutine of parkway-httpd: the model
 // of a parkway server.
 //
-// One coroutine per connection reads into its buffer and parses every
-// complete request in it (pipelining), appending each response to one
-// output string, which goes out in a single send before the next read.
-// The buffer is small and doubles when a head does not fit, up to the
-// largest head the limits allow. A connection that waits for its next
-// request holds no buffer at all: it frees both, and waits with an owned
-// receive (io::recv_owned), whose block, taken only when bytes arrive,
-// becomes its buffer; it frees its parser too. So an idle keep-alive
-// connection costs its coroutine frames and its operation's state, not a
-// buffer (docs/benchmarks.md, "idle"). A request's body is read and thrown away. Timeouts are OpOptions on the
-// reads: the head of a request must arrive within header_timeout of its
-// first byte (of the accept, for the first one), and a keep-alive
-// connection may wait idle_timeout for the next request. Every read that
-// waits for a new request carries the server's `idle` CancelSource, every
-// other operation its `abort` source, which is how shutdown closes idle
+// One coroutine per connection (serve_connection) waits for a request,
+// then serve_until_idle reads and parses every complete request buffered
+// (pipelining), appending each response to one output string, which goes
+// out in a single send before the next read. The buffer is small and
+// doubles when a head does not fit, up to the largest head the limits
+// allow. A connection that waits for its next request holds no buffer:
+// it frees the buffer, the output string and the parser, and waits with
+// an owned receive (io::recv_owned) in serve_connection's own frame;
+// the block that receive takes when bytes arrive becomes the buffer. So
+// an idle keep-alive connection costs one coroutine frame and its
+// operation's state (docs/benchmarks.md, "idle"). A request's body is
+// read and thrown away. Timeouts are OpOptions on the reads: the head of
+// a request must arrive within header_timeout of its first byte (of the
+// accept, for the first one), and a keep-alive connection may wait
+// idle_timeout for the next request. Every read that waits for a new
+// request carries the server's `idle` CancelSource, every other
+// operation its `abort` source, which is how shutdown closes idle
 // connections at once and busy ones after a grace period.
 #include "connection.hpp"
 
@@ -39,8 +41,14 @@ constexpr std::size_t kInlineFileBody = 64 * 1024;  // smaller file bodies join 
 
 class Connection {
  public:
-  Connection(io::Socket s, ServerState& st) : sock_(std::move(s)), st_(st) {}
-  Task<void> run();
+  Connection(io::Socket s, ServerState& st)
+      : sock_(std::move(s)), st_(st), head_deadline_(Clock::now() + st.config.header_timeout) {}
+  io::Socket& socket() { return sock_; }
+  // Frees the buffers and the parser; the options of the idle wait.
+  io::OpOptions start_idle_wait();
+  // The bytes that ended the wait become the buffer.
+  void start_request(io::Bytes got);
+  Task<bool> serve_until_idle();
 
  private:
   Task<bool> answer_buffered();
@@ -208,38 +216,46 @@ Task<bool> Connection::answer_buffered() {
   }
 }
 
-Task<void> Connection::run() {
-  const ServerConfig& cfg = st_.config;
-  // The head of the first request must arrive within header_timeout of now.
-  head_deadline_ = Clock::now() + cfg.header_timeout;
+// Answers what the idle wait brought, and returns when nothing is left
+// buffered (true) or the connection must close (false). The wait itself
+// is serve_connection's, so that an idle connection holds that frame
+// alone. (Results of co_await are bound to names before they are tested:
+// GCC 12 miscompiled `if (!co_await ...) co_return false;` here, see
+// docs/guide.md, "Limits".)
+Task<bool> Connection::serve_until_idle() {
   for (;;) {
-    if (!co_await answer_buffered()) co_return;
-    if (!co_await flush()) co_return;
-
-    // Wait for more bytes: a new request (idle), or the rest of a head.
-    io::OpOptions o;
-    if (begin_ == end_) {
-      if (first_) o.deadline = head_deadline_;
-      else o.timeout = cfg.idle_timeout;
-      o.cancel = &st_.idle;
-      free_for_idle();
-      auto got = co_await sock_.recv_owned(kSmallBuffer, o);
-      if (!got || got->empty()) co_return;
-      end_ = got->size();
-      size_ = got->capacity();
-      buf_ = got->release();
-      head_deadline_ = Clock::now() + cfg.header_timeout;  // the clock of this head starts
-    } else {
-      o.deadline = head_deadline_;
-      o.cancel = &st_.abort;
-      if (!co_await read_more(o)) {
-        // Slow or stalled head: say so, then close.
-        out_.append(simple_response(408, false).bytes);
-        co_await flush();
-        co_return;
-      }
+    const bool answered = co_await answer_buffered();
+    if (!answered) co_return false;
+    const bool sent = co_await flush();
+    if (!sent) co_return false;
+    if (begin_ == end_) co_return true;
+    // The rest of a head.
+    const bool more = co_await read_more({.deadline = head_deadline_, .cancel = &st_.abort});
+    if (!more) {
+      // Slow or stalled head: say so, then close.
+      out_.append(simple_response(408, false).bytes);
+      co_await flush();
+      co_return false;
     }
   }
+}
+
+io::OpOptions Connection::start_idle_wait() {
+  free_for_idle();
+  io::OpOptions o;
+  // The head of the first request must arrive within header_timeout of
+  // the accept; later ones may wait idle_timeout to begin.
+  if (first_) o.deadline = head_deadline_;
+  else o.timeout = st_.config.idle_timeout;
+  o.cancel = &st_.idle;
+  return o;
+}
+
+void Connection::start_request(io::Bytes got) {
+  end_ = got.size();
+  size_ = got.capacity();
+  buf_ = got.release();
+  head_deadline_ = Clock::now() + st_.config.header_timeout;  // the clock of this head starts
 }
 
 }  // namespace
@@ -248,7 +264,15 @@ Task<void> serve_connection(io::Socket s, ServerState& state) {
   (void)s.set_nodelay();
   try {
     Connection c(std::move(s), state);
-    co_await c.run();
+    for (;;) {
+      // Idle: the connection holds this frame, its receive's state and no
+      // buffer (an owned receive takes its block when bytes arrive).
+      auto got = co_await c.socket().recv_owned(kSmallBuffer, c.start_idle_wait());
+      if (!got || got->empty()) break;  // closed, reset, timed out or shut down
+      c.start_request(std::move(*got));
+      const bool open = co_await c.serve_until_idle();
+      if (!open) break;
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "parkway-httpd: connection: %s\n", e.what());
   }
