@@ -6,7 +6,8 @@
 //     for (;;) {
 //       auto n = co_await s.recv(buf);                      // Result<std::size_t>
 //       if (!n || *n == 0) co_return;                       // error or EOF
-//       if (!co_await s.send_all({buf, *n})) co_return;
+//       auto w = co_await s.send_all({buf, *n});  // not in the if: docs/guide.md, "Limits"
+//       if (!w) co_return;
 //     }
 //   }
 //   parkway::Task<void> serve(parkway::io::Listener& l) {

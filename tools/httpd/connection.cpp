@@ -117,7 +117,8 @@ Task<bool> Connection::discard_body() {
   if (kind == BodyKind::None) co_return true;
   if (parser().expect_continue() && begin_ == end_) {
     out_.append(kContinueResponse);
-    if (!co_await flush()) co_return false;
+    const bool sent = co_await flush();
+    if (!sent) co_return false;
   }
   ContentLengthBody length(parser().content_length());
   ChunkedBody chunked(st_.config.limits);
@@ -132,7 +133,8 @@ Task<bool> Connection::discard_body() {
       error_status_ = r.http_status;
       co_return false;
     }
-    if (!co_await read_more(o)) co_return false;
+    const bool more = co_await read_more(o);
+    if (!more) co_return false;
   }
 }
 
@@ -194,7 +196,8 @@ Task<bool> Connection::answer_buffered() {
       co_return false;
     }
     begin_ += p.consumed;
-    if (!co_await discard_body()) {
+    const bool body_read = co_await discard_body();
+    if (!body_read) {
       if (error_status_ != 0) {
         out_.append(simple_response(error_status_, false).bytes);
         co_await flush();
@@ -204,7 +207,8 @@ Task<bool> Connection::answer_buffered() {
     const bool keep_alive = parser().keep_alive();
     Response r = co_await handle_request(parser(), keep_alive, cfg.handler);
     log(r);
-    if (!co_await write_response(r)) co_return false;
+    const bool written = co_await write_response(r);
+    if (!written) co_return false;
     parser().reset();
     first_ = false;
     head_deadline_ = Clock::now() + cfg.header_timeout;  // for a pipelined head already begun
@@ -219,9 +223,9 @@ Task<bool> Connection::answer_buffered() {
 // Answers what the idle wait brought, and returns when nothing is left
 // buffered (true) or the connection must close (false). The wait itself
 // is serve_connection's, so that an idle connection holds that frame
-// alone. (Results of co_await are bound to names before they are tested:
-// GCC 12 miscompiled `if (!co_await ...) co_return false;` here, see
-// docs/guide.md, "Limits".)
+// alone. (Results of co_await are bound to names before they are tested,
+// here and above: GCC 12 miscompiled `if (!co_await ...) co_return
+// false;` in this function; docs/guide.md, "Limits".)
 Task<bool> Connection::serve_until_idle() {
   for (;;) {
     const bool answered = co_await answer_buffered();
