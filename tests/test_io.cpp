@@ -569,6 +569,44 @@ TEST(Io, AClosedSocketKeepsItsNumberUntilItsOperationsEnd) {
   EXPECT_EQ(errno, EBADF);
 }
 
+// The same for a listener whose multishot accept is armed but not yet
+// submitted: the accept stream, not an operation, names the number, and
+// the number must stay open until the accept has left the kernel.
+TEST(Io, AClosedListenersNumberOutlivesItsArmedAccept) {
+  pwtest::Watchdog wd("Io.AClosedListenersNumberOutlivesItsArmedAccept", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l) << l.error().message();
+  const int fd = l->fd();
+  std::atomic<bool> release{false}, spinning{false};
+  auto taker = parkway::spawn(
+      [](io::Listener* l, std::atomic<bool>* release, std::atomic<bool>* spinning) -> Task<io::Result<io::Socket>> {
+        io::AcceptStream st = l->stream();
+        // Queued behind our own suspension: the worker runs it next, with
+        // the accept's SQE queued and not yet submitted.
+        auto spin = parkway::spawn(
+            [](std::atomic<bool>* release, std::atomic<bool>* spinning) -> Task<void> {
+              spinning->store(true);
+              while (!release->load()) std::this_thread::yield();
+              co_return;
+            }(release, spinning));
+        auto c = co_await st.next();
+        co_await std::move(spin);
+        co_return c;
+      }(&*l, &release, &spinning),
+      rt);
+  ASSERT_TRUE(eventually([&] { return spinning.load(); }));
+  l->close();
+  EXPECT_NE(::fcntl(fd, F_GETFD), -1) << "the number was closed while its armed accept could still be submitted";
+  release.store(true);
+  auto c = taker.get();
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error(), std::errc::operation_canceled) << c.error().message();
+  errno = 0;
+  EXPECT_EQ(::fcntl(fd, F_GETFD), -1) << "the accept's last CQE did not close it";
+  EXPECT_EQ(errno, EBADF);
+}
+
 namespace {
 Bare read_into_frame(int fd, std::atomic<int>* stage) {
   std::byte frame_buffer[64];  // the kernel would write here

@@ -145,7 +145,10 @@ Task<bool> Connection::write_response(Response& r) {
   io::OpOptions o{.timeout = st_.config.idle_timeout, .cancel = &st_.abort};
   std::uint64_t off = r.file_offset, left = r.file_length;
   while (left > 0) {
-    if (out_.size() >= kInlineFileBody && !co_await flush()) co_return false;
+    if (out_.size() >= kInlineFileBody) {
+      const bool sent = co_await flush();
+      if (!sent) co_return false;
+    }
     const std::size_t old = out_.size();
     const std::size_t want = std::size_t(std::min<std::uint64_t>(left, kInlineFileBody));
     out_.resize(old + want);
@@ -259,7 +262,9 @@ void Connection::start_request(io::Bytes got) {
   end_ = got.size();
   size_ = got.capacity();
   buf_ = got.release();
-  head_deadline_ = Clock::now() + st_.config.header_timeout;  // the clock of this head starts
+  // The clock of this head starts at its first byte; the first request's
+  // started at the accept and keeps running.
+  if (!first_) head_deadline_ = Clock::now() + st_.config.header_timeout;
 }
 
 }  // namespace

@@ -72,11 +72,38 @@ void retain_for_cancel(CancelRequest* r) noexcept {
   static_cast<AcceptQueue*>(r->obj)->refs.fetch_add(1, std::memory_order_relaxed);
 }
 // The Listener's scope names the armed accept, so that closing the
-// listener cancels it (cancel_scope). Lock order: the queue's, then the scope's.
-void publish_in_scope(AcceptQueue* q, bool armed) noexcept {
+// listener cancels it (cancel_scope), and keeps the listener's number open
+// until its last CQE (close_scope): the SQE names the descriptor by
+// number. Arming is refused if the listener is closed already: false.
+// Lock order: the queue's, then the scope's.
+bool publish_armed(AcceptQueue* q) noexcept {
+  OpScope* s = q->scope;
+  s->lock();
+  const bool open = !s->cancelled.load(std::memory_order_relaxed);
+  if (open) {
+    s->stream = &q->cancel;
+    s->stream_in_kernel = true;
+  }
+  s->unlock();
+  return open;
+}
+// The stream no longer wants cancelling (it is being destroyed, and its
+// cancel is posted already): the accept may still be in the kernel.
+void unpublish(AcceptQueue* q) noexcept {
   q->scope->lock();
-  q->scope->stream = armed ? &q->cancel : nullptr;
+  q->scope->stream = nullptr;
   q->scope->unlock();
+}
+// The accept's last CQE, or its submission failed: it names the number no
+// more; a listener closed meanwhile is closed now.
+void accept_left_kernel(AcceptQueue* q) noexcept {
+  OpScope* s = q->scope;
+  s->lock();
+  s->stream = nullptr;
+  s->stream_in_kernel = false;
+  const int fd = take_fd_to_close(s);
+  s->unlock();
+  if (fd >= 0) ::close(fd);
 }
 }  // namespace
 
@@ -91,7 +118,7 @@ void accept_cqe(void* queue, int res, std::uint32_t flags, IoRing& ring) noexcep
   }
   if (ended) {
     q->armed = false;
-    publish_in_scope(q, false);
+    accept_left_kernel(q);
     ring.multishot_ended();
   }
   const bool resume = q->waiter && !q->ready.empty();
@@ -132,7 +159,7 @@ AcceptStream::~AcceptStream() {
     if (fd >= 0) ::close(fd);
   q_->ready.clear();
   if (q_->armed) {
-    detail::publish_in_scope(q_, false);
+    detail::unpublish(q_);
     detail::post_once(&q_->cancel);
   }
   q_->unlock();
@@ -172,18 +199,27 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
   }
   q->waiter = h;
   if (!q->armed) {
+    // Published before it is submitted, so that a close from now on
+    // cancels it and keeps the number open until its last CQE; refused
+    // if the close came first.
+    q->ring = &ring;
+    q->cancel.ring = &ring;
+    if (!detail::publish_armed(q)) {
+      q->waiter = {};
+      q->ready.push_back(-ECANCELED);
+      q->unlock();
+      return false;
+    }
     int rc = ring.submit_multishot_accept(q->listen_fd, q->user_data());
     if (rc < 0) {
+      detail::accept_left_kernel(q);
       q->waiter = {};
       q->ready.push_back(rc);
       q->unlock();
       return false;
     }
     q->armed = true;
-    q->ring = &ring;
-    q->cancel.ring = &ring;
     q->refs.fetch_add(1, std::memory_order_relaxed);  // the armed accept's
-    detail::publish_in_scope(q, true);
   }
   q->unlock();
   return true;

@@ -109,7 +109,7 @@ void cancel_scope(OpScope* s) noexcept {
 void close_scope(OpScope* s, int fd) noexcept {
   s->lock();
   cancel_members(s);
-  const bool now = s->head == nullptr;
+  const bool now = s->head == nullptr && !s->stream_in_kernel;
   if (!now) s->close_fd = fd;
   s->unlock();
   if (now && fd >= 0) ::close(fd);
@@ -148,7 +148,7 @@ void scope_remove(OpState* st, int slot) noexcept {
   l = ScopeLink{};
   // The descriptor was closed while operations were in flight on it: the
   // last of them closes it (close_scope).
-  const int fd = s->head == nullptr ? std::exchange(s->close_fd, -1) : -1;
+  const int fd = take_fd_to_close(s);
   s->unlock();
   if (fd >= 0) ::close(fd);
   release_scope(s);

@@ -93,6 +93,7 @@ struct OpState {
   int owned_fd = -1;
   std::uint32_t owned_len = 0;  // the caller's max: the block's size; 0: not such a receive
   std::uint32_t owned_flags = 0;
+  OpState* again_next = nullptr;  // the ring's list of owned receives waiting for pool buffers
   ::parkway::detail::CompletionWord kernel_done;  // 1 until every CQE is reaped
 };
 
@@ -114,7 +115,9 @@ struct OpScope {
   // guards head and every link into this scope
   std::atomic<bool> lock_{false};
   OpState* head = nullptr;
-  CancelRequest* stream = nullptr;  // a Listener's armed multishot accept (accept_stream.cpp)
+  CancelRequest* stream = nullptr;  // a Listener's armed multishot accept, to cancel (accept_stream.cpp)
+  bool stream_in_kernel = false;    // that accept may still be submitted or in the kernel: it
+                                    // names the descriptor too (close_scope)
   const ::parkway::TaskGroup* group = nullptr;  // a group's scope: whose coroutines' operations it holds
   // A Descriptor's scope, closed while operations were in it: the
   // descriptor, closed when the last of them leaves (close_scope).
@@ -135,6 +138,14 @@ void scope_remove(OpState* st, int slot) noexcept;
 // ENOBUFS, must not find the number closed and given to another file
 // (io.md, "Closing a descriptor").
 void close_scope(OpScope* s, int fd) noexcept;
+// Under s's lock, once the last operation or the accept stream has left
+// a closed scope: the descriptor to close (after unlocking), or -1.
+inline int take_fd_to_close(OpScope* s) noexcept {
+  if (s->head != nullptr || s->stream_in_kernel || s->close_fd < 0) return -1;
+  const int fd = s->close_fd;
+  s->close_fd = -1;
+  return fd;
+}
 // Which of st's links is its membership of s.
 inline int slot_of(const OpState* st, const OpScope* s) noexcept {
   return st->links[0].scope == s ? 0 : st->links[1].scope == s ? 1 : 2;

@@ -390,6 +390,12 @@ unsigned IoRing::reap() noexcept {
     on_cqe(cqe);
   }
   if (seen) io_uring_cq_advance(&ring_, seen);
+  // Receives held for want of a pool buffer go in again once every CQE is
+  // reaped (each gave its buffer back): sooner, they would find the
+  // buffers still held by CQEs waiting here and fail again. A CQ left
+  // non-empty (the ready queue full) keeps events_waiting() true, so the
+  // worker reaps again before it sleeps.
+  if (held_ && io_uring_cq_ready(&ring_) == 0) submit_receives_held();
   const unsigned pushed = pushed_;
   pushed_ = 0;
   if (pushed) w_.ready_pushed(pushed);
@@ -405,7 +411,7 @@ void IoRing::on_cqe(const io_uring_cqe* cqe) noexcept {
       int res = cqe->res;
       if (st->owned_len != 0) [[unlikely]] {
         res = settle_owned_recv(st, res, cqe->flags);
-        if (res == kSubmittedAgain) return;
+        if (res == kNotYet) return;
       }
       st->res = res;
       st->cqe_flags = cqe->flags;
@@ -476,7 +482,11 @@ int IoRing::settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcep
     pool_.give_back(bid);
     return res;
   }
-  if (res == -ENOBUFS && !st->received) return submit_owned_recv_again(st);
+  if (res == -ENOBUFS && !st->received) {  // held until the CQ is drained (submit_receives_held)
+    st->again_next = held_;
+    held_ = st;
+    return kNotYet;
+  }
   if (res <= 0 && st->received) {  // a block taken up front that holds nothing
     delete[] st->received;
     st->received = nullptr;
@@ -484,12 +494,27 @@ int IoRing::settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcep
   return res;
 }
 
+void IoRing::submit_receives_held() noexcept {
+  OpState* st = std::exchange(held_, nullptr);
+  while (st) {
+    OpState* next = std::exchange(st->again_next, nullptr);
+    const int rc = submit_owned_recv_again(st);
+    if (rc != kNotYet) {
+      st->res = rc;
+      st->cqe_flags = 0;
+      complete(st);
+    }
+    st = next;
+  }
+}
+
 // The pool was empty when the kernel issued the receive (it takes a
 // buffer before it looks at the socket, so an idle socket's receive
-// fails so too): completions not yet reaped hold the buffers. The
-// receive goes in again, under the same user_data, still counted in
-// flight and in the deadline heap; the reap under way gives buffers
-// back. Its descriptor is still open: a Socket's close waits for the
+// fails so too): completions not yet reaped hold the buffers. Once the
+// reaps have drained the CQ, each of which gave its buffer back, the
+// receive goes in again (submit_receives_held), under the same
+// user_data, still counted in flight and in the deadline heap. Its
+// descriptor is still open: a Socket's close waits for the
 // operations in its scope (close_scope), and a raw descriptor must stay
 // open until its co_await returns. A cancel already on its way would
 // look for the receive in the kernel while it is not there: a posted
@@ -511,7 +536,7 @@ int IoRing::submit_owned_recv_again(OpState* st) noexcept {
   sqe->buf_group = RecvPool::kGroup;
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
   ++submitted_;
-  return kSubmittedAgain;
+  return kNotYet;
 }
 
 void IoRing::park(ParkWord& pw, bool timed) noexcept {

@@ -153,12 +153,15 @@ class IoRing {
   // Owned receives (recv_pool.hpp): fill sqe to receive into a pool
   // buffer, or, with no pool, into st's block taken now (-ENOMEM if it
   // cannot be); at the reap, copy the bytes out and give the buffer back,
-  // or submit again if the pool was empty. Returns the result to
-  // complete st with, or kSubmittedAgain.
+  // or, if the pool was empty, hold st until the CQ is drained and submit
+  // it again then. Returns the result to complete st with, or kNotYet.
   int prep_owned_recv(io_uring_sqe* sqe, OpState* st) noexcept;
-  static constexpr int kSubmittedAgain = -0x7fffffff;
+  static constexpr int kNotYet = -0x7fffffff;
   int settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcept;
   int submit_owned_recv_again(OpState* st) noexcept;
+  // At the end of a reap that left the CQ empty: every receive held for
+  // want of a buffer goes in again (or ends, if a cancel came meanwhile).
+  void submit_receives_held() noexcept;
 
   io_uring ring_;
   ::parkway::detail::Worker& w_;
@@ -181,6 +184,7 @@ class IoRing {
   std::uint64_t stale_taskrun_hints_ = 0;
   ReadyQueue& ready_;  // the worker's ready continuations, where reaps put them
   RecvPool pool_;      // buffers for owned receives, registered on the first
+  OpState* held_ = nullptr;  // owned receives that found the pool empty, until the CQ is drained
 };
 
 // The ParkWord state `kParkedRing` (parker.hpp) is rung through the
