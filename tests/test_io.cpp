@@ -497,18 +497,30 @@ TEST(Io, CancelFromAnotherWorker) {
   }
 }
 
+namespace {
+// A receive on *s, flagging `started` once its operation is made (before
+// its co_await).
+Task<io::Result<std::size_t>> recv_once_started(std::shared_ptr<io::Socket> s, std::atomic<int>* started) {
+  std::byte b[16];
+  auto op = s->recv(b);
+  started->store(1);
+  co_return co_await op;
+}
+// Keeps its worker busy, without a scheduling point, until released.
+Task<void> spin_until_released(std::atomic<bool>* release, std::atomic<bool>* spinning) {
+  spinning->store(true);
+  while (!release->load()) std::this_thread::yield();
+  co_return;
+}
+}  // namespace
+
 TEST(Io, ClosingASocketCancelsItsOperations) {
   parkway::Runtime rt(parkway::Options{.workers = 2});
   Pair p;
   auto s = std::make_shared<io::Socket>(::dup(p.a));
   std::atomic<int> started{0};
   auto f = parkway::spawn(
-      [](std::shared_ptr<io::Socket> s, std::atomic<int>* started) -> Task<io::Result<std::size_t>> {
-        std::byte b[16];
-        auto op = s->recv(b);
-        started->store(1);
-        co_return co_await op;
-      }(s, &started),
+      recv_once_started(s, &started),
       rt);
   ASSERT_TRUE(eventually([&] { return started.load() == 1; }));
   std::this_thread::sleep_for(10ms);
@@ -534,21 +546,10 @@ TEST(Io, AClosedSocketKeepsItsNumberUntilItsOperationsEnd) {
   std::atomic<int> started{0};
   std::atomic<bool> release{false}, spinning{false};
   auto r = parkway::spawn(
-      [](std::shared_ptr<io::Socket> s, std::atomic<int>* started) -> Task<io::Result<std::size_t>> {
-        std::byte b[16];
-        auto op = s->recv(b);
-        started->store(1);
-        co_return co_await op;
-      }(s, &started),
+      recv_once_started(s, &started),
       rt);
   ASSERT_TRUE(eventually([&] { return started.load() == 1; }));
-  auto spin = parkway::spawn(
-      [](std::atomic<bool>* release, std::atomic<bool>* spinning) -> Task<void> {
-        spinning->store(true);
-        while (!release->load()) std::this_thread::yield();
-        co_return;
-      }(&release, &spinning),
-      rt);
+  auto spin = parkway::spawn(spin_until_released(&release, &spinning), rt);
   ASSERT_TRUE(eventually([&] { return spinning.load(); }));
   s->close();  // the cancel waits in the busy worker's mailbox
   EXPECT_NE(::fcntl(fd, F_GETFD), -1) << "the number was closed while its receive could still be submitted";
@@ -584,12 +585,7 @@ TEST(Io, AClosedListenersNumberOutlivesItsArmedAccept) {
         io::AcceptStream st = l->stream();
         // Queued behind our own suspension: the worker runs it next, with
         // the accept's SQE queued and not yet submitted.
-        auto spin = parkway::spawn(
-            [](std::atomic<bool>* release, std::atomic<bool>* spinning) -> Task<void> {
-              spinning->store(true);
-              while (!release->load()) std::this_thread::yield();
-              co_return;
-            }(release, spinning));
+        auto spin = parkway::spawn(spin_until_released(release, spinning));
         auto c = co_await st.next();
         co_await std::move(spin);
         co_return c;

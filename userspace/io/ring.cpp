@@ -453,12 +453,17 @@ void IoRing::complete(OpState* st) noexcept {
   unref(st);               // the kernel's reference
 }
 
+// st's owned receive, into whichever pool buffer the kernel picks.
+void IoRing::prep_pool_recv(io_uring_sqe* sqe, const OpState* st) noexcept {
+  io_uring_prep_recv(sqe, st->owned_fd, nullptr, st->owned_len, int(st->owned_flags));
+  sqe->flags |= IOSQE_BUFFER_SELECT;
+  sqe->buf_group = RecvPool::kGroup;
+}
+
 int IoRing::prep_owned_recv(io_uring_sqe* sqe, OpState* st) noexcept {
   const Options& o = w_.runtime().opts;
   if (o.io_recv_pool_buffers != 0 && pool_.ensure(&ring_, o.io_recv_pool_buffers, o.io_recv_pool_buffer_bytes)) {
-    io_uring_prep_recv(sqe, st->owned_fd, nullptr, st->owned_len, int(st->owned_flags));
-    sqe->flags |= IOSQE_BUFFER_SELECT;
-    sqe->buf_group = RecvPool::kGroup;
+    prep_pool_recv(sqe, st);
     return 0;
   }
   // No pool: the receive takes its block before it waits.
@@ -531,9 +536,7 @@ int IoRing::submit_owned_recv_again(OpState* st) noexcept {
   io_uring_sqe* sqe = io_uring_sq_space_left(&ring_) != 0 ? io_uring_get_sqe(&ring_) : nullptr;
   if (!sqe) return -EBUSY;
   w_.count_io_recv_pool_empty();
-  io_uring_prep_recv(sqe, st->owned_fd, nullptr, st->owned_len, int(st->owned_flags));
-  sqe->flags |= IOSQE_BUFFER_SELECT;
-  sqe->buf_group = RecvPool::kGroup;
+  prep_pool_recv(sqe, st);
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
   ++submitted_;
   return kNotYet;
