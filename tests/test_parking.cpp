@@ -95,6 +95,52 @@ TEST(Parking, WakeIntoAnIdlePoolPaysNoHeavyFence) {
     EXPECT_EQ(calls, 0u) << "symmetric mode called membarrier";
 }
 
+// A worker that spawns and then joins each task itself wakes its idle
+// sibling at every spawn; the sibling finds nothing and parks again. The
+// spawner's deque is fenced all along (someone is idle or searching), so
+// its pushes carry a full fence and those parks need no membarrier
+// (parking.md, "When the heavy side can be skipped"). Without the gate
+// rule each of them paid one.
+TEST(Parking, AParkBesideAFencedSiblingPaysNoHeavyFence) {
+  pwtest::Watchdog w("Parking.AParkBesideAFencedSiblingPaysNoHeavyFence", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  const bool asymmetric = parkway::detail::asymmetric_fence_on();
+  ASSERT_TRUE(all_parked(rt));
+  const parkway::Stats before = rt.stats();
+  // Until the sibling has parked 100 times (each spawn wakes it unless
+  // it is still searching), at most 3,000 spawns.
+  constexpr int kMaxSpawns = 3000;
+  int spawns = 0, ran = 0;
+  rt.submit([&] {
+      for (; spawns < kMaxSpawns && rt.stats().total.parks - before.total.parks < 100; ++spawns) {
+        parkway::TaskGroup g;
+        g.spawn([&] {
+          const auto end = std::chrono::steady_clock::now() + 100us;
+          while (std::chrono::steady_clock::now() < end) {
+          }
+          ++ran;
+        });
+        g.wait();
+      }
+    }).get();
+  ASSERT_TRUE(all_parked(rt));
+  const parkway::Stats after = rt.stats();
+  const std::uint64_t parks = after.total.parks - before.total.parks;
+  const std::uint64_t fences = after.total.park_fences - before.total.park_fences;
+  const std::uint64_t wakeups = after.total.wakeups - before.total.wakeups;
+  EXPECT_EQ(ran, spawns);
+  std::printf("%d spawns joined by their spawner: %llu wake-ups, %llu parks, %llu membarrier calls before a recheck\n",
+              spawns, (unsigned long long)wakeups, (unsigned long long)parks, (unsigned long long)fences);
+  if (!asymmetric) {
+    EXPECT_EQ(fences, 0u) << "symmetric mode called membarrier";
+    return;
+  }
+  // The sibling must really have been woken and parked again, or the
+  // count below says nothing.
+  ASSERT_GE(parks, 100u) << "the idle sibling was not woken by the spawns";
+  EXPECT_LT(fences * 10, parks) << "a park beside a busy worker whose deque is fenced paid the heavy fence";
+}
+
 TEST(Parking, RandomBurstsWithIdleGapsNeverHang) {
   pwtest::Watchdog w("Parking.RandomBurstsWithIdleGapsNeverHang", 240);
   for (unsigned workers : {1u, 2u, 4u}) {

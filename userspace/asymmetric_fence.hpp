@@ -1,9 +1,10 @@
 // asymmetric_fence.hpp -- StoreLoad barriers split in two, so that the
 // frequent side pays nothing and the rare side pays a membarrier(2) system
 // call. Two protocols use it: the [N1] barrier of parking (below: a worker
-// pushing a task is the frequent side; a worker about to sleep, or the
-// last searcher handing on the baton, the rare one, which skips it when
-// every other worker is idle: parking.md), and the deque's steal
+// pushing onto an unfenced deque is the frequent side; a worker about to
+// sleep, or the last searcher handing on the baton, the rare one, which
+// skips it when every other worker is idle or pushes onto a fenced deque,
+// with a full fence: parking.md), and the deque's steal
 // gate (deque.md [D3]-[D8]: the owner's pop is the frequent side, a thief
 // entering a steal session on an unfenced deque the rare one).
 //

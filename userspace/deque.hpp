@@ -22,7 +22,7 @@
 //    heavy side of an asymmetric fence (asymmetric_fence.hpp), whose
 //    barrier on the owner's CPU stands in for the missing fence. The owner
 //    turns the fence on while the pool has idle or searching workers
-//    ([D1], from Worker::after_push and Worker::fence_if_needed) and off
+//    ([D1], from Worker::after_push, Worker::fence_if_needed and Worker::park) and off
 //    when everyone is busy ([D2]).
 //    deque.md has the argument; docs/spec/deque.pml checks it under TSO.
 //
@@ -213,6 +213,13 @@ class Deque {
     if (gate_.compare_exchange_strong(expect, 0, std::memory_order_seq_cst, std::memory_order_relaxed))
       fence_mode_ = kModeOff;
   }
+
+  // Any thread, after its own seq_cst RMW of Parking::state_: the gate
+  // shows kFenced, so every push the owner made either was followed by a
+  // full fence ([N1] of a fenced push, Worker::after_push_fenced) or came
+  // before the RMW that set the bit, which this load reads or follows
+  // (parking.md, "When the heavy side can be skipped").
+  bool pushes_fenced() const noexcept { return (gate_.load(std::memory_order_seq_cst) & kFenced) != 0; }
 
   // Owner only: slots in the current buffer.
   std::int64_t capacity() const noexcept { return own_mask_ + 1; }

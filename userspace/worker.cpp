@@ -318,7 +318,7 @@ void Worker::found_work() noexcept {
   // The heavy side of [N1], unless every other worker is idle (then none
   // can push behind a light fence); if it fails, the recheck proves
   // nothing: wake.
-  if ((b == Parking::Baton::kFenced && !paid_park_fence()) || any_work_visible())
+  if ((b == Parking::Baton::kFenced && !others_push_fenced() && !paid_park_fence()) || any_work_visible())
     wake_one();  // [S3] baton recheck, then [W1..W5]
 }
 
@@ -328,6 +328,12 @@ bool Worker::paid_park_fence() noexcept {
     PW_PROBE1(park_fence, int(index_));
   }
   return heavy_fence();
+}
+
+bool Worker::others_push_fenced() const noexcept {
+  for (const auto& w : rt_.workers)
+    if (w.get() != this && !w->deque_.pushes_fenced()) return false;
+  return true;
 }
 
 bool Worker::any_work_visible() const noexcept {
@@ -346,6 +352,10 @@ void Worker::park(DoneFn done, void* ctx, bool main, bool timed) noexcept {
   if (ring) ring->prepare_park(pw);  // eventfd mode: the doorbell, before [P0]
   PW_CHAOS();
   if (pw.announce(ring ? ring->parked_value() : kParked) != kAwake) return;  // [P0] a token was waiting: look again
+  // Our own pushes count as fenced from here (others_push_fenced): a worker
+  // back from parking pays one full fence at its first push, which turns
+  // the fence off again if everyone is busy ([D2]).
+  if (!deque_.fenced()) deque_.fence_on();  // [D1]
   PW_CHAOS();
   bool all_quiet = false;
   const bool all_idle = rt_.parking.announce_idle(index_, searching_, main, &all_quiet);  // [P1]
@@ -354,7 +364,7 @@ void Worker::park(DoneFn done, void* ctx, bool main, bool timed) noexcept {
   // The heavy side of [N1], unless every worker is idle now (none can
   // push behind a light fence). Should it fail, a producer's push may be
   // invisible to the recheck: sleep timed, so it is found within 1 ms.
-  if (!all_idle && !paid_park_fence()) [[unlikely]] timed = true;
+  if (!all_idle && !others_push_fenced() && !paid_park_fence()) [[unlikely]] timed = true;
   // [P2] recheck, ordered after [P1]'s seq_cst RMW. stop counts only for
   // the main loop, and only once every worker is quiet ([P1] made Q == N):
   // then this worker goes back to leave ([E1]). Until then it sleeps; a

@@ -187,7 +187,7 @@ class alignas(64) Worker {
     if (s != 0) [[unlikely]] after_push_not_all_busy(s);
   }
   [[gnu::noinline]] void after_push_fenced() noexcept {
-    std::uint64_t s = parking().state_after_push();  // [N1], [N2]
+    std::uint64_t s = parking().state_after_fenced_push();  // [N1] full, [N2]
     if (s == 0) {
       if (deque_.fence_clearable()) deque_.try_fence_off();  // [D2]
       return;
@@ -208,7 +208,7 @@ class alignas(64) Worker {
   // have missed while it was in neither queue (with the window widened by a
   // delay, 21 of 500 tasks were stranded; Parking.BatchMovedIntoADeque*).
   void after_batch_push() noexcept {
-    after_push_not_all_busy(parking().state_after_push());  // [N1], [N2]; with s == 0 it does nothing
+    after_push_not_all_busy(parking().state_after_fenced_push());  // [N1], [N2]; with s == 0 it does nothing
   }
   // [D1], then wake a sleeper if nobody searches.
   [[gnu::noinline]] void after_push_not_all_busy(std::uint64_t s) noexcept {
@@ -224,6 +224,9 @@ class alignas(64) Worker {
   // heavy_fence() before a parking recheck ([P2], [S3]), counted and
   // probed; false if membarrier failed.
   bool paid_park_fence() noexcept;
+  // Every other worker's deque is fenced: none can push behind a light
+  // fence, so a recheck needs no heavy one (parking.md).
+  bool others_push_fenced() const noexcept;
   void wake_one() noexcept;
   bool any_work_visible() const noexcept;
   // The ring's reap at a scheduling point: true if it made tasks runnable.

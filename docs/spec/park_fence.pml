@@ -10,13 +10,20 @@
  * gives the producing worker a store buffer:
  *
  *   worker 0 (P)  busy: pushes the task t onto its own deque (a store that
- *                 sits in P's store buffer until it drains), then [N1] is a
- *                 compiler barrier and [N2] loads state_: S == 0 && I > 0
- *                 -> wake_one. Then either its task blocks until t has run
+ *                 sits in P's store buffer until it drains), then [N1] and
+ *                 [N2] loads state_: S == 0 && I > 0 -> wake_one. [N1] is
+ *                 a compiler barrier while P's deque is unfenced and a
+ *                 full fence while it is fenced (its steal gate shows
+ *                 kFenced, in memory: `gate`; P's own copy `pm`; either
+ *                 at the start). After [N2], P switches the gate as the
+ *                 code does: off [D2] when everyone was busy, on [D1]
+ *                 when someone was idle or searching (both locked RMWs,
+ *                 which drain its buffer). Then either its task blocks until t has run
  *                 (a lock or a latch fed by t: the case where somebody else
  *                 must run t) or, with PIDLE=1, it may also run t itself
  *                 and park.
- *   worker 1 (X)  SCEN=1: a searcher that finds nothing and parks: [P1]
+ *   worker 1 (X)  SCEN=1: a searcher that finds nothing and parks:
+ *                 its own gate on [D1] (as every parker), [P1]
  *                 (RMW: I += 1, S -= 1), the heavy fence unless the skip
  *                 rule says otherwise, the [P2] recheck of P's deque.
  *                 SCEN=2: a searcher that found other work b: [S2] (RMW:
@@ -24,7 +31,8 @@
  *                 idle, the heavy fence unless skipped and the [S3]
  *                 recheck, waking one if t is visible; then it runs b,
  *                 which blocks until t has run.
- *   worker 2 (Y)  (N=3) idle and asleep from the start.
+ *   worker 2 (Y)  (N=3) idle and asleep from the start (its gate is on:
+ *                 parking turned it on).
  *
  * x86-TSO as modelled: P's push is one buffered store; a locked RMW of
  * state_ drains the issuing thread's buffer first ([P1], [S2], [W2]);
@@ -35,18 +43,25 @@
  *
  * Switches: N workers (2 or 3), SCEN (1 park, 2 baton), PIDLE (1: P may
  * run t itself and park, so that every worker can be idle and the skip is
- * taken), SC (below), RULE:
+ * taken), XBUSY (1: X starts busy and becomes a searcher, [S1], so that an
+ * earlier push of P may see everyone busy and turn P's gate off [D2]
+ * while X searches), SC (below), RULE:
  *
  * Rules for skipping the heavy fence (RULE):
  *   0  never skip (the symmetric rule: a membarrier before every recheck)
- *   1  the code: [P2] skips iff [P1] made every worker idle (I == N
+ *   1  the count alone: [P2] skips iff [P1] made every worker idle (I == N
  *      after it); [S3] skips iff [S2] read I == N - 1 (every other worker
  *      idle)
+ *   5  the code: the count, or every other worker's gate read kFenced
+ *      after the RMW (Worker::others_push_fenced)
  * Ablations (each must be caught: t never runs, every worker asleep or
  * blocked):
  *   2  skip whenever some other worker is idle
  *   3  always skip (no membarrier at all)
  *   4  [P2] uses the [S3] count: skip iff I >= N - 1 after [P1]
+ *   6  rule 5, but a push on a fenced deque keeps the compiler barrier
+ *      at [N1] (the gate then says nothing about the push)
+ *   7  rule 5, but the gates are read before the RMW
  *
  * Sanity: SC=1 puts P's push straight into memory; then even RULE=3
  * must pass, which shows that the ablations fail because of the store
@@ -73,8 +88,15 @@
 #ifndef SC
 #define SC 0
 #endif
+#ifndef XBUSY
+#define XBUSY 0
+#endif
 
+#if XBUSY
+byte S = 0;          /* X starts busy and becomes a searcher [S1] */
+#else
 byte S = 1;          /* searching: X starts as a searcher */
+#endif
 byte I = N - 2;      /* idle: Y (when N == 3) */
 bit idle[N];         /* on the idle list */
 bit woken[N];        /* handed off by a waker ([W4]) */
@@ -82,6 +104,13 @@ bit sbuf;            /* P's store buffer holds the push of t */
 bit dq;              /* memory: P's deque holds t */
 bit taken;           /* t has been taken (it runs) */
 bit skipped;         /* ghost: some recheck skipped the heavy fence */
+bit gskip;           /* ghost: skipped on the gates, not the count */
+bit gate;            /* memory: P's steal gate shows kFenced */
+bit pm;              /* P's own copy of it (Deque::fence_mode_) */
+bit xgate;           /* memory: X's gate (X pushes nothing) */
+
+/* every other worker's gate shows kFenced; Y's is on (it parked) */
+#define OTHERS_FENCED(me) ((me) == 0 -> xgate : gate)
 
 /* t can be taken by `me`: from memory, or P from its own buffer */
 #define VISIBLE(me) (!taken && (dq || ((me) == 0 && sbuf)))
@@ -135,8 +164,18 @@ inline AFTER_WAKE(me) {
   od
 }
 
-/* Worker::park from [P1] on, for worker `me` (searching: X) */
+/* Worker::park from [D1] on, for worker `me` (searching: X) */
 inline PARK(me, searching) {
+  atomic {                                               /* [D1]: own gate on */
+    if
+    :: me == 0 && !pm -> DRAIN(); gate = 1; pm = 1       /* locked RMW */
+    :: me == 0 && pm -> skip                             /* already on */
+    :: else -> xgate = 1
+    fi
+  };
+#if RULE == 7
+  early = OTHERS_FENCED(me);                             /* ablation only */
+#endif
   atomic {                                               /* [P1] */
     if
     :: me == 0 -> DRAIN()                                /* locked RMW */
@@ -155,10 +194,24 @@ inline PARK(me, searching) {
     skip_it = (I >= 2)                                   /* ablation only */
 #elif RULE == 3
     skip_it = 1                                          /* ablation only */
-#else
+#elif RULE == 4
     skip_it = (I >= N - 1)                               /* ablation only */
+#else
+    skip_it = (I == N)
 #endif
   };
+#if RULE >= 5
+  if                                                     /* others_push_fenced */
+  :: !skip_it ->
+#if RULE == 7
+     skip_it = early;
+#else
+     skip_it = OTHERS_FENCED(me);
+#endif
+     gskip = skip_it
+  :: else -> skip
+  fi;
+#endif
   if
   :: skip_it -> skipped = 1                              /* heavy fence skipped */
   :: else -> atomic { DRAIN() }                          /* membarrier(2) */
@@ -180,14 +233,37 @@ end_sleep:                                               /* [P4] */
 
 proctype producer() {
   bit skip_it;
+  bit early;
+  bit allbusy;
+  bit wake;
+  /* an earlier push: its [N2], and [D2] if it read everyone busy */
+  allbusy = (S == 0 && I == 0);
+  if
+  :: pm && allbusy -> atomic { DRAIN(); gate = 0 }; pm = 0
+  :: else -> skip
+  fi;
 #if SC
   dq = 1;                                                /* sanity only: no store buffer */
 #else
   sbuf = 1;                                              /* push t (buffered store) */
 #endif
-  /* [N1]: a compiler barrier; [N2]: */
+#if RULE != 6
   if
-  :: S == 0 && I > 0 -> WAKE_ONE(0)
+  :: pm -> atomic { DRAIN() }                            /* [N1] fenced deque: full fence */
+  :: else -> skip                                        /* [N1] a compiler barrier */
+  fi;
+#endif
+  atomic {                                               /* [N2] */
+    allbusy = (S == 0 && I == 0);
+    wake = (S == 0 && I > 0)
+  };
+  if
+  :: pm && allbusy -> atomic { DRAIN(); gate = 0 }; pm = 0   /* [D2] fence off (CAS) */
+  :: !pm && !allbusy -> atomic { DRAIN(); gate = 1 }; pm = 1 /* [D1] fence on */
+  :: else -> skip
+  fi;
+  if
+  :: wake -> WAKE_ONE(0)
   :: else -> skip
   fi;
 #if PIDLE
@@ -207,10 +283,17 @@ end_blocked:
 
 proctype x() {
   bit skip_it;
+  bit early;
   bit last;
+#if XBUSY
+  S++;                                                   /* [S1]: its task ended, it searches */
+#endif
 #if SCEN == 1
   PARK(1, 1)
 #else
+#if RULE == 7
+  early = OTHERS_FENCED(1);                              /* ablation only */
+#endif
   atomic {                                               /* [S2] */
     last = (S == 1 && I > 0);
 #if RULE == 0
@@ -222,10 +305,22 @@ proctype x() {
 #elif RULE == 3
     skip_it = 1;                                         /* ablation only */
 #else
-    skip_it = (I == N - 1);                              /* ablation only */
+    skip_it = (I == N - 1);                              /* ablation only (4), the count (5-7) */
 #endif
     S--
   };
+#if RULE >= 5
+  if                                                     /* others_push_fenced */
+  :: last && !skip_it ->
+#if RULE == 7
+     skip_it = early;
+#else
+     skip_it = OTHERS_FENCED(1);
+#endif
+     gskip = skip_it
+  :: else -> skip
+  fi;
+#endif
   if
   :: last ->
      if
@@ -266,6 +361,14 @@ proctype monitor() {
 
 init {
   atomic {
+    if                                                   /* P's and X's gates at the start */
+    :: gate = 1; pm = 1
+    :: skip
+    fi;
+    if
+    :: xgate = 1
+    :: skip
+    fi;
 #if N == 3
     idle[2] = 1;
     run y();

@@ -2,7 +2,8 @@
 # park_fence.sh -- the SPIN checks of docs/spec/park_fence.pml (make
 # spec-park-fence): parking's asymmetric [N1] barrier under x86-TSO, and
 # the rule by which the [P2] and [S3] rechecks skip membarrier(2) when
-# every other worker is idle (docs/design/parking.md).
+# every other worker is idle or its deque's pushes are fenced
+# (docs/design/parking.md).
 #
 #   park_fence.sh            run every check in the table below
 #   park_fence.sh NAME...    run the named checks only
@@ -14,7 +15,10 @@
 # park-*: a searcher that parks ([P1], [P2]); baton-*: the last searcher
 # that found work ([S2], [S3]); -pidle: the producer may also run its task
 # and park, so every worker can end idle and the skip is taken; rule0: the
-# fence is never skipped (a membarrier before every recheck); sc-*: no store buffer;
+# fence is never skipped (a membarrier before every recheck); -gate: the
+# code's rule (the count, or every other gate fenced; the others use the
+# count alone); -xbusy: X starts busy, so an earlier push of P can turn
+# its gate off while X searches; sc-*: no store buffer;
 # abl-*: an ablation that must lose the wakeup (t never runs).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -26,9 +30,17 @@ CHECKS=(
   "park-2                   pass                   safety  -DSCEN=1 -DN=2 -DRULE=1"
   "park-3-pidle             pass                   safety  -DSCEN=1 -DN=3 -DRULE=1 -DPIDLE=1"
   "park-2-pidle             pass                   safety  -DSCEN=1 -DN=2 -DRULE=1 -DPIDLE=1"
+  "park-3-gate              pass                   safety  -DSCEN=1 -DN=3 -DRULE=5"
+  "park-2-gate              pass                   safety  -DSCEN=1 -DN=2 -DRULE=5"
+  "park-3-gate-pidle        pass                   safety  -DSCEN=1 -DN=3 -DRULE=5 -DPIDLE=1"
+  "park-2-gate-pidle        pass                   safety  -DSCEN=1 -DN=2 -DRULE=5 -DPIDLE=1"
+  "park-2-gate-xbusy        pass                   safety  -DSCEN=1 -DN=2 -DRULE=5 -DXBUSY=1"
+  "park-2-gate-xbusy-pidle  pass                   safety  -DSCEN=1 -DN=2 -DRULE=5 -DXBUSY=1 -DPIDLE=1"
   "park-3-rule0             pass                   safety  -DSCEN=1 -DN=3 -DRULE=0 -DPIDLE=1"
   "baton-3                  pass                   safety  -DSCEN=2 -DN=3 -DRULE=1"
   "baton-3-pidle            pass                   safety  -DSCEN=2 -DN=3 -DRULE=1 -DPIDLE=1"
+  "baton-3-gate             pass                   safety  -DSCEN=2 -DN=3 -DRULE=5"
+  "baton-3-gate-pidle       pass                   safety  -DSCEN=2 -DN=3 -DRULE=5 -DPIDLE=1"
   "baton-3-rule0            pass                   safety  -DSCEN=2 -DN=3 -DRULE=0 -DPIDLE=1"
   "sc-park-always-skip      pass                   safety  -DSCEN=1 -DN=3 -DRULE=3 -DSC=1 -DPIDLE=1"
   "sc-baton-always-skip     pass                   safety  -DSCEN=2 -DN=3 -DRULE=3 -DSC=1 -DPIDLE=1"
@@ -37,6 +49,9 @@ CHECKS=(
   "abl-park-off-by-one      fail:assert:taken==1   safety  -DSCEN=1 -DN=2 -DRULE=4"
   "abl-baton-some-idle      fail:assert:taken==1   safety  -DSCEN=2 -DN=3 -DRULE=2"
   "abl-baton-always-skip    fail:assert:taken==1   safety  -DSCEN=2 -DN=3 -DRULE=3"
+  "abl-park-light-fenced    fail:assert:taken==1   safety  -DSCEN=1 -DN=2 -DRULE=6"
+  "abl-baton-light-fenced   fail:assert:taken==1   safety  -DSCEN=2 -DN=3 -DRULE=6"
+  "abl-park-gate-early      fail:assert:taken==1   safety  -DSCEN=1 -DN=2 -DRULE=7 -DXBUSY=1"
 )
 
 if [ "${1:-}" = "-l" ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
