@@ -139,7 +139,14 @@ class alignas(64) Worker {
   // thieves may take it; after a batch, wake a sleeper as after a steal.
   // Owner only.
   void push_ready(Task* t) noexcept {
-    if (!io_ready_.push(t)) [[unlikely]] deque_.push(t);
+    if (!io_ready_.push(t)) [[unlikely]] {
+      // Into the deque like a spawn, and followed by the same [N1], [N2]
+      // and wake: a parker's recheck must see it, or someone must be
+      // woken for it (parking.md; its gate rule counts on every push onto
+      // a fenced deque being fenced).
+      deque_.push(t);
+      after_push();
+    }
   }
   void ready_pushed(unsigned n) noexcept {
     if (n > 1) after_batch_push();
