@@ -531,6 +531,15 @@ TEST(Io, ClosingASocketCancelsItsOperations) {
   EXPECT_THROW((void)s->recv({}), std::logic_error);  // closed: misuse, named
 }
 
+namespace {
+// fd's number is closed: fcntl fails with EBADF.
+void expect_number_closed(int fd, const char* why) {
+  errno = 0;
+  EXPECT_EQ(::fcntl(fd, F_GETFD), -1) << why;
+  EXPECT_EQ(errno, EBADF);
+}
+}  // namespace
+
 // Closing a Socket whose receive is still in flight keeps its number
 // open until the receive has ended: an SQE names the descriptor by
 // number, and one queued for the next flush (or an owned receive the
@@ -558,16 +567,12 @@ TEST(Io, AClosedSocketKeepsItsNumberUntilItsOperationsEnd) {
   auto got = r.get();
   ASSERT_FALSE(got);
   EXPECT_EQ(got.error(), std::errc::operation_canceled) << got.error().message();
-  errno = 0;
-  EXPECT_EQ(::fcntl(fd, F_GETFD), -1) << "the last operation's end did not close it";
-  EXPECT_EQ(errno, EBADF);
+  expect_number_closed(fd, "the last operation's end did not close it");
 
   const int idle_fd = ::dup(p.a);
   io::Socket idle(idle_fd);
   idle.close();
-  errno = 0;
-  EXPECT_EQ(::fcntl(idle_fd, F_GETFD), -1) << "a socket with nothing in flight was not closed at once";
-  EXPECT_EQ(errno, EBADF);
+  expect_number_closed(idle_fd, "a socket with nothing in flight was not closed at once");
 }
 
 // The same for a listener whose multishot accept is armed but not yet
@@ -598,9 +603,7 @@ TEST(Io, AClosedListenersNumberOutlivesItsArmedAccept) {
   auto c = taker.get();
   ASSERT_FALSE(c);
   EXPECT_EQ(c.error(), std::errc::operation_canceled) << c.error().message();
-  errno = 0;
-  EXPECT_EQ(::fcntl(fd, F_GETFD), -1) << "the accept's last CQE did not close it";
-  EXPECT_EQ(errno, EBADF);
+  expect_number_closed(fd, "the accept's last CQE did not close it");
 }
 
 namespace {

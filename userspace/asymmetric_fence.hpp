@@ -64,7 +64,9 @@ bool init_asymmetric_fence() noexcept;
 
 inline bool asymmetric_fence_on() noexcept { return g_asymmetric_fence.load(std::memory_order_relaxed); }
 
-// The producer's side of [N1].
+// The producer's side of [N1] on an unfenced deque, as a function of the
+// mode (Worker::after_push inlines its compiler barrier, the only case
+// it meets there): what the store-buffering litmus test exercises.
 inline void producer_fence() noexcept {
   if (!asymmetric_fence_on()) [[unlikely]]
     store_load_fence();

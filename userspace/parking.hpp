@@ -92,12 +92,11 @@ class Parking {
   }
   // A worker's push: [N1] is a compiler barrier when membarrier is on and
   // its deque is unfenced (Worker::after_push, then
-  // state_after_push_unfenced), a full fence when its deque is fenced:
-  // state_after_fenced_push. Each returns the [N2] snapshot; the caller
-  // tests it with wake_needed() (and switches its deque's steal gate by it).
-  // [N1] as a full fence whatever the mode, then [N2]: a push while the
-  // deque is fenced (parkers may then skip their heavy fence), and a batch
-  // moved into a deque.
+  // state_after_push_unfenced); here a full fence whatever the mode, for
+  // a push onto a fenced deque (parkers may then skip their heavy fence)
+  // and a batch moved into a deque. Each returns the [N2] snapshot; the
+  // caller tests it with wake_needed() (and switches its deque's steal
+  // gate by it).
   std::uint64_t state_after_fenced_push() const noexcept {
     store_load_fence();  // [N1]
     return state_after_push_unfenced();
