@@ -2,9 +2,10 @@
 # check-httpd.sh BINARY -- end-to-end checks of parkway-httpd: starts it on
 # 127.0.0.1 (port 0) with a temporary document root and talks to it with
 # curl and raw sockets (python3), a fuzz client (tests/httpd/fuzz.py, about
-# 10 s) and wrk (when installed); then starts a second server under
-# `ulimit -n 64` and opens more connections than it has descriptors
-# (tests/httpd/exhaust.py). One line per check, then
+# 10 s), bodies apart from their heads (tests/httpd/bodies.py) and wrk
+# (when installed); then a server shut down under load
+# (tests/httpd/shutdown.py), and one under `ulimit -n 64` that gets more
+# connections than it has descriptors (tests/httpd/exhaust.py). One line per check, then
 # "N passed, N failed, N skipped"; exits non-zero when a check failed.
 #
 # HTTPD_CHECK_SANITIZER=1: BINARY is built with -fsanitize=address,undefined;
@@ -83,10 +84,13 @@ mkdir -p "$ROOT/sub" "$TMP/outside"
 printf 'hello, static world\n' > "$ROOT/hello.txt"
 printf '<p>index</p>\n' > "$ROOT/sub/index.html"
 printf 'SECRET-OUTSIDE-ROOT\n' > "$TMP/outside/secret.txt"
+printf 'decoy: not the file asked for\n' > "$ROOT/zzzzz"
+printf 'from the future\n' > "$ROOT/future.txt"
+touch -d '2099-01-01 00:00:00 UTC' "$ROOT/future.txt"
 ln -s "$TMP/outside/secret.txt" "$ROOT/escape.txt"
 touch -d '2020-01-02 03:04:05 UTC' "$ROOT/hello.txt"
 
-"$BIN" --port 0 --root "$ROOT" --workers 2 --header-timeout 1 --idle-timeout 5 >"$TMP/out" 2>"$TMP/err" &
+"$BIN" --port 0 --root "$ROOT" --workers 2 --header-timeout 1 --body-timeout 1 --idle-timeout 5 >"$TMP/out" 2>"$TMP/err" &
 PID=$!
 for _ in $(seq 50); do grep -q listening "$TMP/out" && break; sleep 0.1; done
 PORT=$(sed -nE 's/^parkway-httpd: listening on 127\.0\.0\.1:([0-9]+) \([0-9]+ workers\)$/\1/p' "$TMP/out")
@@ -148,6 +152,29 @@ check "Range -> 206 with Content-Range and the bytes" bash -c '
   grep -q "^Content-Length: 6" <<<"$1" && grep -q "static<EOF>" <<<"$1"' _ "$r"
 r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=500-\r\nConnection: close\r\n\r\n' | raw 3)
 check "unsatisfiable Range -> 416" bash -c 'grep -q "^HTTP/1.1 416 " <<<"$1" && grep -q "^Content-Range: bytes \*/20" <<<"$1"' _ "$r"
+# RFC 9110 13.2.2: the 304 conditions come before Range; If-Range is the
+# Last-Modified date exactly or the whole file is sent; HEAD ignores Range.
+r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=7-12\r\nIf-Range: Thu, 02 Jan 2020 03:04:05 GMT\r\nConnection: close\r\n\r\n' | raw 3)
+check "If-Range equal to Last-Modified -> 206" bash -c 'grep -q "^HTTP/1.1 206 " <<<"$1" && grep -q "^Content-Range: bytes 7-12/20" <<<"$1"' _ "$r"
+for ir in 'Wed, 01 Jan 2020 00:00:00 GMT' '"an-etag"' 'not a date'; do
+  r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=7-12\r\nIf-Range: %s\r\nConnection: close\r\n\r\n' "$ir" | raw 3)
+  check "If-Range: $ir (no match) -> 200, the whole file" bash -c '
+    grep -q "^HTTP/1.1 200 " <<<"$1" && ! grep -q "^Content-Range" <<<"$1" && grep -q "^hello, static world" <<<"$1"' _ "$r"
+done
+r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=0-1\r\nIf-Modified-Since: Thu, 02 Jan 2020 03:04:05 GMT\r\nConnection: close\r\n\r\n' | raw 3)
+check "If-Modified-Since with Range -> 304" status_is "$r" 304
+r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-None-Match: *\r\nConnection: close\r\n\r\n' | raw 3)
+check "If-None-Match: * -> 304" status_is "$r" 304
+r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-None-Match: "x"\r\nIf-Modified-Since: Thu, 02 Jan 2020 03:04:05 GMT\r\nConnection: close\r\n\r\n' | raw 3)
+check "If-None-Match present: If-Modified-Since ignored -> 200" status_is "$r" 200
+r=$(printf 'HEAD /hello.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=0-3\r\nConnection: close\r\n\r\n' | raw 3)
+check "HEAD with Range -> 200, the whole length, no body" bash -c '
+  grep -q "^HTTP/1.1 200 " <<<"$1" && grep -q "^Content-Length: 20" <<<"$1" && ! grep -q "^hello" <<<"$1"' _ "$r"
+r=$(printf 'GET /future.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
+check "a file modified in the future: Last-Modified is not after Date" python3 -c '
+import sys, email.utils as u
+h = dict(l.split(": ", 1) for l in sys.argv[1].split("\r\n")[1:] if ": " in l)
+sys.exit(0 if u.parsedate_to_datetime(h["Last-Modified"]) <= u.parsedate_to_datetime(h["Date"]) else 1)' "$r"
 r=$(printf 'GET /sub/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
 check "directory -> index.html" bash -c 'grep -q "^HTTP/1.1 200 " <<<"$1" && grep -q "^Content-Type: text/html" <<<"$1" && grep -q "<p>index</p>" <<<"$1"' _ "$r"
 r=$(printf 'GET /missing.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
@@ -204,6 +231,11 @@ r=$(printf 'POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r
 check "chunked body decoded and dropped" bash -c 'grep -q "^HTTP/1.1 405 " <<<"$1" && grep -q "Hello, World!<EOF>" <<<"$1"' _ "$r"
 r=$(printf 'BREW /pot HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
 check "unknown method -> 501" status_is "$r" 501
+
+# A body that comes after its head, in a later read: the answer is to the
+# head (the body read reuses the buffer the head was parsed in), and a
+# body trickled slower than --body-timeout (1 s) is answered 408.
+py_checks "$HERE/httpd/bodies.py" "$PORT"
 
 # ---- malformed requests: the parser's status, then close ---------------------------------
 r=$(printf 'GARBAGE\r\n\r\n' | raw 3)
@@ -272,6 +304,12 @@ if grep -q 'parkway-httpd: connection:' "$TMP/err"; then
 else
   ok "server stderr: no connection errors"
 fi
+
+# ---- a graceful exit under load -------------------------------------------------------------
+# Computations that outlast --shutdown-timeout stop with a 503; each busy
+# connection ends after the request in hand; new connections are refused.
+py_checks "$HERE/httpd/shutdown.py" "$BIN" "$TMP/err4"
+sanitizer_clean "shutdown-under-load server stderr: no sanitizer report" "$TMP/err4"
 
 # ---- descriptor exhaustion -------------------------------------------------------------------
 # 150 held connections against a server with 64 descriptors: accept fails

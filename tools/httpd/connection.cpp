@@ -12,13 +12,17 @@
 // the block that receive takes when bytes arrive becomes the buffer. So
 // an idle keep-alive connection costs one coroutine frame and its
 // operation's state (docs/benchmarks.md, "idle"). A request's body is
-// read and thrown away. Timeouts are OpOptions on the reads: the head of
-// a request must arrive within header_timeout of its first byte (of the
-// accept, for the first one), and a keep-alive connection may wait
-// idle_timeout for the next request. Every read that waits for a new
-// request carries the server's `idle` CancelSource, every other
-// operation its `abort` source, which is how shutdown closes idle
-// connections at once and busy ones after a grace period.
+// read and thrown away, after the handler has made the answer: the
+// handler reads the head where the parser left it, in the buffer that a
+// body read moves. Timeouts are OpOptions on the reads: the head of a
+// request must arrive within header_timeout of its first byte (of the
+// accept, for the first one), its body within body_timeout of the head's
+// end, and a keep-alive connection may wait idle_timeout for the next
+// request. Every read that waits for a request after the first carries
+// the server's `idle` CancelSource, every other operation its `abort`
+// source, which is how shutdown closes idle keep-alive connections at once
+// and the others after a grace period; a request answered once shutdown
+// has begun is its connection's last.
 #include "connection.hpp"
 
 #include <cstdio>
@@ -56,9 +60,11 @@ class Connection {
   Task<bool> read_more(io::OpOptions o);
   void free_for_idle();
   Task<bool> flush();
+  Task<void> flush_last();
   Task<bool> discard_body();
   Task<bool> write_response(Response& r);
-  void log(const Response& r) const;
+  std::string request_line() const;
+  void log(const std::string& request_line, int status) const;
 
   io::Socket sock_;
   ServerState& st_;
@@ -110,6 +116,21 @@ Task<bool> Connection::flush() {
   co_return bool(r);
 }
 
+// The connection's last flush: once the grace period of a shutdown is
+// over every operation carrying `abort` fails at once, so the last answer
+// (a 503 for a computation that stopped) goes out with a short timeout of
+// its own instead.
+Task<void> Connection::flush_last() {
+  if (!st_.abort.cancelled()) {
+    co_await flush();
+    co_return;
+  }
+  if (out_.empty()) co_return;
+  (void)co_await sock_.send_all({reinterpret_cast<const std::byte*>(out_.data()), out_.size()},
+                                {.timeout = std::chrono::milliseconds(500)});
+  out_.clear();
+}
+
 // Reads and drops the body of the request just parsed. False when the
 // connection must close (error_status_ set when the client should hear why).
 Task<bool> Connection::discard_body() {
@@ -122,7 +143,10 @@ Task<bool> Connection::discard_body() {
   }
   ContentLengthBody length(parser().content_length());
   ChunkedBody chunked(st_.config.limits);
-  io::OpOptions o{.timeout = st_.config.idle_timeout, .cancel = &st_.abort};
+  // One deadline for the whole body, not one per read: a client that
+  // trickles a byte at a time (slow POST) is closed like a slow head.
+  const Clock::time_point deadline = Clock::now() + st_.config.body_timeout;
+  io::OpOptions o{.deadline = deadline, .cancel = &st_.abort};
   for (;;) {
     auto drop = [](std::string_view) {};
     BodyResult r = kind == BodyKind::Length ? decode_body(length, buffered(), drop)
@@ -134,7 +158,10 @@ Task<bool> Connection::discard_body() {
       co_return false;
     }
     const bool more = co_await read_more(o);
-    if (!more) co_return false;
+    if (!more) {
+      if (Clock::now() >= deadline) error_status_ = 408;  // too slow: say so before closing
+      co_return false;
+    }
   }
 }
 
@@ -170,16 +197,25 @@ void Connection::free_for_idle() {
   std::string().swap(out_);
 }
 
-void Connection::log(const Response& r) const {
+// "METHOD target" of the request just parsed, for the access log (empty
+// when it is off). Copied out before the body is read, which may move the
+// bytes the parser's views point at.
+std::string Connection::request_line() const {
+  if (!st_.config.access_log) return {};
+  std::string line(parser_->method());
+  line += ' ';
+  line += parser_->target();
+  return line;
+}
+
+void Connection::log(const std::string& request_line, int status) const {
   if (!st_.config.access_log) return;
   std::string peer = "-";
   try {
     peer = sock_.peer_address().to_string();
   } catch (const std::exception&) {  // the peer is gone already
   }
-  std::fprintf(stderr, "%s \"%.*s %.*s\" %d\n", peer.c_str(),
-               int(parser_->method().size()), parser_->method().data(), int(parser_->target().size()),
-               parser_->target().data(), r.status);
+  std::fprintf(stderr, "%s \"%s\" %d\n", peer.c_str(), request_line.c_str(), status);
 }
 
 // Answers every complete request already buffered. False when the
@@ -188,35 +224,46 @@ void Connection::log(const Response& r) const {
 // answered, not in the frame of an idle connection.
 Task<bool> Connection::answer_buffered() {
   const ServerConfig& cfg = st_.config;
-  for (;;) {
+  for (bool answered = false;; answered = true) {
     ParseResult p = parser().parse(buffered());
     if (p.status == ParseStatus::NeedMore) co_return true;
+    // Once shutdown has begun, the request in hand when it began (or the
+    // first one read after) is the connection's last: those pipelined
+    // behind it are left for the client to retry (RFC 9112 9.3.2).
+    if (answered && st_.idle.cancelled()) {
+      co_await flush_last();
+      co_return false;
+    }
     if (p.status == ParseStatus::Error) {
       Response r = simple_response(p.http_status, false);
-      log(r);
+      log("-", r.status);
       out_.append(r.bytes);
       co_await flush();
       co_return false;
     }
     begin_ += p.consumed;
+    const bool keep_alive = parser().keep_alive() && !st_.idle.cancelled();
+    // The answer first, while the head is where the parser's views say;
+    // the body read that follows may move or overwrite it.
+    Response r = co_await handle_request(parser(), keep_alive, cfg.handler);
+    const std::string line = request_line();
     const bool body_read = co_await discard_body();
     if (!body_read) {
       if (error_status_ != 0) {
+        log(line, error_status_);
         out_.append(simple_response(error_status_, false).bytes);
         co_await flush();
       }
       co_return false;
     }
-    const bool keep_alive = parser().keep_alive();
-    Response r = co_await handle_request(parser(), keep_alive, cfg.handler);
-    log(r);
+    log(line, r.status);
     const bool written = co_await write_response(r);
     if (!written) co_return false;
     parser().reset();
     first_ = false;
     head_deadline_ = Clock::now() + cfg.header_timeout;  // for a pipelined head already begun
     if (!keep_alive) {
-      co_await flush();
+      co_await flush_last();
       (void)co_await sock_.shutdown(SHUT_WR);
       co_return false;
     }
@@ -252,9 +299,16 @@ io::OpOptions Connection::start_idle_wait() {
   io::OpOptions o;
   // The head of the first request must arrive within header_timeout of
   // the accept; later ones may wait idle_timeout to begin.
-  if (first_) o.deadline = head_deadline_;
-  else o.timeout = st_.config.idle_timeout;
-  o.cancel = &st_.idle;
+  // At shutdown a keep-alive connection between requests closes at once;
+  // a new one, whose first request may already be on its way, is given
+  // the grace period (bounded by the header timeout).
+  if (first_) {
+    o.deadline = head_deadline_;
+    o.cancel = &st_.abort;
+  } else {
+    o.timeout = st_.config.idle_timeout;
+    o.cancel = &st_.idle;
+  }
   return o;
 }
 

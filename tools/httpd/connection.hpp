@@ -17,13 +17,16 @@ struct ServerConfig {
   HandlerConfig handler;
   Limits limits;
   std::chrono::seconds header_timeout{10};  // the whole head must arrive within it
+  std::chrono::seconds body_timeout{10};    // and then the whole body within this
   std::chrono::seconds idle_timeout{30};    // keep-alive wait for the next request
+  std::chrono::seconds shutdown_timeout{5};  // SIGTERM: busy connections may finish within it
   bool access_log = false;                  // one line per response on stderr
 };
 
 struct ServerState {
   ServerConfig config;
-  // Fired first at shutdown: connections waiting for a request close.
+  // Fired first at shutdown: keep-alive connections waiting for their
+  // next request close.
   parkway::io::CancelSource idle;
   // Fired when the shutdown grace period is over: everything else ends.
   parkway::io::CancelSource abort;

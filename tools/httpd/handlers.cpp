@@ -4,7 +4,10 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <charconv>
+#include <ctime>
+#include <optional>
 #include <string_view>
 
 #include "http_path.hpp"
@@ -58,11 +61,13 @@ Task<Response> fib_response(std::string_view arg, bool keep_alive, bool head, co
   std::uint64_t v = 0;
   if (cfg.fib_pool != nullptr) {
     co_await parkway::resume_on(*cfg.fib_pool);
-    v = parallel_fib(n);
+    v = parallel_fib(n, cfg.abort);
     co_await parkway::resume_on(*cfg.server);
   } else {
-    v = parallel_fib(n);
+    v = parallel_fib(n, cfg.abort);
   }
+  if (cfg.abort != nullptr && cfg.abort->cancelled())  // v may be short: the computation stopped early
+    co_return text_response(503, "shutting down\n", false, head);
   co_return text_response(200, std::to_string(v), keep_alive, head);
 }
 
@@ -74,6 +79,29 @@ io::Result<io::FileInfo> stat_open_file(int fd) {
   struct stat sb;
   if (::fstat(fd, &sb) != 0) return io::Error(errno, "stat");
   return io::FileInfo{std::uint64_t(sb.st_size), std::int64_t(sb.st_mtim.tv_sec), std::uint32_t(sb.st_mode)};
+}
+
+// RFC 9110 13.2.2, for GET and HEAD: If-None-Match, or If-Modified-Since
+// when there is none, says whether to answer 304. This server sends no
+// entity tags, so If-None-Match matches only as "*" (the file exists).
+bool not_modified(const RequestParser& req, std::time_t last_modified) {
+  if (auto inm = req.header("If-None-Match")) return *inm == "*";  // the parser trims a value's OWS
+  if (auto ims = req.header("If-Modified-Since")) return not_modified_since(*ims, last_modified);
+  return false;
+}
+
+// The Range field to honour, if any (RFC 9110 14.2, 13.1.5): GET only,
+// and only when If-Range, if present, is the Last-Modified date exactly
+// (an entity tag never matches here: none is sent); otherwise the whole
+// file is the answer.
+std::optional<std::string_view> ranges_apply(const RequestParser& req, bool head, std::time_t last_modified) {
+  auto range = req.header("Range");
+  if (!range || head) return std::nullopt;
+  if (auto ir = req.header("If-Range")) {
+    const auto t = parse_http_date(*ir);
+    if (!t || *t != last_modified) return std::nullopt;
+  }
+  return range;
 }
 
 // A file (or a directory's index.html) under the root.
@@ -103,13 +131,15 @@ Task<Response> file_response(const RequestParser& req, bool keep_alive, bool hea
   if (!S_ISREG(info->mode)) co_return text_response(404, "Not Found\n", keep_alive, head);
 
   const std::uint64_t size = info->size;
+  // A modification time in the future is announced as now (RFC 9110
+  // 8.8.2.1), and the conditions below compare with what is announced.
+  const std::time_t last_modified = std::min(std::time_t(info->mtime_sec), std::time(nullptr));
   ResponseHead h;
   h.content_type = mime_type(p.relative);
-  h.last_modified = std::time_t(info->mtime_sec);
+  h.last_modified = last_modified;
   h.accept_ranges = true;
   h.keep_alive = keep_alive;
-  if (auto ims = req.header("If-Modified-Since"); ims && !req.header("Range") &&
-                                                   not_modified_since(*ims, info->mtime_sec)) {
+  if (not_modified(req, last_modified)) {
     h.status = 304;
     Response r;
     r.status = 304;
@@ -117,7 +147,7 @@ Task<Response> file_response(const RequestParser& req, bool keep_alive, bool hea
     co_return r;
   }
   std::uint64_t first = 0, length = size;
-  if (auto range = req.header("Range")) {
+  if (auto range = ranges_apply(req, head, last_modified)) {
     ByteRange br = parse_range(*range, size);
     if (br.kind == RangeKind::Unsatisfiable) {
       h.status = 416;
@@ -145,12 +175,14 @@ Task<Response> file_response(const RequestParser& req, bool keep_alive, bool hea
 
 }  // namespace
 
-std::uint64_t parallel_fib(int n) {
+std::uint64_t parallel_fib(int n, const io::CancelSource* stop) {
   if (n < 24) return serial_fib(n);
+  if (stop != nullptr && stop->cancelled()) [[unlikely]]
+    return 0;
   std::uint64_t a = 0;
   parkway::TaskGroup g;
-  g.spawn([&] { a = parallel_fib(n - 1); });
-  std::uint64_t b = parallel_fib(n - 2);
+  g.spawn([&] { a = parallel_fib(n - 1, stop); });
+  std::uint64_t b = parallel_fib(n - 2, stop);
   g.wait();
   return a + b;
 }

@@ -30,6 +30,9 @@ struct HandlerConfig {
   // between its I/O and its compute would be.
   parkway::Runtime* fib_pool = nullptr;
   parkway::Runtime* server = nullptr;  // where the connection continues after it
+  // Fired when the server's shutdown grace period is over: a /fib
+  // computation still running stops early and its request gets a 503.
+  const parkway::io::CancelSource* abort = nullptr;
 };
 
 // The answer to the request `req` has just parsed. `keep_alive` is what the
@@ -41,7 +44,9 @@ parkway::Task<Response> handle_request(const RequestParser& req, bool keep_alive
 Response simple_response(int status, bool keep_alive, bool head_only = false, std::string_view extra = {});
 
 // fib(n) computed in parallel with a parkway::TaskGroup on the calling
-// worker's runtime (/fib/N: the server's, or cfg.fib_pool).
-std::uint64_t parallel_fib(int n);
+// worker's runtime (/fib/N: the server's, or cfg.fib_pool). Once `stop`
+// (if any) has fired, every part not yet begun returns 0 at once, so the
+// result is meaningless and the call ends within a few serial leaves.
+std::uint64_t parallel_fib(int n, const parkway::io::CancelSource* stop = nullptr);
 
 }  // namespace httpd

@@ -1,13 +1,17 @@
 // httpd.cpp -- parkway-httpd: an HTTP/1.1 server on the parkway runtime.
 //
 //   parkway-httpd --port N [--bind ADDR] [--root DIR] [--workers N]
-//                 [--access-log] [--header-timeout S] [--idle-timeout S]
-//                 [--fib-pool N]
+//                 [--access-log] [--header-timeout S] [--body-timeout S]
+//                 [--idle-timeout S] [--shutdown-timeout S] [--fib-pool N]
 //
 // The main thread blocks SIGTERM and SIGINT (the workers inherit the mask)
 // and a coroutine reads them from a signalfd through the ring. Shutdown:
-// stop accepting, close connections waiting for a request, give the others
-// five seconds to finish, cancel what is left, exit 0.
+// stop accepting and close the listening socket (connections still in its
+// backlog are reset, new ones refused), close keep-alive connections
+// waiting for their next request, give the others --shutdown-timeout
+// seconds (5) to finish the request in hand (each then closes), cancel
+// what is left, exit 0. A /fib computation still running then stops
+// early (its request is answered 503).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -33,19 +37,21 @@ using parkway::Task;
 
 namespace {
 
-constexpr auto kGracePeriod = 5s;
-
 const char kUsage[] =
     "usage: parkway-httpd --port N [--bind ADDR] [--root DIR] [--workers N]\n"
-    "                     [--access-log] [--header-timeout S] [--idle-timeout S]\n"
-    "                     [--fib-pool N]\n"
+    "                     [--access-log] [--header-timeout S] [--body-timeout S]\n"
+    "                     [--idle-timeout S] [--shutdown-timeout S] [--fib-pool N]\n"
     "  --port N            TCP port (0: any free port, printed at startup)\n"
     "  --bind ADDR         address to listen on (default 127.0.0.1)\n"
     "  --root DIR          serve the files under DIR (none by default)\n"
     "  --workers N         worker threads (default: one per CPU)\n"
     "  --access-log        log each response on stderr\n"
     "  --header-timeout S  seconds a request head may take to arrive (default 10)\n"
+    "  --body-timeout S    seconds a request body may take to arrive after its head\n"
+    "                      (default 10)\n"
     "  --idle-timeout S    seconds a keep-alive connection may stay idle (default 30)\n"
+    "  --shutdown-timeout S  on SIGTERM or SIGINT, seconds busy connections may take to\n"
+    "                      finish the request in hand (default 5)\n"
     "  --fib-pool N        compute /fib/N on a separate pool of N threads, not on the\n"
     "                      server's workers (a baseline for measurements; default off)\n";
 
@@ -114,7 +120,13 @@ Task<void> run_server(io::Listener& l, httpd::ServerState& st, int sigfd) {
 
   stop.cancel();     // no new connections
   st.idle.cancel();  // connections between requests close now
-  const auto deadline = std::chrono::steady_clock::now() + kGracePeriod;
+  const auto deadline = std::chrono::steady_clock::now() + st.config.shutdown_timeout;
+  // Close the listening socket once the accept loop has left it (its
+  // accept cancelled): a client that connects now is refused at once
+  // rather than queued in a backlog nobody takes from.
+  while (!accept_done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline)
+    (void)co_await io::sleep_for(1ms);
+  if (accept_done.load(std::memory_order_acquire)) l.close();  // else main closes it at the end
   while ((st.connections.load(std::memory_order_acquire) > 0 || !accept_done.load(std::memory_order_acquire)) &&
          std::chrono::steady_clock::now() < deadline)
     (void)co_await io::sleep_for(10ms);
@@ -148,8 +160,13 @@ int main(int argc, char** argv) {
     else if (a == "--access-log") st->config.access_log = true;
     else if (a == "--header-timeout")
       st->config.header_timeout = std::chrono::seconds(number_arg(value(), 1, 86400, "--header-timeout: expected 1..86400"));
+    else if (a == "--body-timeout")
+      st->config.body_timeout = std::chrono::seconds(number_arg(value(), 1, 86400, "--body-timeout: expected 1..86400"));
     else if (a == "--idle-timeout")
       st->config.idle_timeout = std::chrono::seconds(number_arg(value(), 1, 86400, "--idle-timeout: expected 1..86400"));
+    else if (a == "--shutdown-timeout")
+      st->config.shutdown_timeout =
+          std::chrono::seconds(number_arg(value(), 1, 86400, "--shutdown-timeout: expected 1..86400"));
     else if (a == "--fib-pool") fib_pool = number_arg(value(), 1, parkway::kMaxWorkers, "--fib-pool: expected 1..4096");
     else usage_error((std::string("unknown option ") + argv[i]).c_str());
   }
@@ -188,6 +205,7 @@ int main(int argc, char** argv) {
     std::optional<parkway::Runtime> pool;
     if (fib_pool > 0) pool.emplace(parkway::Options{.workers = unsigned(fib_pool), .name = "fibpool"});
     parkway::Runtime rt(parkway::Options{.workers = unsigned(workers), .name = "httpd"});
+    st->config.handler.abort = &st->abort;
     if (pool) {
       st->config.handler.fib_pool = &*pool;
       st->config.handler.server = &rt;

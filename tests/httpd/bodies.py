@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+# bodies.py PORT -- request bodies that come apart from their heads, against
+# a parkway-httpd on 127.0.0.1:PORT started with --body-timeout 1 and a root
+# holding hello.txt ("hello, static world") and zzzzz (a decoy). Prints
+# PASS/FAIL lines:
+#   - a GET whose body arrives 0.3 s after its head (with and without
+#     Expect: 100-continue) is answered with the file the head names, even
+#     when the body's bytes spell another path;
+#   - a body trickled a byte every 0.4 s is cut off with 408 and a close
+#     within the body timeout (plus slack), not served for as long as the
+#     client keeps trickling.
+import socket
+import sys
+import time
+
+PORT = int(sys.argv[1])
+
+
+def verdict(ok, name, why=""):
+    print(("PASS " if ok else "FAIL ") + name + ("" if ok or not why else ": " + why), flush=True)
+
+
+def read_all(s, limit):
+    got, end = b"", time.time() + limit
+    while time.time() < end:
+        s.settimeout(max(0.01, end - time.time()))
+        try:
+            x = s.recv(65536)
+        except socket.timeout:
+            break
+        except ConnectionResetError:
+            break
+        if not x:
+            break
+        got += x
+    return got.decode("latin-1")
+
+
+for expect in (False, True):
+    body = b"XXXX/zzzzzXXXXXXXXXX"
+    head = ("GET /hello.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: %d\r\n%s\r\n"
+            % (len(body), "Expect: 100-continue\r\n" if expect else "")).encode()
+    s = socket.create_connection(("127.0.0.1", PORT), timeout=5)
+    s.sendall(head)
+    time.sleep(0.3)
+    s.sendall(body)
+    r = read_all(s, 5)
+    s.close()
+    name = "a body 0.3 s after its head%s: the head's file is served" % (" (Expect: 100-continue)" if expect else "")
+    final = r.split("HTTP/1.1 ")[-1]
+    ok = final.startswith("200 ") and final.endswith("hello, static world\n") and "decoy" not in r
+    verdict(ok, name, repr(r[-120:]))
+
+s = socket.create_connection(("127.0.0.1", PORT), timeout=5)
+s.sendall(b"POST /plaintext HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n")
+t0, got, closed = time.time(), b"", False
+while time.time() - t0 < 6:
+    try:
+        s.sendall(b"a")
+    except OSError:
+        closed = True
+        break
+    s.settimeout(0.4)
+    try:
+        x = s.recv(4096)
+        if not x:
+            closed = True
+            break
+        got += x
+    except socket.timeout:
+        pass
+    except ConnectionResetError:
+        closed = True
+        break
+took = time.time() - t0
+s.close()
+verdict(closed and took < 3.5 and got.startswith(b"HTTP/1.1 408 "),
+        "a body trickled a byte every 0.4 s: 408 and close within the body timeout",
+        "closed=%s after %.1f s, got %r" % (closed, took, got[:40]))

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+# shutdown.py BINARY STDERR_FILE -- a graceful shutdown under load: starts
+# BINARY (parkway-httpd) on 127.0.0.1 with 2 workers and
+# --shutdown-timeout 1, opens 32 connections that each pipeline sixteen
+# /fib/40 requests (about 0.3 s of CPU each, so the computations in hand
+# outlast the grace period), sends SIGTERM 0.5 s later. Prints PASS/FAIL:
+#   - a connection attempted after SIGTERM is refused at once;
+#   - the server exits 0 within the grace period plus 2 s;
+#   - what each connection got is whole responses only: 200 with fib(40),
+#     or 503 (a computation stopped when the grace period ended) with
+#     Connection: close, or nothing (accepted by the kernel, never by the
+#     server); no response is cut short;
+#   - no connection got all sixteen: each ended after the request in hand;
+#   - at least one 503 and one 200 came (both ways of ending were taken).
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+BIN, ERR = sys.argv[1], sys.argv[2]
+N, GRACE, PIPELINED = 32, 1.0, 16
+FIB40 = "102334155"
+
+
+def verdict(ok, name, why=""):
+    print(("PASS " if ok else "FAIL ") + name + ("" if ok or not why else ": " + why), flush=True)
+
+
+with open(ERR, "w") as err:
+    p = subprocess.Popen([BIN, "--port", "0", "--workers", "2", "--shutdown-timeout", str(int(GRACE))],
+                         stdout=subprocess.PIPE, stderr=err, text=True)
+line = p.stdout.readline()
+try:
+    port = int(line.split("127.0.0.1:")[1].split()[0])
+except (IndexError, ValueError):
+    verdict(False, "shutdown server started", repr(line))
+    p.kill()
+    sys.exit(0)
+
+got = {}
+
+
+def client(i):
+    data = b""
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=20)
+        s.sendall(b"GET /fib/40 HTTP/1.1\r\nHost: t\r\n\r\n" * PIPELINED)
+        while True:
+            x = s.recv(65536)
+            if not x:
+                break
+            data += x
+    except OSError:
+        pass  # a reset after what came
+    got[i] = data.decode("latin-1")
+
+
+threads = [threading.Thread(target=client, args=(i,)) for i in range(N)]
+for t in threads:
+    t.start()
+time.sleep(0.5)
+t0 = time.time()
+p.send_signal(signal.SIGTERM)
+time.sleep(0.2)
+try:
+    c = socket.create_connection(("127.0.0.1", port), timeout=2)
+    c.close()
+    refused = "connected"
+except ConnectionRefusedError:
+    refused = "refused"
+except OSError as e:
+    refused = repr(e)
+verdict(refused == "refused", "a connection after SIGTERM is refused", refused)
+try:
+    rc = p.wait(timeout=GRACE + 10)
+except subprocess.TimeoutExpired:
+    p.kill()
+    rc = "hung"
+took = time.time() - t0
+verdict(rc == 0 and took < GRACE + 2, "SIGTERM under load: exit 0 within the grace period plus 2 s",
+        "exit %s after %.1f s" % (rc, took))
+for t in threads:
+    t.join(10)
+
+ok200 = ok503 = 0
+bad = []
+for i in range(N):
+    rest, n = got.get(i, ""), 0
+    while rest:
+        head, sep, rest = rest.partition("\r\n\r\n")
+        fields = dict(l.split(": ", 1) for l in head.split("\r\n")[1:] if ": " in l)
+        length = int(fields.get("Content-Length", "-1"))
+        body, rest = rest[:length], rest[length:]
+        n += 1
+        if not sep or length < 0 or len(body) != length:
+            bad.append("conn %d: a cut response %r" % (i, head[:40]))
+            break
+        if head.startswith("HTTP/1.1 200 ") and body == FIB40:
+            ok200 += 1
+        elif head.startswith("HTTP/1.1 503 ") and fields.get("Connection") == "close" and not rest:
+            ok503 += 1
+        else:
+            bad.append("conn %d: %r" % (i, head[:60]))
+            break
+    if n >= PIPELINED:
+        bad.append("conn %d: all %d answered" % (i, n))
+verdict(not bad, "each connection: whole responses (200 fib(40), or a last 503 with close), then the end",
+        "; ".join(bad[:3]))
+verdict(ok200 >= 1 and ok503 >= 1, "both a finished /fib/40 (200) and a stopped one (503)",
+        "%d 200s, %d 503s" % (ok200, ok503))
