@@ -478,6 +478,45 @@ TEST(Cancel, CoroutineIoInFlightIsCancelledWithItsGroup) {
   }
 }
 
+// A group cancelled just as one of its coroutines starts an operation: the
+// cancel must reach it wherever it lands, between the operation's look at
+// the group and its entry in the group's registry included (chaos points
+// sit in that window in `make test-chaos`). A lost cancel shows as a sleep
+// that ran its full 300 ms.
+TEST(Cancel, ACancelRacingAnOperationsStartIsNotLost) {
+  pwtest::Watchdog w("Cancel.ACancelRacingAnOperationsStartIsNotLost", 120);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  int lost = 0, cancelled = 0, stopped_before = 0;
+  for (int round = 0; round < 400; ++round) {
+    std::atomic<bool> about{false};
+    std::atomic<int> outcome{-1};  // 0: slept in full; else the error
+    parkway::TaskGroup g(rt);
+    g.spawn([&] {
+      try {
+        parkway::sync_wait(*parkway::Runtime::current(), [](std::atomic<bool>* about,
+                                                            std::atomic<int>* outcome) -> parkway::Task<void> {
+          about->store(true, std::memory_order_release);
+          parkway::io::Result<void> r = co_await parkway::io::sleep_for(300ms);
+          outcome->store(r ? 0 : r.error().value());
+        }(&about, &outcome));
+      } catch (const parkway::Cancelled&) {
+        if (outcome.load() < 0) outcome.store(-2);  // cancelled before the operation began
+      }
+    });
+    while (!about.load(std::memory_order_acquire)) std::this_thread::yield();
+    g.cancel();
+    EXPECT_NO_THROW(g.wait());
+    const int o = outcome.load();
+    if (o == 0) ++lost;
+    else if (o == ECANCELED) ++cancelled;
+    else if (o == -2) ++stopped_before;
+    else ADD_FAILURE() << "round " << round << ": outcome " << o;
+  }
+  std::printf("400 rounds: %d cancelled in flight, %d before the operation, %d lost\n", cancelled, stopped_before,
+              lost);
+  EXPECT_EQ(lost, 0);
+}
+
 // ---- Runtime::shutdown(deadline) -------------------------------------------
 
 // Everything finishes before the deadline: nothing is dropped.

@@ -1690,3 +1690,109 @@ TEST(Io, OptionsOfTheReceivePoolAreValidated) {
     EXPECT_NE(std::string(e.what()).find("io_recv_pool_buffer_bytes"), std::string::npos) << e.what();
   }
 }
+
+namespace {
+Bare take_one(io::AcceptStream* st, std::atomic<int>* stage) {
+  stage->store(1);
+  auto c = co_await st->next();
+  stage->store(2);
+  (void)c;
+}
+}  // namespace
+
+// A coroutine destroyed while it waits in AcceptStream::next() is
+// forgotten by the stream: the connection that comes next resumes no
+// freed frame (ASAN would see it) and waits for the stream's next taker.
+TEST(Io, ATakerDestroyedWhileItWaitsIsForgotten) {
+  pwtest::Watchdog wd("Io.ATakerDestroyedWhileItWaitsIsForgotten", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l) << l.error().message();
+  io::AcceptStream st = l->stream();
+  std::atomic<int> stage{0};
+  Bare b = take_one(&st, &stage);
+  rt.run([&] { b.h.resume(); });
+  ASSERT_EQ(stage.load(), 1);
+  rt.run([&] { b.h.destroy(); });
+  const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(c, l->local_address().get(), l->local_address().size()), 0);
+  std::this_thread::sleep_for(50ms);  // the accept's CQE is reaped with nobody waiting
+  auto got = parkway::sync_wait(rt, [](io::AcceptStream* st) -> Task<io::Result<io::Socket>> {
+    co_return co_await st->next();
+  }(&st));
+  EXPECT_TRUE(got) << got.error().message();
+  EXPECT_EQ(stage.load(), 1) << "the destroyed taker was resumed";
+  ::close(c);
+}
+
+// Two accept streams on one Listener, each with a taker: closing the
+// listener ends both takers with ECANCELED, and the number is closed
+// once both accepts have left the kernel.
+TEST(Io, ClosingAListenerEndsEachOfItsAcceptStreams) {
+  pwtest::Watchdog wd("Io.ClosingAListenerEndsEachOfItsAcceptStreams", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l) << l.error().message();
+  const int fd = l->fd();
+  std::atomic<int> waiting{0}, ended{0}, cancelled{0};
+  for (int i = 0; i < 2; ++i)
+    parkway::detach(
+        [](io::Listener* l, std::atomic<int>* waiting, std::atomic<int>* ended,
+           std::atomic<int>* cancelled) -> Task<void> {
+          io::AcceptStream st = l->stream();
+          waiting->fetch_add(1);
+          auto c = co_await st.next();
+          if (!c && c.error() == std::errc::operation_canceled) cancelled->fetch_add(1);
+          ended->fetch_add(1);
+        }(&*l, &waiting, &ended, &cancelled),
+        rt);
+  ASSERT_TRUE(eventually([&] { return waiting.load() == 2; }));
+  std::this_thread::sleep_for(50ms);  // both accepts armed and in the kernel
+  l->close();
+  EXPECT_TRUE(eventually([&] { return ended.load() == 2; }, 2000ms)) << ended.load() << " of 2 takers ended";
+  EXPECT_EQ(cancelled.load(), 2);
+  EXPECT_TRUE(eventually([&] { return ::fcntl(fd, F_GETFD) == -1; }, 2000ms))
+      << "the listener's number is still open after both accepts ended";
+}
+
+// An operation made on a Socket that is closed before the operation is
+// awaited fails with ECANCELED (the close cancelled it), and touches no
+// freed memory (the operation holds the Socket's scope; ASAN checks).
+TEST(Io, AnOperationAwaitedAfterItsSocketClosedIsCancelled) {
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  Pair p;
+  auto s = std::make_unique<io::Socket>(::dup(p.a));
+  auto r = parkway::sync_wait(rt, [](std::unique_ptr<io::Socket>* s) -> Task<io::Result<std::size_t>> {
+    std::byte b[16];
+    auto op = (*s)->recv(b, {.timeout = 2s});
+    s->reset();  // closes it
+    co_return co_await op;
+  }(&s));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::operation_canceled) << r.error().message();
+}
+
+// A negative timeout has passed already: ETIMEDOUT at once. The largest
+// one does not overflow into the past: the operation waits until its
+// CancelSource fires.
+TEST(Io, NegativeAndHugeTimeouts) {
+  pwtest::Watchdog wd("Io.NegativeAndHugeTimeouts", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  Pair p;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = parkway::sync_wait(rt, recv_once(p.a, {.timeout = -1ms}));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::timed_out) << r.error().message();
+  EXPECT_LT(ms_since(t0), 1000.0);
+  io::CancelSource cs;
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(100ms);
+    cs.cancel();
+  });
+  t0 = std::chrono::steady_clock::now();
+  r = parkway::sync_wait(rt, recv_once(p.a, {.timeout = std::chrono::nanoseconds::max(), .cancel = &cs}));
+  canceller.join();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::operation_canceled) << r.error().message();
+  EXPECT_GE(ms_since(t0), 90.0);
+}

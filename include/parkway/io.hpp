@@ -139,6 +139,7 @@ namespace detail {
 struct OpState;
 struct OpScope;
 PARKWAY_API OpScope* new_scope();
+PARKWAY_API void retain_scope(OpScope* s) noexcept;
 PARKWAY_API void release_scope(OpScope* s) noexcept;
 PARKWAY_API void cancel_scope(OpScope* s) noexcept;
 PARKWAY_API bool scope_cancelled(const OpScope* s) noexcept;
@@ -164,7 +165,7 @@ class PARKWAY_API CancelSource {
 
 // Per-call options: at most one of timeout and deadline.
 struct OpOptions {
-  std::chrono::nanoseconds timeout{0};                 // 0: none
+  std::chrono::nanoseconds timeout{0};                 // 0: none; below 0: passed already
   std::chrono::steady_clock::time_point deadline{};    // epoch: none
   CancelSource* cancel = nullptr;
 };
@@ -190,13 +191,18 @@ struct OpArgs {
 // The awaiter part every operation shares (userspace/io/op.cpp).
 class PARKWAY_API OpBase {
  public:
+  // Holds a reference on the descriptor's scope, which a close() between
+  // the call and its co_await would otherwise free.
   OpBase(const OpArgs& a, const OpOptions& o, OpScope* owner_scope) noexcept
-      : args_(a), opts_(o), owner_scope_(owner_scope) {}
+      : args_(a), opts_(o), owner_scope_(owner_scope) {
+    if (owner_scope_) retain_scope(owner_scope_);
+  }
   OpBase(const OpBase&) = delete;
   OpBase& operator=(const OpBase&) = delete;
   ~OpBase() {
     if (st_) finish_or_abandon();
     delete[] received_;
+    if (owner_scope_) release_scope(owner_scope_);
   }
   bool await_ready() const noexcept { return false; }
   // Submits to the calling worker's ring; false (resume now) when the
@@ -434,9 +440,12 @@ class PARKWAY_API Listener : public detail::Descriptor {
 
 // Connections from a multishot accept (one armed operation delivers many).
 // co_await next() yields each; EMFILE/ENFILE and other errors are values,
-// and the next call re-arms the accept. One coroutine at a time awaits it.
-// Destroying it cancels the accept; connections delivered but not taken
-// are closed.
+// and the next call re-arms the accept. One coroutine at a time awaits it;
+// one destroyed while it waits is forgotten (the connection waits for the
+// next taker). next() takes no OpOptions, and a TaskGroup's cancel does
+// not end its wait: closing the Listener (which may have several streams)
+// or destroying the stream ends it with ECANCELED. Destroying it cancels
+// the accept; connections delivered but not taken are closed.
 namespace detail {
 struct AcceptQueue;
 }
@@ -447,6 +456,8 @@ class PARKWAY_API AcceptStream {
   ~AcceptStream();
   struct Next {
     detail::AcceptQueue* q;
+    std::coroutine_handle<> h{};  // the taker, once suspended
+    ~Next();
     bool await_ready() noexcept;
     bool await_suspend(std::coroutine_handle<> h);
     Result<Socket> await_resume() noexcept;
@@ -473,8 +484,11 @@ class PARKWAY_API File : public detail::Descriptor {
  public:
   using Descriptor::Descriptor;
   // openat(dir_fd, path, flags, mode) on the ring (AT_FDCWD: relative to
-  // the working directory). O_CLOEXEC is added.
-  static OpenOp open(const char* path, int flags = O_RDONLY, mode_t mode = 0644, int dir_fd = -100 /* AT_FDCWD */);
+  // the working directory). O_CLOEXEC is added. An open waiting on a slow
+  // file system (a FIFO, NFS) ends at its timeout or cancel like any
+  // operation.
+  static OpenOp open(const char* path, int flags = O_RDONLY, mode_t mode = 0644, int dir_fd = -100 /* AT_FDCWD */,
+                     OpOptions o = {});
   detail::SizeOp read_at(std::span<std::byte> buf, std::uint64_t offset, OpOptions o = {});
   detail::SizeOp write_at(std::span<const std::byte> buf, std::uint64_t offset, OpOptions o = {});
   StatOp stat(OpOptions o = {});

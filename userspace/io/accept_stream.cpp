@@ -57,9 +57,16 @@ struct AcceptQueue {
 };
 
 namespace {
+// The taker's continuation. It holds a reference on the queue (taken when
+// it was pushed), and resumes nobody if the taker was destroyed meanwhile
+// (AcceptStream::Next's destructor cleared `resuming`).
 bool resume_taker(::parkway::detail::Task* t) noexcept {
   AcceptQueue* q = static_cast<AcceptQueue::Continuation*>(t)->q;
-  q->resuming.resume();  // set under the lock before the push; the taker's next wait comes after this
+  q->lock();
+  const std::coroutine_handle<> h = std::exchange(q->resuming, {});
+  q->unlock();
+  if (h) h.resume();  // the taker's next wait comes after this
+  q->unref();
   return true;
 }
 // The request is done (its ASYNC_CANCEL completed): it may be posted again,
@@ -71,36 +78,49 @@ void release_cancel(CancelRequest* r) noexcept {
 void retain_for_cancel(CancelRequest* r) noexcept {
   static_cast<AcceptQueue*>(r->obj)->refs.fetch_add(1, std::memory_order_relaxed);
 }
-// The Listener's scope names the armed accept, so that closing the
-// listener cancels it (cancel_scope), and keeps the listener's number open
-// until its last CQE (close_scope): the SQE names the descriptor by
-// number. Arming is refused if the listener is closed already: false.
-// Lock order: the queue's, then the scope's.
+// The Listener's scope lists each armed accept (a Listener may have
+// several streams), so that closing the listener cancels them all
+// (cancel_scope), and counts them, keeping the listener's number open
+// until the last one's last CQE (close_scope): an SQE names the
+// descriptor by number. Arming is refused if the listener is closed
+// already: false. Lock order: the queue's, then the scope's.
 bool publish_armed(AcceptQueue* q) noexcept {
   OpScope* s = q->scope;
+  CancelRequest* r = &q->cancel;
   s->lock();
   const bool open = !s->cancelled.load(std::memory_order_relaxed);
   if (open) {
-    s->stream = &q->cancel;
-    s->stream_in_kernel = true;
+    r->scope_next = s->streams;
+    if (s->streams) s->streams->scope_pprev = &r->scope_next;
+    r->scope_pprev = &s->streams;
+    s->streams = r;
+    ++s->streams_in_kernel;
   }
   s->unlock();
   return open;
+}
+// Under the scope's lock: q's accept leaves the list, if it is there.
+void unlist(CancelRequest* r) noexcept {
+  if (!r->scope_pprev) return;
+  *r->scope_pprev = r->scope_next;
+  if (r->scope_next) r->scope_next->scope_pprev = r->scope_pprev;
+  r->scope_next = nullptr;
+  r->scope_pprev = nullptr;
 }
 // The stream no longer wants cancelling (it is being destroyed, and its
 // cancel is posted already): the accept may still be in the kernel.
 void unpublish(AcceptQueue* q) noexcept {
   q->scope->lock();
-  q->scope->stream = nullptr;
+  unlist(&q->cancel);
   q->scope->unlock();
 }
 // The accept's last CQE, or its submission failed: it names the number no
-// more; a listener closed meanwhile is closed now.
+// more; a listener closed meanwhile is closed once no other accept does.
 void accept_left_kernel(AcceptQueue* q) noexcept {
   OpScope* s = q->scope;
   s->lock();
-  s->stream = nullptr;
-  s->stream_in_kernel = false;
+  unlist(&q->cancel);
+  --s->streams_in_kernel;
   const int fd = take_fd_to_close(s);
   s->unlock();
   if (fd >= 0) ::close(fd);
@@ -125,6 +145,7 @@ void accept_cqe(void* queue, int res, std::uint32_t flags, IoRing& ring) noexcep
   if (resume) {
     q->resuming = std::exchange(q->waiter, {});
   }
+  if (resume) q->refs.fetch_add(1, std::memory_order_relaxed);  // the continuation's (resume_taker)
   q->unlock();
   if (resume) ring.push(&q->cont);
   if (ended) q->unref();  // the armed accept's reference
@@ -198,6 +219,7 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
     return false;
   }
   q->waiter = h;
+  this->h = h;
   if (!q->armed) {
     // Published before it is submitted, so that a close from now on
     // cancels it and keeps the number open until its last CQE; refused
@@ -223,6 +245,17 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
   }
   q->unlock();
   return true;
+}
+
+// A taker destroyed while it waits (or after its continuation was queued
+// and before it ran) is forgotten, so that no connection resumes its
+// frame; the connection stays queued for the stream's next taker.
+AcceptStream::Next::~Next() {
+  if (!h) return;  // never suspended
+  q->lock();
+  if (q->waiter == h) q->waiter = {};
+  else if (q->resuming == h) q->resuming = {};
+  q->unlock();
 }
 
 Result<Socket> AcceptStream::Next::await_resume() noexcept {

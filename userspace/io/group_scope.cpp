@@ -18,6 +18,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "chaos.hpp"
 #include "io/op_state.hpp"
 #include "parkway/task_group.hpp"
 
@@ -30,7 +31,13 @@ std::unordered_map<const TaskGroup*, OpScope*> g_scopes;  // under g_mu
 
 bool group_scope_add(const TaskGroup* g, OpState* st) noexcept {
   if (g->is_cancelled()) return false;
+  PW_CHAOS();  // a cancel may run here, before the entry exists
   std::lock_guard<std::mutex> l(g_mu);
+  // Again under the mutex: a cancel that ran between the look above and
+  // the lock found no entry for this operation to cancel. cancel() marks
+  // the group before it takes the mutex to walk the entries, so either
+  // this look sees the mark or that walk sees the entry made below.
+  if (g->is_cancelled()) return false;
   OpScope* s;
   try {
     OpScope*& slot = g_scopes[g];

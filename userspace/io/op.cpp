@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "chaos.hpp"
 #include "io/op_state.hpp"
 #include "io/ring.hpp"
 #include "parkway/task_group.hpp"
@@ -80,6 +81,8 @@ void OpScope::lock() noexcept {
 
 OpScope* new_scope() { return new OpScope(); }
 
+void retain_scope(OpScope* s) noexcept { s->refs.fetch_add(1, std::memory_order_relaxed); }
+
 void release_scope(OpScope* s) noexcept {
   if (s && s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     if (s->close_fd >= 0) ::close(s->close_fd);  // cannot happen: the last member closed it
@@ -96,7 +99,7 @@ void cancel_members(OpScope* s) noexcept {
     cancel_op(st);
     st = next;
   }
-  if (s->stream) post_once(s->stream);
+  for (CancelRequest* r = s->streams; r; r = r->scope_next) post_once(r);
 }
 }  // namespace
 
@@ -109,7 +112,7 @@ void cancel_scope(OpScope* s) noexcept {
 void close_scope(OpScope* s, int fd) noexcept {
   s->lock();
   cancel_members(s);
-  const bool now = s->head == nullptr && !s->stream_in_kernel;
+  const bool now = s->head == nullptr && s->streams_in_kernel == 0;
   if (!now) s->close_fd = fd;
   s->unlock();
   if (now && fd >= 0) ::close(fd);
@@ -234,13 +237,21 @@ void OpBase::collect() noexcept {
 // but never reached await_resume, which cannot happen).
 void OpBase::finish_or_abandon() noexcept {
   OpState* st = std::exchange(st_, nullptr);
+  // [O1] Before kOrphaned is published: its CQE's reaper, if it sees
+  // kOrphaned, waits for the clear below before it goes on (and before
+  // its worker can leave and free the ring). Without it, a shutdown's
+  // cancel could end the operation and free the ring between this
+  // exchange and the post.
+  st->orphan_posting.store(true, std::memory_order_relaxed);
   const std::uintptr_t was = st->phase.exchange(kOrphaned, std::memory_order_acq_rel);
-  if (was == kFired) return;  // its continuation is queued: it drops our reference
+  if (was == kFired) return;  // its continuation is queued: it drops our reference (st untouched from here)
+  PW_CHAOS();
+  if (was == kWaiting) cancel_op(st);
+  st->orphan_posting.store(false, std::memory_order_release);
   if (was == kWaiting) {
-    // In flight: cancel it, and wait until the kernel is done with it
-    // (it may be writing into a buffer in the dying frame). On a worker
-    // the wait runs other tasks, the ring's reaper among them.
-    cancel_op(st);
+    // In flight: wait until the kernel is done with it (it may be writing
+    // into a buffer in the dying frame). On a worker the wait runs other
+    // tasks, the ring's reaper among them.
     st->kernel_done.wait();
   }
   unref(st);

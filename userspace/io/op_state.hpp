@@ -55,6 +55,10 @@ struct CancelRequest {
   void (*retain)(CancelRequest*) noexcept = nullptr;  // a reference on obj for the post
   IoRing* ring = nullptr;         // where the target runs (set by whoever arms it)
   std::atomic<bool> posted{false};
+  // A Listener's armed accept streams: this request's place in its scope's
+  // list (OpScope::streams), under the scope's lock.
+  CancelRequest* scope_next = nullptr;
+  CancelRequest** scope_pprev = nullptr;  // null: not in the list
 };
 
 // Posts req to its ring unless it was posted already (retain first).
@@ -75,6 +79,11 @@ struct OpState {
   } cont;                             // queued on the reaper's ready queue: resumes `waiter`
   std::coroutine_handle<> waiter;
   std::atomic<std::uintptr_t> phase{kWaiting};
+  // Set by an awaiter that orphans the operation before it publishes
+  // kOrphaned, cleared once its cancel is posted: a reaper that finds it
+  // orphaned waits for the clear, so that the ring the cancel is posted
+  // to outlives the post (op.cpp finish_or_abandon, ring.cpp complete).
+  std::atomic<bool> orphan_posting{false};
   std::atomic<std::uint32_t> refs{0};
   IoRing* ring = nullptr;             // the ring the operation was submitted to
   int res = 0;                        // the operation's CQE result
@@ -115,9 +124,9 @@ struct OpScope {
   // guards head and every link into this scope
   std::atomic<bool> lock_{false};
   OpState* head = nullptr;
-  CancelRequest* stream = nullptr;  // a Listener's armed multishot accept, to cancel (accept_stream.cpp)
-  bool stream_in_kernel = false;    // that accept may still be submitted or in the kernel: it
-                                    // names the descriptor too (close_scope)
+  CancelRequest* streams = nullptr;  // a Listener's armed multishot accepts, to cancel (accept_stream.cpp)
+  std::uint32_t streams_in_kernel = 0;  // those accepts that may still be submitted or in the
+                                        // kernel: they name the descriptor too (close_scope)
   const ::parkway::TaskGroup* group = nullptr;  // a group's scope: whose coroutines' operations it holds
   // A Descriptor's scope, closed while operations were in it: the
   // descriptor, closed when the last of them leaves (close_scope).
@@ -141,7 +150,7 @@ void close_scope(OpScope* s, int fd) noexcept;
 // Under s's lock, once the last operation or the accept stream has left
 // a closed scope: the descriptor to close (after unlocking), or -1.
 inline int take_fd_to_close(OpScope* s) noexcept {
-  if (s->head != nullptr || s->stream_in_kernel || s->close_fd < 0) return -1;
+  if (s->head != nullptr || s->streams_in_kernel != 0 || s->close_fd < 0) return -1;
   const int fd = s->close_fd;
   s->close_fd = -1;
   return fd;

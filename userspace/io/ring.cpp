@@ -207,12 +207,14 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
   urgent_ |= peer_waits_for(a.opcode);
   st->ring = this;
-  if (o.timeout.count() > 0 || o.deadline.time_since_epoch().count() != 0) {
-    // steady_clock is CLOCK_MONOTONIC, which expire_deadlines reads.
-    const std::int64_t at = o.timeout.count() > 0 ? now_ns() + o.timeout.count()
-                                                  : std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                        o.deadline.time_since_epoch())
-                                                        .count();
+  if (o.timeout.count() != 0 || o.deadline.time_since_epoch().count() != 0) {
+    // steady_clock is CLOCK_MONOTONIC, which expire_deadlines reads. A
+    // negative timeout has passed already; a huge one saturates.
+    const std::int64_t now = now_ns();
+    std::int64_t at;
+    if (o.timeout.count() < 0) at = now;
+    else if (o.timeout.count() > 0) at = __builtin_add_overflow(now, o.timeout.count(), &at) ? INT64_MAX : at;
+    else at = std::chrono::duration_cast<std::chrono::nanoseconds>(o.deadline.time_since_epoch()).count();
     try {
       deadlines_.push(st, at);
     } catch (const std::bad_alloc&) {  // the SQE is filled: make it a no-op that fails
@@ -448,7 +450,13 @@ void IoRing::complete(OpState* st) noexcept {
   scope_remove(st, 1);
   group_scope_remove(st);
   const std::uintptr_t was = st->phase.exchange(kFired, std::memory_order_acq_rel);
-  if (was == kWaiting) push(&st->cont);
+  if (was == kWaiting) {
+    push(&st->cont);
+  } else if (was == kOrphaned) [[unlikely]] {
+    // [O2] Its awaiter may still be posting a cancel to this ring: this
+    // worker must not leave (and free the ring) before that post is done.
+    while (st->orphan_posting.load(std::memory_order_acquire)) ::parkway::detail::cpu_relax();
+  }
   st->kernel_done.done();  // an orphaning awaiter waits for this
   unref(st);               // the kernel's reference
 }

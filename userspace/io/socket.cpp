@@ -191,11 +191,11 @@ Address Listener::local_address() const {
 
 // ---- File ---------------------------------------------------------------------
 
-OpenOp File::open(const char* path, int flags, mode_t mode, int dir_fd) {
+OpenOp File::open(const char* path, int flags, mode_t mode, int dir_fd, OpOptions o) {
   return OpenOp(OpArgs{.name = "open", .opcode = IORING_OP_OPENAT, .fd = dir_fd,
                        .addr = reinterpret_cast<std::uint64_t>(path), .len = mode,
                        .op_flags = std::uint32_t(flags | O_CLOEXEC)},
-                {}, nullptr);
+                o, nullptr);
 }
 
 SizeOp File::read_at(std::span<std::byte> buf, std::uint64_t offset, OpOptions o) {
