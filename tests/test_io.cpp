@@ -1796,3 +1796,94 @@ TEST(Io, NegativeAndHugeTimeouts) {
   EXPECT_EQ(r.error(), std::errc::operation_canceled) << r.error().message();
   EXPECT_GE(ms_since(t0), 90.0);
 }
+
+// AcceptStream::next(OpOptions): a deadline ends the wait with
+// ETIMEDOUT, a CancelSource with ECANCELED (also one fired before the
+// wait), and a connection that comes first is taken while its guard is
+// cancelled; a connection that comes after a timeout waits for the next
+// call. ASAN checks the guard's references.
+TEST(Io, AcceptStreamNextTakesATimeoutAndACancel) {
+  pwtest::Watchdog wd("Io.AcceptStreamNextTakesATimeoutAndACancel", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l) << l.error().message();
+  io::AcceptStream st = l->stream();
+  auto take = [&](io::OpOptions o) {
+    return parkway::sync_wait(rt, [](io::AcceptStream* st, io::OpOptions o) -> Task<io::Result<io::Socket>> {
+      co_return co_await st->next(o);
+    }(&st, o));
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = take({.timeout = 50ms});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::timed_out) << r.error().message();
+  EXPECT_GE(ms_since(t0), 45.0);
+  EXPECT_LT(ms_since(t0), 2000.0);
+
+  const int c1 = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(c1, l->local_address().get(), l->local_address().size()), 0);
+  r = take({.timeout = 5s});
+  EXPECT_TRUE(r) << "a connection made after a timed-out wait was not delivered";
+
+  io::CancelSource cs;
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(50ms);
+    cs.cancel();
+  });
+  t0 = std::chrono::steady_clock::now();
+  r = take({.cancel = &cs});
+  canceller.join();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::operation_canceled) << r.error().message();
+  EXPECT_LT(ms_since(t0), 2000.0);
+  r = take({.cancel = &cs});  // fired already: at once
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::operation_canceled);
+
+  io::CancelSource idle;
+  std::thread connector([&] {
+    std::this_thread::sleep_for(50ms);
+    const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    (void)!::connect(c, l->local_address().get(), l->local_address().size());
+    std::this_thread::sleep_for(200ms);
+    ::close(c);
+  });
+  r = take({.timeout = 10s, .cancel = &idle});
+  connector.join();
+  EXPECT_TRUE(r) << r.error().message();
+  ::close(c1);
+}
+
+// Cancelling the TaskGroup of a coroutine waiting in next() ends the
+// wait: the taker sees ECANCELED, its next co_await throws Cancelled, and
+// the group's wait() returns without a connection.
+TEST(Io, AGroupCancelEndsAnAcceptStreamWait) {
+  pwtest::Watchdog wd("Io.AGroupCancelEndsAnAcceptStreamWait", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l) << l.error().message();
+  std::atomic<int> stage{0}, error{0};
+  parkway::TaskGroup g(rt);
+  g.spawn([&] {
+    try {
+      parkway::sync_wait(*parkway::Runtime::current(), [](io::Listener* l, std::atomic<int>* stage,
+                                                          std::atomic<int>* error) -> Task<void> {
+        io::AcceptStream st = l->stream();
+        stage->store(1);
+        auto c = co_await st.next();
+        error->store(c ? 0 : c.error().value());
+        co_await io::sleep_for(1ms);  // throws Cancelled
+        stage->store(2);
+      }(&*l, &stage, &error));
+    } catch (const parkway::Cancelled&) {
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return stage.load() == 1; }));
+  std::this_thread::sleep_for(20ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  g.cancel();
+  EXPECT_NO_THROW(g.wait());
+  EXPECT_LT(ms_since(t0), 2000.0);
+  EXPECT_EQ(error.load(), ECANCELED);
+  EXPECT_EQ(stage.load(), 1) << "the coroutine went on after its group was cancelled";
+}

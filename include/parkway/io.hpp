@@ -442,10 +442,10 @@ class PARKWAY_API Listener : public detail::Descriptor {
 // co_await next() yields each; EMFILE/ENFILE and other errors are values,
 // and the next call re-arms the accept. One coroutine at a time awaits it;
 // one destroyed while it waits is forgotten (the connection waits for the
-// next taker). next() takes no OpOptions, and a TaskGroup's cancel does
-// not end its wait: closing the Listener (which may have several streams)
-// or destroying the stream ends it with ECANCELED. Destroying it cancels
-// the accept; connections delivered but not taken are closed.
+// next taker). Closing the Listener (which may have several streams) or
+// destroying the stream ends the wait with ECANCELED, as next()'s
+// OpOptions and the awaiting coroutine's TaskGroup may. Destroying it
+// cancels the accept; connections delivered but not taken are closed.
 namespace detail {
 struct AcceptQueue;
 }
@@ -456,13 +456,19 @@ class PARKWAY_API AcceptStream {
   ~AcceptStream();
   struct Next {
     detail::AcceptQueue* q;
+    OpOptions o{};
     std::coroutine_handle<> h{};  // the taker, once suspended
+    int early = 0;                // -ECANCELED: cancelled before it waited
     ~Next();
     bool await_ready() noexcept;
     bool await_suspend(std::coroutine_handle<> h);
     Result<Socket> await_resume() noexcept;
   };
-  Next next();
+  // A timeout, deadline or CancelSource in `o`, or a TaskGroup the
+  // awaiting coroutine belongs to, ends the wait with ETIMEDOUT or
+  // ECANCELED (a guard operation on the taker's ring); a connection that
+  // comes meanwhile waits for the next call.
+  Next next(OpOptions o = {});
 
  private:
   friend class Listener;

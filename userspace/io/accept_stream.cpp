@@ -33,6 +33,7 @@ struct AcceptQueue {
   std::deque<int> ready;  // accepted descriptors, or -errno
   std::coroutine_handle<> waiter;  // a taker waiting for a connection
   std::coroutine_handle<> resuming;  // the taker its queued continuation resumes
+  OpState* guard = nullptr;  // the waiting taker's guard, if its next() has one
   bool armed = false;
   bool closed = false;
   IoRing* ring = nullptr;  // where the accept is armed
@@ -40,6 +41,7 @@ struct AcceptQueue {
     AcceptQueue* q;
   } cont;
   CancelRequest cancel;
+  StreamLink link;  // in the Listener's scope while armed
 
   void lock() noexcept {
     while (lock_.exchange(true, std::memory_order_acquire))
@@ -78,6 +80,87 @@ void release_cancel(CancelRequest* r) noexcept {
 void retain_for_cancel(CancelRequest* r) noexcept {
   static_cast<AcceptQueue*>(r->obj)->refs.fetch_add(1, std::memory_order_relaxed);
 }
+
+// ---- the taker's guard ------------------------------------------------------
+// next(OpOptions) in a coroutine with a timeout, a CancelSource or a
+// TaskGroup waits on two things: the stream, and a guard, an operation
+// on the taker's own ring that never ends by itself (a timer a year
+// away) but carries the options: its deadline, its CancelSource's scope,
+// the group's scope, and the shutdown's cancel-everything. Whichever of
+// the two comes first resumes the taker, under the queue's lock: the
+// accept by taking `waiter` (accept_cqe), the guard by taking it in
+// guard_fired, which queues the guard's error ahead of any connection.
+// The loser finds `waiter` gone: a connection waits for the next taker; a
+// guard that lost is cancelled (take_guard, then cancel_op) and its
+// completion does nothing. References: the guard holds one on the queue,
+// and its own are the kernel's and its continuation's (guard_fired, which
+// always runs once the CQE is reaped: nothing orphans a guard).
+
+bool guard_fired(::parkway::detail::Task* t) noexcept {
+  OpState* st = static_cast<OpState::Continuation*>(t)->st;
+  auto* q = static_cast<AcceptQueue*>(st->guard_of);
+  std::coroutine_handle<> h;
+  q->lock();
+  if (q->guard == st) {
+    q->guard = nullptr;
+    if (q->waiter) {
+      h = std::exchange(q->waiter, {});
+      // -ECANCELED (its scope, its group, the shutdown), -ETIMEDOUT (its
+      // deadline); the timer's own -ETIME after a year reads as a timeout.
+      q->ready.push_front(st->res == -ECANCELED ? -ECANCELED : -ETIMEDOUT);
+    }
+  }
+  q->unlock();
+  if (h) h.resume();
+  q->unref();
+  unref(st);
+  return true;
+}
+
+// Under q's lock: the waiting taker's guard, no longer the queue's, with
+// a reference for cancel_guard (nullptr: none, or it fired already).
+OpState* take_guard(AcceptQueue* q) noexcept {
+  OpState* st = std::exchange(q->guard, nullptr);
+  if (st) st->refs.fetch_add(1, std::memory_order_relaxed);
+  return st;
+}
+void cancel_guard(OpState* st) noexcept {
+  if (!st) return;
+  cancel_op(st);
+  unref(st);
+}
+
+constexpr std::uint64_t kGuardNs = 365ull * 24 * 3600 * 1000000000ull;  // "never", for a timer
+
+// The guard for a taker about to wait on `ring`: -ECANCELED if its scope
+// or group is cancelled already (the taker does not wait); else 0 and
+// *out, nullptr when the taker has no options and no group.
+int make_guard(AcceptQueue* q, IoRing& ring, const OpOptions& o, OpState** out) noexcept {
+  *out = nullptr;
+  const ::parkway::TaskGroup* g = ::parkway::detail::tls_group;
+  const bool timed = o.timeout.count() != 0 || o.deadline.time_since_epoch().count() != 0;
+  if (!timed && !o.cancel && !g) return 0;
+  OpState* st = new_op_state();
+  st->refs.store(2, std::memory_order_relaxed);  // the kernel's and the continuation's
+  st->ring = &ring;
+  st->cancel.ring = &ring;
+  st->cont.invoke = &guard_fired;
+  st->guard_of = q;
+  int err = 0;
+  if (o.cancel && o.cancel->scope() && !scope_add(o.cancel->scope(), st, 1)) err = -ECANCELED;
+  if (!err && g && !group_scope_add(g, st)) err = -ECANCELED;
+  if (!err) err = ring.submit(st, OpArgs{.name = "accept", .opcode = IORING_OP_TIMEOUT, .off = kGuardNs}, o);
+  if (err) {
+    scope_remove(st, 1);
+    group_scope_remove(st);
+    unref(st);
+    unref(st);
+    return err;
+  }
+  q->refs.fetch_add(1, std::memory_order_relaxed);  // the guard's
+  *out = st;
+  return 0;
+}
 // The Listener's scope lists each armed accept (a Listener may have
 // several streams), so that closing the listener cancels them all
 // (cancel_scope), and counts them, keeping the listener's number open
@@ -86,32 +169,32 @@ void retain_for_cancel(CancelRequest* r) noexcept {
 // already: false. Lock order: the queue's, then the scope's.
 bool publish_armed(AcceptQueue* q) noexcept {
   OpScope* s = q->scope;
-  CancelRequest* r = &q->cancel;
+  StreamLink* l = &q->link;
   s->lock();
   const bool open = !s->cancelled.load(std::memory_order_relaxed);
   if (open) {
-    r->scope_next = s->streams;
-    if (s->streams) s->streams->scope_pprev = &r->scope_next;
-    r->scope_pprev = &s->streams;
-    s->streams = r;
+    l->next = s->streams;
+    if (s->streams) s->streams->pprev = &l->next;
+    l->pprev = &s->streams;
+    s->streams = l;
     ++s->streams_in_kernel;
   }
   s->unlock();
   return open;
 }
 // Under the scope's lock: q's accept leaves the list, if it is there.
-void unlist(CancelRequest* r) noexcept {
-  if (!r->scope_pprev) return;
-  *r->scope_pprev = r->scope_next;
-  if (r->scope_next) r->scope_next->scope_pprev = r->scope_pprev;
-  r->scope_next = nullptr;
-  r->scope_pprev = nullptr;
+void unlist(StreamLink* l) noexcept {
+  if (!l->pprev) return;
+  *l->pprev = l->next;
+  if (l->next) l->next->pprev = l->pprev;
+  l->next = nullptr;
+  l->pprev = nullptr;
 }
 // The stream no longer wants cancelling (it is being destroyed, and its
 // cancel is posted already): the accept may still be in the kernel.
 void unpublish(AcceptQueue* q) noexcept {
   q->scope->lock();
-  unlist(&q->cancel);
+  unlist(&q->link);
   q->scope->unlock();
 }
 // The accept's last CQE, or its submission failed: it names the number no
@@ -119,7 +202,7 @@ void unpublish(AcceptQueue* q) noexcept {
 void accept_left_kernel(AcceptQueue* q) noexcept {
   OpScope* s = q->scope;
   s->lock();
-  unlist(&q->cancel);
+  unlist(&q->link);
   --s->streams_in_kernel;
   const int fd = take_fd_to_close(s);
   s->unlock();
@@ -169,6 +252,7 @@ AcceptStream Listener::stream() {
   q->cancel.retain = &detail::retain_for_cancel;
   q->cancel.obj = q;
   q->cancel.target = q->user_data();
+  q->link.req = &q->cancel;
   return AcceptStream(q);
 }
 
@@ -187,9 +271,9 @@ AcceptStream::~AcceptStream() {
   q_->unref();
 }
 
-AcceptStream::Next AcceptStream::next() {
+AcceptStream::Next AcceptStream::next(OpOptions o) {
   if (!q_) throw std::logic_error("parkway::io::AcceptStream::next: the stream was moved from");
-  return Next{q_};
+  return Next{q_, o};
 }
 
 bool AcceptStream::Next::await_ready() noexcept {
@@ -204,15 +288,26 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
   if (!w || w->runtime().forked())
     throw std::logic_error("parkway::io::AcceptStream::next: not on a parkway worker");
   detail::IoRing& ring = w->io_ring();
-  q->lock();
-  if (!q->ready.empty()) {
-    q->unlock();
+  // Made before the lock (it takes scope locks and the group registry's
+  // mutex); its CQE is reaped by this thread only, after this returns.
+  detail::OpState* guard = nullptr;
+  if (int rc = detail::make_guard(q, ring, o, &guard); rc < 0) {
+    early = rc;
     return false;
   }
-  if (q->waiter) {
+  q->lock();
+  if (!q->ready.empty() || q->waiter) {
+    const bool busy = q->ready.empty();
     q->unlock();
-    throw std::logic_error("parkway::io::AcceptStream::next: another coroutine is already waiting on this stream");
+    if (guard) {  // not needed (q->guard, if any, is another taker's)
+      guard->refs.fetch_add(1, std::memory_order_relaxed);
+      detail::cancel_guard(guard);
+    }
+    if (busy)
+      throw std::logic_error("parkway::io::AcceptStream::next: another coroutine is already waiting on this stream");
+    return false;
   }
+  q->guard = guard;  // from here every way out ends in await_resume, which cancels it
   if (detail::scope_cancelled(q->scope)) {  // the listener was closed
     q->ready.push_back(-ECANCELED);
     q->unlock();
@@ -253,16 +348,25 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
 AcceptStream::Next::~Next() {
   if (!h) return;  // never suspended
   q->lock();
-  if (q->waiter == h) q->waiter = {};
-  else if (q->resuming == h) q->resuming = {};
+  detail::OpState* g = nullptr;
+  if (q->waiter == h) {
+    q->waiter = {};
+    g = detail::take_guard(q);
+  } else if (q->resuming == h) {
+    q->resuming = {};
+  }
   q->unlock();
+  detail::cancel_guard(g);
 }
 
 Result<Socket> AcceptStream::Next::await_resume() noexcept {
+  if (early) return Error(-early, "accept");
   q->lock();
   int fd = q->ready.front();
   q->ready.pop_front();
+  detail::OpState* g = detail::take_guard(q);  // the accept came first: the guard lost
   q->unlock();
+  detail::cancel_guard(g);
   if (fd < 0) return Error(-fd, "accept");
   return Socket(fd);
 }

@@ -44,6 +44,10 @@ void retain_for_cancel(CancelRequest* r) noexcept {
 
 }  // namespace
 
+// Every operation's state comes from the task allocator's largest class
+// (task_alloc.cpp); a larger one would go to malloc at every operation.
+static_assert(sizeof(OpState) <= 256, "OpState outgrew the 256-byte task block");
+
 OpState* new_op_state() {
   void* mem = ::parkway::detail::allocate_task(sizeof(OpState));
   auto* st = ::new (mem) OpState();
@@ -99,7 +103,7 @@ void cancel_members(OpScope* s) noexcept {
     cancel_op(st);
     st = next;
   }
-  for (CancelRequest* r = s->streams; r; r = r->scope_next) post_once(r);
+  for (StreamLink* l = s->streams; l; l = l->next) post_once(l->req);
 }
 }  // namespace
 

@@ -55,10 +55,14 @@ struct CancelRequest {
   void (*retain)(CancelRequest*) noexcept = nullptr;  // a reference on obj for the post
   IoRing* ring = nullptr;         // where the target runs (set by whoever arms it)
   std::atomic<bool> posted{false};
-  // A Listener's armed accept streams: this request's place in its scope's
-  // list (OpScope::streams), under the scope's lock.
-  CancelRequest* scope_next = nullptr;
-  CancelRequest** scope_pprev = nullptr;  // null: not in the list
+};
+
+// An armed accept stream's place in its Listener scope's list
+// (OpScope::streams, accept_stream.cpp), under the scope's lock.
+struct StreamLink {
+  CancelRequest* req = nullptr;  // the stream's cancel
+  StreamLink* next = nullptr;
+  StreamLink** pprev = nullptr;  // null: not in the list
 };
 
 // Posts req to its ring unless it was posted already (retain first).
@@ -102,7 +106,10 @@ struct OpState {
   int owned_fd = -1;
   std::uint32_t owned_len = 0;  // the caller's max: the block's size; 0: not such a receive
   std::uint32_t owned_flags = 0;
-  OpState* again_next = nullptr;  // the ring's list of owned receives waiting for pool buffers
+  union {
+    OpState* again_next = nullptr;  // an owned receive: the ring's list of those waiting for pool buffers
+    void* guard_of;                 // a taker's guard (AcceptStream::next with options): its queue
+  };
   ::parkway::detail::CompletionWord kernel_done;  // 1 until every CQE is reaped
 };
 
@@ -124,7 +131,7 @@ struct OpScope {
   // guards head and every link into this scope
   std::atomic<bool> lock_{false};
   OpState* head = nullptr;
-  CancelRequest* streams = nullptr;  // a Listener's armed multishot accepts, to cancel (accept_stream.cpp)
+  StreamLink* streams = nullptr;  // a Listener's armed multishot accepts, to cancel (accept_stream.cpp)
   std::uint32_t streams_in_kernel = 0;  // those accepts that may still be submitted or in the
                                         // kernel: they name the descriptor too (close_scope)
   const ::parkway::TaskGroup* group = nullptr;  // a group's scope: whose coroutines' operations it holds
