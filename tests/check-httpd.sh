@@ -170,6 +170,8 @@ check "If-None-Match present: If-Modified-Since ignored -> 200" status_is "$r" 2
 r=$(printf 'HEAD /hello.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=0-3\r\nConnection: close\r\n\r\n' | raw 3)
 check "HEAD with Range -> 200, the whole length, no body" bash -c '
   grep -q "^HTTP/1.1 200 " <<<"$1" && grep -q "^Content-Length: 20" <<<"$1" && ! grep -q "^hello" <<<"$1"' _ "$r"
+r=$(printf 'GET /hello.txt/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
+check "a file named with a slash after it (/hello.txt/) -> 404" status_is "$r" 404
 r=$(printf 'GET /future.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
 check "a file modified in the future: Last-Modified is not after Date" python3 -c '
 import sys, email.utils as u

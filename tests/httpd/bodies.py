@@ -8,7 +8,11 @@
 #     when the body's bytes spell another path;
 #   - a body trickled a byte every 0.4 s is cut off with 408 and a close
 #     within the body timeout (plus slack), not served for as long as the
-#     client keeps trickling.
+#     client keeps trickling;
+#   - a malformed request followed by more bytes, and more 0.2 s later:
+#     the 400 answer arrives and the connection ends in an orderly close
+#     (EOF), not a reset (the server reads what is still coming before it
+#     closes, RFC 9112 9.6).
 import socket
 import sys
 import time
@@ -77,3 +81,27 @@ s.close()
 verdict(closed and took < 3.5 and got.startswith(b"HTTP/1.1 408 "),
         "a body trickled a byte every 0.4 s: 408 and close within the body timeout",
         "closed=%s after %.1f s, got %r" % (closed, took, got[:40]))
+
+s = socket.create_connection(("127.0.0.1", PORT), timeout=5)
+got, how = b"", "open"
+try:
+    s.sendall(b"GARBAGE\r\n\r\n" + b"x" * 8192)
+    time.sleep(0.2)
+    s.sendall(b"y" * 8192)
+    end = time.time() + 4
+    while time.time() < end:
+        x = s.recv(65536)
+        if not x:
+            how = "eof"
+            break
+        got += x
+except ConnectionResetError:
+    how = "reset"
+except BrokenPipeError:
+    how = "reset (on send)"
+except socket.timeout:
+    how = "timeout"
+s.close()
+verdict(got.startswith(b"HTTP/1.1 400 ") and how == "eof",
+        "a malformed request with more bytes behind it: 400, then an orderly close, not a reset",
+        "%s after %r" % (how, got[:30]))

@@ -22,7 +22,10 @@
 // the server's `idle` CancelSource, every other operation its `abort`
 // source, which is how shutdown closes idle keep-alive connections at once
 // and the others after a grace period; a request answered once shutdown
-// has begun is its connection's last.
+// has begun is its connection's last. A connection the server closes
+// while the client may still be sending (an error answer) first reads
+// and drops what comes for a short while (linger), so the close is not
+// a reset that could destroy the answer.
 #include "connection.hpp"
 
 #include <cstdio>
@@ -42,6 +45,8 @@ namespace {
 constexpr std::size_t kSmallBuffer = 2 * 1024;   // holds a typical request, or a pipelined batch of small ones
 constexpr std::size_t kLargeBuffer = 32 * 1024;  // holds the largest head the limits allow
 constexpr std::size_t kInlineFileBody = 64 * 1024;  // smaller file bodies join the batch
+constexpr auto kLingerTime = std::chrono::seconds(2);  // at most, reading what a closed client still sends
+constexpr std::size_t kLingerBytes = 64 * 1024;        // and at most this much
 
 class Connection {
  public:
@@ -53,6 +58,7 @@ class Connection {
   // The bytes that ended the wait become the buffer.
   void start_request(io::Bytes got);
   Task<bool> serve_until_idle();
+  Task<void> linger();
 
  private:
   Task<bool> answer_buffered();
@@ -78,6 +84,9 @@ class Connection {
   std::size_t begin_ = 0, end_ = 0;  // unconsumed bytes: buf_[begin_, end_)
   std::string out_;                  // responses waiting for the next flush
   int error_status_ = 0;             // a body error: the status to answer
+  bool peer_closed_ = false;         // a read saw EOF or a reset
+  bool wr_shut_ = false;             // our side is shut down (shutdown(SHUT_WR))
+  bool linger_ = false;              // closing after an answer while the client may still send
   bool first_ = true;                // no request answered yet
   Clock::time_point head_deadline_;  // the head being received must be complete by then
 };
@@ -102,7 +111,10 @@ Task<bool> Connection::read_more(io::OpOptions o) {
     size_ *= 2;
   }
   auto n = co_await sock_.recv({buf_.get() + end_, size_ - end_}, o);
-  if (!n || *n == 0) co_return false;
+  if (!n || *n == 0) {
+    if (n || (n.error() != std::errc::timed_out && n.error() != std::errc::operation_canceled)) peer_closed_ = true;
+    co_return false;
+  }
   end_ += *n;
   co_return true;
 }
@@ -239,6 +251,7 @@ Task<bool> Connection::answer_buffered() {
       log("-", r.status);
       out_.append(r.bytes);
       co_await flush();
+      linger_ = true;  // the rest of what the client sent is unread
       co_return false;
     }
     begin_ += p.consumed;
@@ -253,6 +266,7 @@ Task<bool> Connection::answer_buffered() {
         log(line, error_status_);
         out_.append(simple_response(error_status_, false).bytes);
         co_await flush();
+        linger_ = true;
       }
       co_return false;
     }
@@ -265,6 +279,8 @@ Task<bool> Connection::answer_buffered() {
     if (!keep_alive) {
       co_await flush_last();
       (void)co_await sock_.shutdown(SHUT_WR);
+      wr_shut_ = true;
+      linger_ = begin_ != end_;  // requests pipelined behind it, unanswered
       co_return false;
     }
   }
@@ -286,11 +302,33 @@ Task<bool> Connection::serve_until_idle() {
     // The rest of a head.
     const bool more = co_await read_more({.deadline = head_deadline_, .cancel = &st_.abort});
     if (!more) {
-      // Slow or stalled head: say so, then close.
+      // Slow or stalled head: say so, then close (a client that closed
+      // mid-head hears nothing).
+      if (peer_closed_) co_return false;
       out_.append(simple_response(408, false).bytes);
       co_await flush();
+      linger_ = true;
       co_return false;
     }
+  }
+}
+
+// RFC 9112 9.6: closing a socket with bytes unread makes the kernel
+// reset the connection, and a reset can destroy the answer just sent
+// before the client has read it. So after an error answer, or a
+// `Connection: close` one with requests pipelined behind it, the server
+// half-closes and reads (and drops) what the client still sends, until
+// its EOF, kLingerTime or kLingerBytes, then closes. Not once shutdown
+// has begun, and not after the client has closed.
+Task<void> Connection::linger() {
+  if (!linger_ || peer_closed_ || st_.idle.cancelled()) co_return;
+  free_for_idle();
+  if (!wr_shut_) (void)co_await sock_.shutdown(SHUT_WR);
+  const io::OpOptions o{.deadline = Clock::now() + kLingerTime, .cancel = &st_.abort};
+  for (std::size_t dropped = 0; dropped < kLingerBytes;) {
+    auto got = co_await sock_.recv_owned(kSmallBuffer, o);
+    if (!got || got->empty()) co_return;
+    dropped += got->size();
   }
 }
 
@@ -334,7 +372,10 @@ Task<void> serve_connection(io::Socket s, ServerState& state) {
       if (!got || got->empty()) break;  // closed, reset, timed out or shut down
       c.start_request(std::move(*got));
       const bool open = co_await c.serve_until_idle();
-      if (!open) break;
+      if (!open) {
+        co_await c.linger();
+        break;
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "parkway-httpd: connection: %s\n", e.what());

@@ -117,6 +117,7 @@ Task<Response> file_response(const RequestParser& req, bool keep_alive, bool hea
   }
   io::File f(fd);
   auto info = stat_open_file(f.fd());
+  const std::uint32_t first_mode = info ? info->mode : 0;
   if (info && S_ISDIR(info->mode)) {
     p.relative += p.relative.empty() ? "index.html" : "/index.html";
     fd = open_beneath(cfg.root_fd, p.relative, O_RDONLY);
@@ -128,7 +129,9 @@ Task<Response> file_response(const RequestParser& req, bool keep_alive, bool hea
     info = stat_open_file(f.fd());
   }
   if (!info) co_return text_response(500, "stat failed\n", keep_alive, head);
-  if (!S_ISREG(info->mode)) co_return text_response(404, "Not Found\n", keep_alive, head);
+  // "/a.txt/" names a directory that is not there (a file before a slash).
+  if (!S_ISREG(info->mode) || (p.trailing_slash && !S_ISDIR(first_mode)))
+    co_return text_response(404, "Not Found\n", keep_alive, head);
 
   const std::uint64_t size = info->size;
   // A modification time in the future is announced as now (RFC 9110
