@@ -1887,3 +1887,65 @@ TEST(Io, AGroupCancelEndsAnAcceptStreamWait) {
   EXPECT_EQ(error.load(), ECANCELED);
   EXPECT_EQ(stage.load(), 1) << "the coroutine went on after its group was cancelled";
 }
+
+namespace {
+Bare take_in_group(io::AcceptStream* st, std::atomic<int>* stage) {
+  stage->store(1);
+  auto c = co_await st->next();
+  stage->store(c ? 2 : 3);
+}
+}  // namespace
+
+// A taker of a group destroyed while it waits, with both workers busy (so
+// no ring reaps its guard's cancel yet): the guard leaves the group's
+// registry entry at once, so the group may go and a later cancel of
+// another group walks no freed group (ASAN checks).
+TEST(Io, ATakersGuardDoesNotOutliveItsGroup) {
+  pwtest::Watchdog wd("Io.ATakersGuardDoesNotOutliveItsGroup", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l) << l.error().message();
+  io::AcceptStream st = l->stream();
+  std::atomic<int> stage{0};
+  Bare b = take_in_group(&st, &stage);
+  auto g = std::make_unique<parkway::TaskGroup>(rt);
+  g->spawn([&] { b.h.resume(); });  // waits in next(): its guard is in g's entry
+  g->wait();
+  ASSERT_EQ(stage.load(), 1);
+  std::atomic<bool> stop{false};
+  std::atomic<int> busy{0};
+  parkway::TaskGroup spin(rt);
+  for (int i = 0; i < 2; ++i)
+    spin.spawn([&] {
+      busy.fetch_add(1);
+      while (!stop.load()) std::this_thread::yield();
+    });
+  ASSERT_TRUE(eventually([&] { return busy.load() == 2; }));
+  b.h.destroy();
+  g.reset();
+  parkway::TaskGroup other(rt);
+  other.cancel();  // walks the registry
+  stop.store(true);
+  spin.wait();
+  EXPECT_EQ(stage.load(), 1);
+}
+
+// Destroying a stream while a coroutine waits in its next() ends the wait
+// with ECANCELED (it never ended before); the taker's awaiter holds the
+// queue, so its destruction afterwards touches no freed memory.
+TEST(Io, DestroyingAStreamEndsItsTakersWait) {
+  pwtest::Watchdog wd("Io.DestroyingAStreamEndsItsTakersWait", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l) << l.error().message();
+  auto st = std::make_unique<io::AcceptStream>(l->stream());
+  std::atomic<int> stage{0};
+  Bare b = take_in_group(st.get(), &stage);
+  rt.run([&] { b.h.resume(); });
+  ASSERT_EQ(stage.load(), 1);
+  std::this_thread::sleep_for(20ms);
+  st.reset();
+  EXPECT_TRUE(eventually([&] { return stage.load() == 3; }, 2000ms)) << "stage " << stage.load();
+  ASSERT_TRUE(eventually([&] { return b.h.promise().finished.load(); }, 2000ms));
+  b.h.destroy();
+}

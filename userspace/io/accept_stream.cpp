@@ -117,16 +117,24 @@ bool guard_fired(::parkway::detail::Task* t) noexcept {
   return true;
 }
 
-// Under q's lock: the waiting taker's guard, no longer the queue's, with
-// a reference for cancel_guard (nullptr: none, or it fired already).
+// Under q's lock: takes the taker's guard from the queue and cancels it
+// (nullptr: there is none, or it fired already). The cancel is posted
+// under the lock: guard_fired needs the lock, so the guard's worker
+// cannot finish with it, leave at a shutdown and free its ring before
+// the post is done. Returns it with a reference for drop_guard.
 OpState* take_guard(AcceptQueue* q) noexcept {
   OpState* st = std::exchange(q->guard, nullptr);
-  if (st) st->refs.fetch_add(1, std::memory_order_relaxed);
+  if (!st) return nullptr;
+  st->refs.fetch_add(1, std::memory_order_relaxed);
+  cancel_op(st);
   return st;
 }
-void cancel_guard(OpState* st) noexcept {
+// After the lock: the guard leaves its group's scope now, not when its
+// cancel's CQE is reaped (maybe much later, on a busy worker): the taker
+// goes on, and its group may end and be freed meanwhile.
+void drop_guard(OpState* st) noexcept {
   if (!st) return;
-  cancel_op(st);
+  group_scope_remove(st);
   unref(st);
 }
 
@@ -216,6 +224,7 @@ void accept_cqe(void* queue, int res, std::uint32_t flags, IoRing& ring) noexcep
   q->lock();
   if (q->closed) {
     if (res >= 0) ::close(res);
+    if (ended && q->waiter) q->ready.push_back(-ECANCELED);  // the stream was destroyed under its taker
   } else if (!(ended && res == -ECANCELED && !q->waiter)) {
     q->ready.push_back(res);  // a connection, or an error the taker sees
   }
@@ -298,11 +307,12 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
   q->lock();
   if (!q->ready.empty() || q->waiter) {
     const bool busy = q->ready.empty();
-    q->unlock();
     if (guard) {  // not needed (q->guard, if any, is another taker's)
       guard->refs.fetch_add(1, std::memory_order_relaxed);
-      detail::cancel_guard(guard);
+      detail::cancel_op(guard);
     }
+    q->unlock();
+    detail::drop_guard(guard);
     if (busy)
       throw std::logic_error("parkway::io::AcceptStream::next: another coroutine is already waiting on this stream");
     return false;
@@ -315,6 +325,7 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
   }
   q->waiter = h;
   this->h = h;
+  q->refs.fetch_add(1, std::memory_order_relaxed);  // the suspended taker's: ~Next may outlive the stream
   if (!q->armed) {
     // Published before it is submitted, so that a close from now on
     // cancels it and keeps the number open until its last CQE; refused
@@ -349,14 +360,14 @@ AcceptStream::Next::~Next() {
   if (!h) return;  // never suspended
   q->lock();
   detail::OpState* g = nullptr;
-  if (q->waiter == h) {
-    q->waiter = {};
+  if (q->waiter == h || q->resuming == h) {
+    if (q->waiter == h) q->waiter = {};
+    else q->resuming = {};
     g = detail::take_guard(q);
-  } else if (q->resuming == h) {
-    q->resuming = {};
   }
   q->unlock();
-  detail::cancel_guard(g);
+  detail::drop_guard(g);
+  q->unref();  // the suspended taker's (await_suspend)
 }
 
 Result<Socket> AcceptStream::Next::await_resume() noexcept {
@@ -366,7 +377,7 @@ Result<Socket> AcceptStream::Next::await_resume() noexcept {
   q->ready.pop_front();
   detail::OpState* g = detail::take_guard(q);  // the accept came first: the guard lost
   q->unlock();
-  detail::cancel_guard(g);
+  detail::drop_guard(g);
   if (fd < 0) return Error(-fd, "accept");
   return Socket(fd);
 }

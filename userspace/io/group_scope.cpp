@@ -50,13 +50,21 @@ bool group_scope_add(const TaskGroup* g, OpState* st) noexcept {
     g_scopes.erase(g);
     return true;
   }
-  return scope_add(s, st, 2);
+  if (!scope_add(s, st, 2)) return false;
+  st->in_group.store(true, std::memory_order_relaxed);
+  return true;
 }
 
+// By the operation's reaper after its last CQE; for an accept taker's
+// guard also by the taker that cancels it (accept_stream.cpp), which must
+// not leave it in the group's entry once the group may be gone: whichever
+// of the two comes second finds it out already.
 void group_scope_remove(OpState* st) noexcept {
-  OpScope* s = st->links[2].scope;
-  if (!s) return;
+  if (!st->in_group.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> l(g_mu);
+  if (!st->in_group.load(std::memory_order_relaxed)) return;
+  st->in_group.store(false, std::memory_order_relaxed);
+  OpScope* s = st->links[2].scope;
   scope_remove(st, 2);  // drops the operation's reference; an entry still holds one
   auto it = g_scopes.find(s->group);
   if (it != g_scopes.end() && it->second == s && s->head == nullptr) {

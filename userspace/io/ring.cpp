@@ -1,6 +1,7 @@
 // ring.cpp -- one worker's io_uring ring (see ring.hpp, docs/design/io.md).
 #include "io/ring.hpp"
 
+#include <sched.h>
 #include <sys/eventfd.h>
 
 #include <algorithm>
@@ -455,7 +456,10 @@ void IoRing::complete(OpState* st) noexcept {
   } else if (was == kOrphaned) [[unlikely]] {
     // [O2] Its awaiter may still be posting a cancel to this ring: this
     // worker must not leave (and free the ring) before that post is done.
-    while (st->orphan_posting.load(std::memory_order_acquire)) ::parkway::detail::cpu_relax();
+    // A yield after a few spins: the poster may have lost its CPU.
+    for (unsigned spins = 0; st->orphan_posting.load(std::memory_order_acquire); ++spins)
+      if (spins < 64) ::parkway::detail::cpu_relax();
+      else sched_yield();
   }
   st->kernel_done.done();  // an orphaning awaiter waits for this
   unref(st);               // the kernel's reference
