@@ -1872,7 +1872,7 @@ TEST(Io, AGroupCancelEndsAnAcceptStreamWait) {
         stage->store(1);
         auto c = co_await st.next();
         error->store(c ? 0 : c.error().value());
-        co_await io::sleep_for(1ms);  // throws Cancelled
+        (void)co_await io::sleep_for(1ms);  // throws Cancelled
         stage->store(2);
       }(&*l, &stage, &error));
     } catch (const parkway::Cancelled&) {
