@@ -170,6 +170,20 @@ check "If-None-Match present: If-Modified-Since ignored -> 200" status_is "$r" 2
 r=$(printf 'HEAD /hello.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=0-3\r\nConnection: close\r\n\r\n' | raw 3)
 check "HEAD with Range -> 200, the whole length, no body" bash -c '
   grep -q "^HTTP/1.1 200 " <<<"$1" && grep -q "^Content-Length: 20" <<<"$1" && ! grep -q "^hello" <<<"$1"' _ "$r"
+r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-Match: "nope"\r\nConnection: close\r\n\r\n' | raw 3)
+check "If-Match with a tag that cannot match -> 412" status_is "$r" 412
+r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-Match: *\r\nConnection: close\r\n\r\n' | raw 3)
+check "If-Match: * -> 200" status_is "$r" 200
+r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-Unmodified-Since: Wed, 01 Jan 2020 00:00:00 GMT\r\nRange: bytes=0-3\r\nConnection: close\r\n\r\n' | raw 3)
+check "If-Unmodified-Since before Last-Modified (with Range) -> 412" status_is "$r" 412
+r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-Unmodified-Since: Thu, 02 Jan 2020 03:04:05 GMT\r\nConnection: close\r\n\r\n' | raw 3)
+check "If-Unmodified-Since equal to Last-Modified -> 200" status_is "$r" 200
+# A Last-Modified in the current second (here: a future mtime announced as
+# now) is a weak validator: If-Range with it gets the whole file.
+lm=$(printf 'HEAD /future.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3 | sed -n 's/^Last-Modified: \(.*\)\r$/\1/p')
+r=$(printf 'GET /future.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=0-3\r\nIf-Range: %s\r\nConnection: close\r\n\r\n' "$lm" | raw 3)
+check "If-Range with a Last-Modified of this second (weak) -> 200, the whole file" bash -c '
+  [ -n "$2" ] && grep -q "^HTTP/1.1 200 " <<<"$1" && grep -q "^from the future" <<<"$1"' _ "$r" "$lm"
 r=$(printf 'GET /hello.txt/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
 check "a file named with a slash after it (/hello.txt/) -> 404" status_is "$r" 404
 r=$(printf 'GET /future.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
@@ -204,6 +218,9 @@ r=$(printf 'GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\nGET /fib/10 HTTP/1.1\r\nHo
 check "pipelining: 3 requests in one write, 3 responses in order" bash -c '
   [ "$(grep -o "HTTP/1.1 200 " <<<"$1" | wc -l)" = 3 ] &&
   tr -d "\r\n" <<<"$1" | grep -q "Hello, World!HTTP/1.1 200.*55HTTP/1.1 200.*hello, static world<EOF>"' _ "$r"
+r=$(printf 'GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n\r\n' | raw 1.8)
+check "a stray CRLF after a request: one answer, no 408 past the header timeout, still open" bash -c '
+  [ "$(grep -c "^HTTP/1.1 " <<<"$1")" = 1 ] && grep -q "<OPEN>$" <<<"$1"' _ "$r"
 r=$(printf 'GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n' | raw 1.5)
 check "HTTP/1.1 keeps the connection open" bash -c 'grep -q "^Connection: keep-alive" <<<"$1" && grep -q "<OPEN>$" <<<"$1"' _ "$r"
 # A head larger than a connection's first buffer (which grows to hold it,

@@ -12,6 +12,9 @@
 #     server); no response is cut short;
 #   - no connection got all sixteen: each ended after the request in hand;
 #   - at least one 503 and one 200 came (both ways of ending were taken).
+# Then the same with one /fib/40 per connection (nothing pipelined) and
+# the access log on: every answer the log records as sent was received
+# (a 503 must reach its client also when nothing follows it).
 import signal
 import socket
 import subprocess
@@ -20,7 +23,7 @@ import threading
 import time
 
 BIN, ERR = sys.argv[1], sys.argv[2]
-N, GRACE, PIPELINED = 32, 1.0, 16
+N, GRACE = 32, 1.0
 FIB40 = "102334155"
 
 
@@ -28,85 +31,98 @@ def verdict(ok, name, why=""):
     print(("PASS " if ok else "FAIL ") + name + ("" if ok or not why else ": " + why), flush=True)
 
 
-with open(ERR, "w") as err:
-    p = subprocess.Popen([BIN, "--port", "0", "--workers", "2", "--shutdown-timeout", str(int(GRACE))],
+def scenario(PIPELINED, mode):
+  with open(ERR, mode) as err:
+    p = subprocess.Popen([BIN, "--port", "0", "--workers", "2", "--shutdown-timeout", str(int(GRACE))] + (["--access-log"] if PIPELINED == 1 else []),
                          stdout=subprocess.PIPE, stderr=err, text=True)
-line = p.stdout.readline()
-try:
-    port = int(line.split("127.0.0.1:")[1].split()[0])
-except (IndexError, ValueError):
-    verdict(False, "shutdown server started", repr(line))
-    p.kill()
-    sys.exit(0)
+  what = "%d pipelined /fib/40" % PIPELINED if PIPELINED > 1 else "one /fib/40"
+  line = p.stdout.readline()
+  try:
+      port = int(line.split("127.0.0.1:")[1].split()[0])
+  except (IndexError, ValueError):
+      verdict(False, "shutdown server started", repr(line))
+      p.kill()
+      sys.exit(0)
 
-got = {}
-
-
-def client(i):
-    data = b""
-    try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=20)
-        s.sendall(b"GET /fib/40 HTTP/1.1\r\nHost: t\r\n\r\n" * PIPELINED)
-        while True:
-            x = s.recv(65536)
-            if not x:
-                break
-            data += x
-    except OSError:
-        pass  # a reset after what came
-    got[i] = data.decode("latin-1")
+  got = {}
 
 
-threads = [threading.Thread(target=client, args=(i,)) for i in range(N)]
-for t in threads:
-    t.start()
-time.sleep(0.5)
-t0 = time.time()
-p.send_signal(signal.SIGTERM)
-time.sleep(0.2)
-try:
-    c = socket.create_connection(("127.0.0.1", port), timeout=2)
-    c.close()
-    refused = "connected"
-except ConnectionRefusedError:
-    refused = "refused"
-except OSError as e:
-    refused = repr(e)
-verdict(refused == "refused", "a connection after SIGTERM is refused", refused)
-try:
-    rc = p.wait(timeout=GRACE + 10)
-except subprocess.TimeoutExpired:
-    p.kill()
-    rc = "hung"
-took = time.time() - t0
-verdict(rc == 0 and took < GRACE + 2, "SIGTERM under load: exit 0 within the grace period plus 2 s",
-        "exit %s after %.1f s" % (rc, took))
-for t in threads:
-    t.join(10)
+  def client(i):
+      data = b""
+      try:
+          s = socket.create_connection(("127.0.0.1", port), timeout=20)
+          s.sendall(b"GET /fib/40 HTTP/1.1\r\nHost: t\r\n\r\n" * PIPELINED)
+          while True:
+              x = s.recv(65536)
+              if not x:
+                  break
+              data += x
+      except OSError:
+          pass  # a reset after what came
+      got[i] = data.decode("latin-1")
 
-ok200 = ok503 = 0
-bad = []
-for i in range(N):
-    rest, n = got.get(i, ""), 0
-    while rest:
-        head, sep, rest = rest.partition("\r\n\r\n")
-        fields = dict(l.split(": ", 1) for l in head.split("\r\n")[1:] if ": " in l)
-        length = int(fields.get("Content-Length", "-1"))
-        body, rest = rest[:length], rest[length:]
-        n += 1
-        if not sep or length < 0 or len(body) != length:
-            bad.append("conn %d: a cut response %r" % (i, head[:40]))
-            break
-        if head.startswith("HTTP/1.1 200 ") and body == FIB40:
-            ok200 += 1
-        elif head.startswith("HTTP/1.1 503 ") and fields.get("Connection") == "close" and not rest:
-            ok503 += 1
-        else:
-            bad.append("conn %d: %r" % (i, head[:60]))
-            break
-    if n >= PIPELINED:
-        bad.append("conn %d: all %d answered" % (i, n))
-verdict(not bad, "each connection: whole responses (200 fib(40), or a last 503 with close), then the end",
-        "; ".join(bad[:3]))
-verdict(ok200 >= 1 and ok503 >= 1, "both a finished /fib/40 (200) and a stopped one (503)",
-        "%d 200s, %d 503s" % (ok200, ok503))
+
+  threads = [threading.Thread(target=client, args=(i,)) for i in range(N)]
+  for t in threads:
+      t.start()
+  time.sleep(0.5)
+  t0 = time.time()
+  p.send_signal(signal.SIGTERM)
+  time.sleep(0.2)
+  try:
+      c = socket.create_connection(("127.0.0.1", port), timeout=2)
+      c.close()
+      refused = "connected"
+  except ConnectionRefusedError:
+      refused = "refused"
+  except OSError as e:
+      refused = repr(e)
+  verdict(refused == "refused", "%s each: a connection after SIGTERM is refused" % what, refused)
+  try:
+      rc = p.wait(timeout=GRACE + 10)
+  except subprocess.TimeoutExpired:
+      p.kill()
+      rc = "hung"
+  took = time.time() - t0
+  verdict(rc == 0 and took < GRACE + 2, "%s each: SIGTERM, exit 0 within the grace period plus 2 s" % what,
+          "exit %s after %.1f s" % (rc, took))
+  for t in threads:
+      t.join(10)
+
+  ok200 = ok503 = 0
+  bad = []
+  for i in range(N):
+      rest, n = got.get(i, ""), 0
+      while rest:
+          head, sep, rest = rest.partition("\r\n\r\n")
+          fields = dict(l.split(": ", 1) for l in head.split("\r\n")[1:] if ": " in l)
+          length = int(fields.get("Content-Length", "-1"))
+          body, rest = rest[:length], rest[length:]
+          n += 1
+          if not sep or length < 0 or len(body) != length:
+              bad.append("conn %d: a cut response %r" % (i, head[:40]))
+              break
+          if head.startswith("HTTP/1.1 200 ") and body == FIB40:
+              ok200 += 1
+          elif head.startswith("HTTP/1.1 503 ") and fields.get("Connection") == "close" and not rest:
+              ok503 += 1
+          else:
+              bad.append("conn %d: %r" % (i, head[:60]))
+              break
+      if PIPELINED > 1 and n >= PIPELINED:
+          bad.append("conn %d: all %d answered" % (i, n))
+  verdict(not bad, "%s each: whole responses (200 fib(40), or a last 503 with close), then the end" % what,
+          "; ".join(bad[:3]))
+  verdict(ok200 >= 1 and ok503 >= 1, "%s each: both a finished /fib/40 (200) and a stopped one (503)" % what,
+          "%d 200s, %d 503s" % (ok200, ok503))
+  if PIPELINED == 1:
+      with open(ERR) as f:
+          log = [l for l in f if '"GET /fib/40"' in l]
+      logged = {st: sum(1 for l in log if l.rstrip().endswith(" " + st)) for st in ("200", "503")}
+      verdict(logged["200"] == ok200 and logged["503"] == ok503,
+              "one /fib/40 each: every answer the access log records reached its client",
+              "logged %s, received 200: %d, 503: %d" % (logged, ok200, ok503))
+
+
+scenario(16, "w")
+scenario(1, "a")

@@ -67,7 +67,8 @@ class Connection {
   void free_for_idle();
   Task<bool> flush();
   Task<void> flush_last();
-  Task<bool> discard_body();
+  Task<bool> discard_body(Clock::time_point deadline);
+  void skip_empty_lines();
   Task<bool> write_response(Response& r);
   std::string request_line() const;
   void log(const std::string& request_line, int status) const;
@@ -145,7 +146,7 @@ Task<void> Connection::flush_last() {
 
 // Reads and drops the body of the request just parsed. False when the
 // connection must close (error_status_ set when the client should hear why).
-Task<bool> Connection::discard_body() {
+Task<bool> Connection::discard_body(Clock::time_point deadline) {
   const BodyKind kind = parser().body_kind();
   if (kind == BodyKind::None) co_return true;
   if (parser().expect_continue() && begin_ == end_) {
@@ -155,9 +156,9 @@ Task<bool> Connection::discard_body() {
   }
   ContentLengthBody length(parser().content_length());
   ChunkedBody chunked(st_.config.limits);
-  // One deadline for the whole body, not one per read: a client that
-  // trickles a byte at a time (slow POST) is closed like a slow head.
-  const Clock::time_point deadline = Clock::now() + st_.config.body_timeout;
+  // One deadline for the whole body (from the end of its head), not one
+  // per read: a client that trickles a byte at a time (slow POST) is
+  // closed like a slow head.
   io::OpOptions o{.deadline = deadline, .cancel = &st_.abort};
   for (;;) {
     auto drop = [](std::string_view) {};
@@ -250,22 +251,23 @@ Task<bool> Connection::answer_buffered() {
       Response r = simple_response(p.http_status, false);
       log("-", r.status);
       out_.append(r.bytes);
-      co_await flush();
+      co_await flush_last();
       linger_ = true;  // the rest of what the client sent is unread
       co_return false;
     }
     begin_ += p.consumed;
+    const Clock::time_point body_deadline = Clock::now() + cfg.body_timeout;
     const bool keep_alive = parser().keep_alive() && !st_.idle.cancelled();
     // The answer first, while the head is where the parser's views say;
     // the body read that follows may move or overwrite it.
     Response r = co_await handle_request(parser(), keep_alive, cfg.handler);
     const std::string line = request_line();
-    const bool body_read = co_await discard_body();
+    const bool body_read = co_await discard_body(body_deadline);
     if (!body_read) {
       if (error_status_ != 0) {
         log(line, error_status_);
         out_.append(simple_response(error_status_, false).bytes);
-        co_await flush();
+        co_await flush_last();
         linger_ = true;
       }
       co_return false;
@@ -276,7 +278,10 @@ Task<bool> Connection::answer_buffered() {
     parser().reset();
     first_ = false;
     head_deadline_ = Clock::now() + cfg.header_timeout;  // for a pipelined head already begun
-    if (!keep_alive) {
+    // The connection's last answer: the request asked to close, the
+    // handler's answer closes (a /fib stopped by the shutdown), or the
+    // shutdown began meanwhile.
+    if (!keep_alive || r.closes || st_.idle.cancelled()) {
       co_await flush_last();
       (void)co_await sock_.shutdown(SHUT_WR);
       wr_shut_ = true;
@@ -298,6 +303,7 @@ Task<bool> Connection::serve_until_idle() {
     if (!answered) co_return false;
     const bool sent = co_await flush();
     if (!sent) co_return false;
+    skip_empty_lines();
     if (begin_ == end_) co_return true;
     // The rest of a head.
     const bool more = co_await read_more({.deadline = head_deadline_, .cancel = &st_.abort});
@@ -306,11 +312,25 @@ Task<bool> Connection::serve_until_idle() {
       // mid-head hears nothing).
       if (peer_closed_) co_return false;
       out_.append(simple_response(408, false).bytes);
-      co_await flush();
+      co_await flush_last();
       linger_ = true;
       co_return false;
     }
   }
+}
+
+// Empty lines before a request (RFC 9112 2.2: a client may send a CRLF
+// after a request body) are not the start of a head: a buffer holding
+// nothing else is dropped, so that the connection waits idle, not for
+// "the rest of a head" under the header timeout. Once a head has begun
+// behind them they stay: the parser, which has scanned them already,
+// skips them itself.
+void Connection::skip_empty_lines() {
+  const auto* b = reinterpret_cast<const char*>(buf_.get());
+  for (std::size_t i = begin_; i < end_; ++i)
+    if (b[i] != '\r' && b[i] != '\n') return;
+  begin_ = end_;
+  if (parser_) parser_->reset();
 }
 
 // RFC 9112 9.6: closing a socket with bytes unread makes the kernel

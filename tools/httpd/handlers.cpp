@@ -28,6 +28,7 @@ std::string_view strip_query(std::string_view path) {
 Response head_only(ResponseHead h, std::uint64_t body_length) {
   Response r;
   r.status = h.status;
+  r.closes = !h.keep_alive;
   h.content_length = body_length;
   append_response_head(h, r.bytes);
   return r;
@@ -81,9 +82,22 @@ io::Result<io::FileInfo> stat_open_file(int fd) {
   return io::FileInfo{std::uint64_t(sb.st_size), std::int64_t(sb.st_mtim.tv_sec), std::uint32_t(sb.st_mode)};
 }
 
-// RFC 9110 13.2.2, for GET and HEAD: If-None-Match, or If-Modified-Since
-// when there is none, says whether to answer 304. This server sends no
-// entity tags, so If-None-Match matches only as "*" (the file exists).
+// RFC 9110 13.2.2 steps 1-2: If-Match, or If-Unmodified-Since when there
+// is none, says whether to answer 412. This server sends no entity tags,
+// so If-Match holds only as "*" (the file exists); an If-Unmodified-Since
+// that is not a date is ignored.
+bool precondition_failed(const RequestParser& req, std::time_t last_modified) {
+  if (auto im = req.header("If-Match")) return *im != "*";
+  if (auto ius = req.header("If-Unmodified-Since")) {
+    const auto t = parse_http_date(*ius);
+    return t && last_modified > *t;
+  }
+  return false;
+}
+
+// Steps 3-4, for GET and HEAD: If-None-Match, or If-Modified-Since when
+// there is none, says whether to answer 304. If-None-Match matches only
+// as "*" here.
 bool not_modified(const RequestParser& req, std::time_t last_modified) {
   if (auto inm = req.header("If-None-Match")) return *inm == "*";  // the parser trims a value's OWS
   if (auto ims = req.header("If-Modified-Since")) return not_modified_since(*ims, last_modified);
@@ -92,14 +106,17 @@ bool not_modified(const RequestParser& req, std::time_t last_modified) {
 
 // The Range field to honour, if any (RFC 9110 14.2, 13.1.5): GET only,
 // and only when If-Range, if present, is the Last-Modified date exactly
-// (an entity tag never matches here: none is sent); otherwise the whole
-// file is the answer.
-std::optional<std::string_view> ranges_apply(const RequestParser& req, bool head, std::time_t last_modified) {
+// and that date is a strong validator, at least a second before now (a
+// file changed twice within its Last-Modified second would match
+// otherwise; 8.8.2.2); an entity tag never matches here (none is sent).
+// Otherwise the whole file is the answer.
+std::optional<std::string_view> ranges_apply(const RequestParser& req, bool head, std::time_t last_modified,
+                                             std::time_t now) {
   auto range = req.header("Range");
   if (!range || head) return std::nullopt;
   if (auto ir = req.header("If-Range")) {
     const auto t = parse_http_date(*ir);
-    if (!t || *t != last_modified) return std::nullopt;
+    if (!t || *t != last_modified || last_modified >= now) return std::nullopt;
   }
   return range;
 }
@@ -136,21 +153,25 @@ Task<Response> file_response(const RequestParser& req, bool keep_alive, bool hea
   const std::uint64_t size = info->size;
   // A modification time in the future is announced as now (RFC 9110
   // 8.8.2.1), and the conditions below compare with what is announced.
-  const std::time_t last_modified = std::min(std::time_t(info->mtime_sec), std::time(nullptr));
+  const std::time_t now = std::time(nullptr);
+  const std::time_t last_modified = std::min(std::time_t(info->mtime_sec), now);
   ResponseHead h;
   h.content_type = mime_type(p.relative);
   h.last_modified = last_modified;
   h.accept_ranges = true;
   h.keep_alive = keep_alive;
+  if (precondition_failed(req, last_modified))
+    co_return text_response(412, "Precondition Failed\n", keep_alive, head);
   if (not_modified(req, last_modified)) {
     h.status = 304;
     Response r;
     r.status = 304;
+    r.closes = !h.keep_alive;
     append_response_head(h, r.bytes);  // no Content-Length: 304 has no body
     co_return r;
   }
   std::uint64_t first = 0, length = size;
-  if (auto range = ranges_apply(req, head, last_modified)) {
+  if (auto range = ranges_apply(req, head, last_modified, now)) {
     ByteRange br = parse_range(*range, size);
     if (br.kind == RangeKind::Unsatisfiable) {
       h.status = 416;

@@ -21,6 +21,7 @@ struct Response {
   parkway::io::File file;     // open: the body is file[offset, offset + length)
   std::uint64_t file_offset = 0;
   std::uint64_t file_length = 0;
+  bool closes = false;        // its head says "Connection: close": the connection's last answer
 };
 
 struct HandlerConfig {
