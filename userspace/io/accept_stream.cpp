@@ -145,26 +145,13 @@ constexpr std::uint64_t kGuardNs = 365ull * 24 * 3600 * 1000000000ull;  // "neve
 // *out, nullptr when the taker has no options and no group.
 int make_guard(AcceptQueue* q, IoRing& ring, const OpOptions& o, OpState** out) noexcept {
   *out = nullptr;
-  const ::parkway::TaskGroup* g = ::parkway::detail::tls_group;
   const bool timed = o.timeout.count() != 0 || o.deadline.time_since_epoch().count() != 0;
-  if (!timed && !o.cancel && !g) return 0;
+  if (!timed && !o.cancel && !::parkway::detail::tls_group) return 0;
   OpState* st = new_op_state();
-  st->refs.store(2, std::memory_order_relaxed);  // the kernel's and the continuation's
-  st->ring = &ring;
-  st->cancel.ring = &ring;
-  st->cont.invoke = &guard_fired;
+  st->cont.invoke = &guard_fired;  // its second reference is this continuation's
   st->guard_of = q;
-  int err = 0;
-  if (o.cancel && o.cancel->scope() && !scope_add(o.cancel->scope(), st, 1)) err = -ECANCELED;
-  if (!err && g && !group_scope_add(g, st)) err = -ECANCELED;
-  if (!err) err = ring.submit(st, OpArgs{.name = "accept", .opcode = IORING_OP_TIMEOUT, .off = kGuardNs}, o);
-  if (err) {
-    scope_remove(st, 1);
-    group_scope_remove(st);
-    unref(st);
-    unref(st);
-    return err;
-  }
+  const OpArgs timer{.name = "accept", .opcode = IORING_OP_TIMEOUT, .off = kGuardNs};
+  if (const int err = start_op(st, ring, nullptr, timer, o); err < 0) return err;
   q->refs.fetch_add(1, std::memory_order_relaxed);  // the guard's
   *out = st;
   return 0;

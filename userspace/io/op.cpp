@@ -193,30 +193,36 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
   IoRing& ring = w->io_ring();  // the first operation on this worker makes its ring
   OpState* st = new_op_state();
   st->waiter = h;
-  st->refs.store(2, std::memory_order_relaxed);  // the kernel's and ours
+  if (const int err = start_op(st, ring, owner_scope_, args_, opts_); err < 0) {
+    res_ = err;
+    return false;
+  }
+  st_ = st;
+  return true;
+}
+
+int start_op(OpState* st, IoRing& ring, OpScope* owner, const OpArgs& a, const OpOptions& o) noexcept {
+  st->refs.store(2, std::memory_order_relaxed);
   st->ring = &ring;
   st->cancel.ring = &ring;
-  OpScope* scopes[2] = {owner_scope_, opts_.cancel ? opts_.cancel->scope() : nullptr};
+  OpScope* scopes[2] = {owner, o.cancel ? o.cancel->scope() : nullptr};
   int err = 0;
   for (int i = 0; i < 2 && !err; ++i)
     if (scopes[i] && !scope_add(scopes[i], st, i)) err = -ECANCELED;  // cancelled (or closed) before it began
   // The awaiting coroutine's group (await_transform sets tls_group for
   // this call): cancelling it cancels the operation.
   if (!err && ::parkway::detail::tls_group && !group_scope_add(::parkway::detail::tls_group, st)) err = -ECANCELED;
-  if (!err) err = ring.submit(st, args_, opts_);
+  if (!err) err = ring.submit(st, a, o);
   if (err) {
     scope_remove(st, 0);
     scope_remove(st, 1);
     group_scope_remove(st);
-    res_ = err;
-    // A cancel posted meanwhile holds its own reference; ours and the
-    // kernel's (which never got the operation) go now.
+    // A cancel posted meanwhile holds its own reference; the awaiter's
+    // and the kernel's (which never got the operation) go now.
     unref(st);
     unref(st);
-    return false;
   }
-  st_ = st;
-  return true;
+  return err;
 }
 
 // A cancel that came before the operation began: the ring path then ends
