@@ -161,23 +161,27 @@ for ir in 'Wed, 01 Jan 2020 00:00:00 GMT' '"an-etag"' 'not a date'; do
   check "If-Range: $ir (no match) -> 200, the whole file" bash -c '
     grep -q "^HTTP/1.1 200 " <<<"$1" && ! grep -q "^Content-Range" <<<"$1" && grep -q "^hello, static world" <<<"$1"' _ "$r"
 done
-r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=0-1\r\nIf-Modified-Since: Thu, 02 Jan 2020 03:04:05 GMT\r\nConnection: close\r\n\r\n' | raw 3)
-check "If-Modified-Since with Range -> 304" status_is "$r" 304
-r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-None-Match: *\r\nConnection: close\r\n\r\n' | raw 3)
-check "If-None-Match: * -> 304" status_is "$r" 304
-r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-None-Match: "x"\r\nIf-Modified-Since: Thu, 02 Jan 2020 03:04:05 GMT\r\nConnection: close\r\n\r\n' | raw 3)
-check "If-None-Match present: If-Modified-Since ignored -> 200" status_is "$r" 200
+# get_status NAME STATUS FIELDS: GET /hello.txt with the header FIELDS
+# (each ending in \r\n) is answered STATUS.
+get_status() {
+  local r
+  r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\n%bConnection: close\r\n\r\n' "$3" | raw 3)
+  check "$1" status_is "$r" "$2"
+}
+get_status "If-Modified-Since with Range -> 304" 304 \
+  'Range: bytes=0-1\r\nIf-Modified-Since: Thu, 02 Jan 2020 03:04:05 GMT\r\n'
+get_status "If-None-Match: * -> 304" 304 'If-None-Match: *\r\n'
+get_status "If-None-Match present: If-Modified-Since ignored -> 200" 200 \
+  'If-None-Match: "x"\r\nIf-Modified-Since: Thu, 02 Jan 2020 03:04:05 GMT\r\n'
 r=$(printf 'HEAD /hello.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=0-3\r\nConnection: close\r\n\r\n' | raw 3)
 check "HEAD with Range -> 200, the whole length, no body" bash -c '
   grep -q "^HTTP/1.1 200 " <<<"$1" && grep -q "^Content-Length: 20" <<<"$1" && ! grep -q "^hello" <<<"$1"' _ "$r"
-r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-Match: "nope"\r\nConnection: close\r\n\r\n' | raw 3)
-check "If-Match with a tag that cannot match -> 412" status_is "$r" 412
-r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-Match: *\r\nConnection: close\r\n\r\n' | raw 3)
-check "If-Match: * -> 200" status_is "$r" 200
-r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-Unmodified-Since: Wed, 01 Jan 2020 00:00:00 GMT\r\nRange: bytes=0-3\r\nConnection: close\r\n\r\n' | raw 3)
-check "If-Unmodified-Since before Last-Modified (with Range) -> 412" status_is "$r" 412
-r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-Unmodified-Since: Thu, 02 Jan 2020 03:04:05 GMT\r\nConnection: close\r\n\r\n' | raw 3)
-check "If-Unmodified-Since equal to Last-Modified -> 200" status_is "$r" 200
+get_status "If-Match with a tag that cannot match -> 412" 412 'If-Match: "nope"\r\n'
+get_status "If-Match: * -> 200" 200 'If-Match: *\r\n'
+get_status "If-Unmodified-Since before Last-Modified (with Range) -> 412" 412 \
+  'If-Unmodified-Since: Wed, 01 Jan 2020 00:00:00 GMT\r\nRange: bytes=0-3\r\n'
+get_status "If-Unmodified-Since equal to Last-Modified -> 200" 200 \
+  'If-Unmodified-Since: Thu, 02 Jan 2020 03:04:05 GMT\r\n'
 # A Last-Modified in the current second (here: a future mtime announced as
 # now) is a weak validator: If-Range with it gets the whole file.
 lm=$(printf 'HEAD /future.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3 | sed -n 's/^Last-Modified: \(.*\)\r$/\1/p')

@@ -17,11 +17,9 @@ import socket
 import sys
 import time
 
+from verdict import verdict
+
 PORT = int(sys.argv[1])
-
-
-def verdict(ok, name, why=""):
-    print(("PASS " if ok else "FAIL ") + name + ("" if ok or not why else ": " + why), flush=True)
 
 
 def read_all(s, limit):

@@ -14,14 +14,12 @@ import socket
 import sys
 import time
 
+from verdict import verdict
+
 PORT, PID, N, HOLD = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 ADDR = ("127.0.0.1", PORT)
 REQ = b"GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n"
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def verdict(ok, name, why=""):
-    print(("PASS " if ok else "FAIL ") + name + ("" if ok or not why else ": " + why), flush=True)
 
 
 def cpu_seconds(pid):

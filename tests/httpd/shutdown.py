@@ -22,13 +22,11 @@ import sys
 import threading
 import time
 
+from verdict import verdict
+
 BIN, ERR = sys.argv[1], sys.argv[2]
 N, GRACE = 32, 1.0
 FIB40 = "102334155"
-
-
-def verdict(ok, name, why=""):
-    print(("PASS " if ok else "FAIL ") + name + ("" if ok or not why else ": " + why), flush=True)
 
 
 def scenario(PIPELINED, mode):

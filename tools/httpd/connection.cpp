@@ -65,8 +65,7 @@ class Connection {
   std::string_view buffered() const { return {reinterpret_cast<const char*>(buf_.get()) + begin_, end_ - begin_}; }
   Task<bool> read_more(io::OpOptions o);
   void free_for_idle();
-  Task<bool> flush();
-  Task<void> flush_last();
+  Task<bool> flush(bool last = false);
   Task<bool> discard_body(Clock::time_point deadline);
   void skip_empty_lines();
   Task<bool> write_response(Response& r);
@@ -120,28 +119,17 @@ Task<bool> Connection::read_more(io::OpOptions o) {
   co_return true;
 }
 
-// Sends every response batched so far, in one send_all.
-Task<bool> Connection::flush() {
+// Sends every response batched so far, in one send_all. The connection's
+// last flush (`last`): once the grace period of a shutdown is over every
+// operation carrying `abort` fails at once, so the last answer (a 503 for
+// a computation that stopped) goes out with a short timeout of its own.
+Task<bool> Connection::flush(bool last) {
   if (out_.empty()) co_return true;
   io::OpOptions o{.timeout = st_.config.idle_timeout, .cancel = &st_.abort};
+  if (last && st_.abort.cancelled()) o = {.timeout = std::chrono::milliseconds(500)};
   auto r = co_await sock_.send_all({reinterpret_cast<const std::byte*>(out_.data()), out_.size()}, o);
   out_.clear();
   co_return bool(r);
-}
-
-// The connection's last flush: once the grace period of a shutdown is
-// over every operation carrying `abort` fails at once, so the last answer
-// (a 503 for a computation that stopped) goes out with a short timeout of
-// its own instead.
-Task<void> Connection::flush_last() {
-  if (!st_.abort.cancelled()) {
-    co_await flush();
-    co_return;
-  }
-  if (out_.empty()) co_return;
-  (void)co_await sock_.send_all({reinterpret_cast<const std::byte*>(out_.data()), out_.size()},
-                                {.timeout = std::chrono::milliseconds(500)});
-  out_.clear();
 }
 
 // Reads and drops the body of the request just parsed. False when the
@@ -244,14 +232,14 @@ Task<bool> Connection::answer_buffered() {
     // first one read after) is the connection's last: those pipelined
     // behind it are left for the client to retry (RFC 9112 9.3.2).
     if (answered && st_.idle.cancelled()) {
-      co_await flush_last();
+      co_await flush(/*last=*/true);
       co_return false;
     }
     if (p.status == ParseStatus::Error) {
       Response r = simple_response(p.http_status, false);
       log("-", r.status);
       out_.append(r.bytes);
-      co_await flush_last();
+      co_await flush(/*last=*/true);
       linger_ = true;  // the rest of what the client sent is unread
       co_return false;
     }
@@ -267,7 +255,7 @@ Task<bool> Connection::answer_buffered() {
       if (error_status_ != 0) {
         log(line, error_status_);
         out_.append(simple_response(error_status_, false).bytes);
-        co_await flush_last();
+        co_await flush(/*last=*/true);
         linger_ = true;
       }
       co_return false;
@@ -282,7 +270,7 @@ Task<bool> Connection::answer_buffered() {
     // handler's answer closes (a /fib stopped by the shutdown), or the
     // shutdown began meanwhile.
     if (!keep_alive || r.closes || st_.idle.cancelled()) {
-      co_await flush_last();
+      co_await flush(/*last=*/true);
       (void)co_await sock_.shutdown(SHUT_WR);
       wr_shut_ = true;
       linger_ = begin_ != end_;  // requests pipelined behind it, unanswered
@@ -312,7 +300,7 @@ Task<bool> Connection::serve_until_idle() {
       // mid-head hears nothing).
       if (peer_closed_) co_return false;
       out_.append(simple_response(408, false).bytes);
-      co_await flush_last();
+      co_await flush(/*last=*/true);
       linger_ = true;
       co_return false;
     }

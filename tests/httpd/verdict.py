@@ -1,0 +1,6 @@
+# verdict.py -- the PASS/FAIL line the tests/httpd/ check scripts print,
+# one per check, which check-httpd.sh's py_checks counts.
+
+
+def verdict(ok, name, why=""):
+    print(("PASS " if ok else "FAIL ") + name + ("" if ok or not why else ": " + why), flush=True)
