@@ -34,6 +34,7 @@ WorkerStats WorkerCounters::snapshot() const noexcept {
   s.ring_parks = ring_parks.load(std::memory_order_relaxed);
   s.io_sent_now = io_sent_now.load(std::memory_order_relaxed);
   s.io_read_now = io_read_now.load(std::memory_order_relaxed);
+  s.io_sendfile = io_sendfile.load(std::memory_order_relaxed);
   s.io_recv_pool_empty = io_recv_pool_empty.load(std::memory_order_relaxed);
   s.slice_yields = slice_yields.load(std::memory_order_relaxed);
   return s;

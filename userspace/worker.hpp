@@ -29,7 +29,7 @@ class RuntimeImpl;
 // Runtime::stats() from any thread.
 struct WorkerCounters {
   std::atomic<std::uint64_t> spawned{0}, executed{0}, steals{0}, failed_steals{0}, injected{0},
-      parks{0}, wakeups{0}, waiter_wakeups{0}, steal_fences{0}, park_fences{0}, io_ops{0}, ring_parks{0}, io_sent_now{0}, io_read_now{0},
+      parks{0}, wakeups{0}, waiter_wakeups{0}, steal_fences{0}, park_fences{0}, io_ops{0}, ring_parks{0}, io_sent_now{0}, io_read_now{0}, io_sendfile{0},
       io_recv_pool_empty{0}, slice_yields{0};
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
 #if defined(__x86_64__) && !defined(PARKWAY_TSAN)
@@ -155,6 +155,7 @@ class alignas(64) Worker {
   void count_ring_park() noexcept { WorkerCounters::bump(counters_.ring_parks); }
   void count_io_sent_now() noexcept { WorkerCounters::bump(counters_.io_sent_now); }
   void count_io_read_now() noexcept { WorkerCounters::bump(counters_.io_read_now); }
+  void count_io_sendfile() noexcept { WorkerCounters::bump(counters_.io_sendfile); }
   void count_io_recv_pool_empty() noexcept { WorkerCounters::bump(counters_.io_recv_pool_empty); }
 
   static Worker* current() noexcept { return tls_current; }

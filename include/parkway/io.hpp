@@ -319,7 +319,40 @@ PARKWAY_API detail::SizeOp recvmsg(int fd, msghdr& msg, OpOptions o = {}, int fl
 PARKWAY_API detail::VoidOp shutdown(int fd, int how, OpOptions o = {});
 PARKWAY_API detail::VoidOp close(int fd);
 // Sends all of buf, looping over short writes. The error names "send".
-PARKWAY_API Task<Result<std::size_t>> send_all(int fd, std::span<const std::byte> buf, OpOptions o = {});
+// MSG_MORE in flags: more follows (the last piece is held back for it).
+PARKWAY_API Task<Result<std::size_t>> send_all(int fd, std::span<const std::byte> buf, OpOptions o = {},
+                                               int flags = MSG_NOSIGNAL);
+
+namespace detail {
+// poll's awaitable: Result<unsigned>, the events that are ready.
+class PollOp : public OpBase {
+ public:
+  using OpBase::OpBase;
+  Result<unsigned> await_resume() noexcept {
+    collect();
+    if (res() < 0) return error();
+    return unsigned(res());
+  }
+};
+}  // namespace detail
+
+// Waits until fd is ready for one of `events` (POLLIN, POLLOUT, ...;
+// POLLERR and POLLHUP are always reported): the events that are ready.
+PARKWAY_API detail::PollOp poll(int fd, unsigned events, OpOptions o = {});
+
+// Sends count bytes of file_fd from `offset` to the stream socket
+// sock_fd, looping like send_all; fewer only when the file ends first.
+// Bytes in the page cache go by sendfile(2) at the co_await, without a
+// copy through user memory, and a full socket is waited for on the ring
+// (poll); a range not all in the page cache, or a socket that is not
+// non-blocking (parkway's sockets are), is read on the ring and sent
+// instead, so the worker never blocks (docs/design/io.md, "Sending a
+// file"). sendfile(2) takes no MSG_NOSIGNAL: the calling worker blocks
+// SIGPIPE, and a peer that is gone is the EPIPE error. Errors name
+// "send_file" (or the "read", "send" or "poll" that failed); fd and
+// file_fd must stay open until the co_await returns.
+PARKWAY_API Task<Result<std::size_t>> send_file(int sock_fd, int file_fd, std::uint64_t offset, std::size_t count,
+                                                OpOptions o = {});
 
 // Suspends the coroutine (not the worker) for d, or until t. A cancel
 // ends it early with ECANCELED.
@@ -385,6 +418,7 @@ class PARKWAY_API Descriptor {
 }  // namespace detail
 
 class Socket;
+class File;
 
 // A connected stream socket.
 class PARKWAY_API Socket : public detail::Descriptor {
@@ -396,7 +430,10 @@ class PARKWAY_API Socket : public detail::Descriptor {
   // io::recv_owned on this socket: no memory held while it waits.
   detail::OwnedRecvOp recv_owned(std::size_t max, OpOptions o = {}, int flags = 0);
   detail::SizeOp send(std::span<const std::byte> buf, OpOptions o = {}, int flags = MSG_NOSIGNAL);
-  Task<Result<std::size_t>> send_all(std::span<const std::byte> buf, OpOptions o = {});
+  Task<Result<std::size_t>> send_all(std::span<const std::byte> buf, OpOptions o = {}, int flags = MSG_NOSIGNAL);
+  // io::send_file from f (which must stay open until the co_await returns).
+  Task<Result<std::size_t>> send_file(const File& f, std::uint64_t offset, std::size_t count, OpOptions o = {});
+  detail::PollOp poll(unsigned events, OpOptions o = {});
   detail::SizeOp writev(std::span<const iovec> iov, OpOptions o = {});
   detail::SizeOp sendmsg(const msghdr& msg, OpOptions o = {}, int flags = MSG_NOSIGNAL);
   detail::VoidOp shutdown(int how = SHUT_WR, OpOptions o = {});

@@ -30,6 +30,8 @@ struct WorkerStats {
                                    // (Options::io_send_first)
   std::uint64_t io_read_now = 0;   // reads done from the page cache at the co_await, not on the ring
                                    // (Options::io_read_first)
+  std::uint64_t io_sendfile = 0;   // sendfile(2) calls of io::send_file that sent bytes (the file's
+                                   // pages went to the socket without a copy through user memory)
   std::uint64_t io_recv_pool_empty = 0;  // owned receives (io::recv_owned) that found the ring's buffer
                                          // pool empty and were submitted again
   std::uint64_t slice_yields = 0;  // times it gave up its CPU at the end of its kernel slice, between
@@ -45,6 +47,7 @@ struct WorkerStats {
     ring_parks += o.ring_parks;
     io_sent_now += o.io_sent_now;
     io_read_now += o.io_read_now;
+    io_sendfile += o.io_sendfile;
     io_recv_pool_empty += o.io_recv_pool_empty;
     slice_yields += o.slice_yields;
     return *this;

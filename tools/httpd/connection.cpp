@@ -4,7 +4,8 @@
 // One coroutine per connection (serve_connection) waits for a request,
 // then serve_until_idle reads and parses every complete request buffered
 // (pipelining), appending each response to one output string, which goes
-// out in a single send before the next read. The buffer is small and
+// out in a single send before the next read (a file's body follows its
+// head by io::send_file). The buffer is small and
 // doubles when a head does not fit, up to the largest head the limits
 // allow. A connection that waits for its next request holds no buffer:
 // it frees the buffer, the output string and the parser, and waits with
@@ -44,7 +45,6 @@ namespace {
 
 constexpr std::size_t kSmallBuffer = 2 * 1024;   // holds a typical request, or a pipelined batch of small ones
 constexpr std::size_t kLargeBuffer = 32 * 1024;  // holds the largest head the limits allow
-constexpr std::size_t kInlineFileBody = 64 * 1024;  // smaller file bodies join the batch
 constexpr auto kLingerTime = std::chrono::seconds(2);  // at most, reading what a closed client still sends
 constexpr std::size_t kLingerBytes = 64 * 1024;        // and at most this much
 
@@ -65,7 +65,7 @@ class Connection {
   std::string_view buffered() const { return {reinterpret_cast<const char*>(buf_.get()) + begin_, end_ - begin_}; }
   Task<bool> read_more(io::OpOptions o);
   void free_for_idle();
-  Task<bool> flush(bool last = false);
+  Task<bool> flush(bool last = false, bool more = false);
   Task<bool> discard_body(Clock::time_point deadline);
   void skip_empty_lines();
   Task<bool> write_response(Response& r);
@@ -119,15 +119,17 @@ Task<bool> Connection::read_more(io::OpOptions o) {
   co_return true;
 }
 
-// Sends every response batched so far, in one send_all. The connection's
+// Sends every response batched so far, in one send_all (with MSG_MORE
+// when a file body follows: `more`). The connection's
 // last flush (`last`): once the grace period of a shutdown is over every
 // operation carrying `abort` fails at once, so the last answer (a 503 for
 // a computation that stopped) goes out with a short timeout of its own.
-Task<bool> Connection::flush(bool last) {
+Task<bool> Connection::flush(bool last, bool more) {
   if (out_.empty()) co_return true;
   io::OpOptions o{.timeout = st_.config.idle_timeout, .cancel = &st_.abort};
   if (last && st_.abort.cancelled()) o = {.timeout = std::chrono::milliseconds(500)};
-  auto r = co_await sock_.send_all({reinterpret_cast<const std::byte*>(out_.data()), out_.size()}, o);
+  auto r = co_await sock_.send_all({reinterpret_cast<const std::byte*>(out_.data()), out_.size()}, o,
+                                   more ? MSG_NOSIGNAL | MSG_MORE : MSG_NOSIGNAL);
   out_.clear();
   co_return bool(r);
 }
@@ -166,27 +168,18 @@ Task<bool> Connection::discard_body(Clock::time_point deadline) {
   }
 }
 
-// Batches the response; a large file body is sent after a flush, in pieces.
+// Batches the response. A file body goes after the batch by
+// io::send_file (sendfile(2) when the file is cached), the batch sent
+// first with MSG_MORE, so that a head and a small body leave in one
+// segment.
 Task<bool> Connection::write_response(Response& r) {
   out_.append(r.bytes);
   if (!r.file.is_open()) co_return true;
+  const bool head_sent = co_await flush(/*last=*/false, /*more=*/true);
+  if (!head_sent) co_return false;
   io::OpOptions o{.timeout = st_.config.idle_timeout, .cancel = &st_.abort};
-  std::uint64_t off = r.file_offset, left = r.file_length;
-  while (left > 0) {
-    if (out_.size() >= kInlineFileBody) {
-      const bool sent = co_await flush();
-      if (!sent) co_return false;
-    }
-    const std::size_t old = out_.size();
-    const std::size_t want = std::size_t(std::min<std::uint64_t>(left, kInlineFileBody));
-    out_.resize(old + want);
-    auto n = co_await r.file.read_at({reinterpret_cast<std::byte*>(out_.data() + old), want}, off, o);
-    if (!n || *n == 0) co_return false;  // the file shrank or failed: the length is a lie now
-    out_.resize(old + *n);
-    off += *n;
-    left -= *n;
-  }
-  co_return true;
+  auto n = co_await sock_.send_file(r.file, r.file_offset, r.file_length, o);
+  co_return n && *n == r.file_length;  // short: the file shrank, and the length is a lie now
 }
 
 // Before an idle wait (nothing buffered, everything sent): free the

@@ -197,6 +197,7 @@ OpArgs sendmsg_args(int fd, const msghdr& msg, int flags);
 OpArgs recvmsg_args(int fd, msghdr& msg, int flags);
 OpArgs shutdown_args(int fd, int how);
 OpArgs accept_args(int listen_fd);
+OpArgs poll_args(int fd, unsigned events);
 OpArgs connect_args(int fd, const Address& a);
 
 // Options::io_send_first: for a send or sendmsg, the bytes sent by a

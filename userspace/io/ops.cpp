@@ -85,6 +85,10 @@ OpArgs accept_args(int listen_fd) {
 
 // The SQE points at `a` and may wait in the SQ until the next flush: `a`
 // must live until the co_await ends.
+OpArgs poll_args(int fd, unsigned events) {
+  return OpArgs{.name = "poll", .opcode = IORING_OP_POLL_ADD, .fd = fd, .op_flags = events};
+}
+
 OpArgs connect_args(int fd, const Address& a) {
   return OpArgs{.name = "connect", .opcode = IORING_OP_CONNECT, .fd = fd, .addr = ptr(a.get()), .off = a.size()};
 }
@@ -145,14 +149,16 @@ VoidOp shutdown(int fd, int how, OpOptions o) { return VoidOp(detail::shutdown_a
 
 VoidOp close(int fd) { return VoidOp(OpArgs{.name = "close", .opcode = IORING_OP_CLOSE, .fd = fd}, {}, nullptr); }
 
+detail::PollOp poll(int fd, unsigned events, OpOptions o) { return detail::PollOp(detail::poll_args(fd, events), o, nullptr); }
+
 VoidOp connect(int fd, const Address& a, OpOptions o) { return VoidOp(detail::connect_args(fd, a), o, nullptr); }
 
 AcceptOp accept(int listen_fd, OpOptions o) { return AcceptOp(detail::accept_args(listen_fd), o, nullptr); }
 
-Task<Result<std::size_t>> send_all(int fd, std::span<const std::byte> buf, OpOptions o) {
+Task<Result<std::size_t>> send_all(int fd, std::span<const std::byte> buf, OpOptions o, int flags) {
   std::size_t done = 0;
   while (done < buf.size()) {
-    Result<std::size_t> n = co_await send(fd, buf.subspan(done), o);
+    Result<std::size_t> n = co_await send(fd, buf.subspan(done), o, flags);
     if (!n) co_return n.error();
     done += *n;
   }

@@ -120,6 +120,10 @@ SizeOp Socket::recv(std::span<std::byte> buf, OpOptions o, int flags) {
   return SizeOp(detail::recv_args(checked("recv"), buf, flags), o, scope());
 }
 
+detail::PollOp Socket::poll(unsigned events, OpOptions o) {
+  return detail::PollOp(detail::poll_args(checked("poll"), events), o, scope());
+}
+
 OwnedRecvOp Socket::recv_owned(std::size_t max, OpOptions o, int flags) {
   return OwnedRecvOp(detail::recv_owned_args(checked("recv"), max, flags), o, scope());
 }
@@ -128,10 +132,10 @@ SizeOp Socket::send(std::span<const std::byte> buf, OpOptions o, int flags) {
   return SizeOp(detail::send_args(checked("send"), buf, flags), o, scope());
 }
 
-Task<Result<std::size_t>> Socket::send_all(std::span<const std::byte> buf, OpOptions o) {
+Task<Result<std::size_t>> Socket::send_all(std::span<const std::byte> buf, OpOptions o, int flags) {
   std::size_t done = 0;
   while (done < buf.size()) {
-    Result<std::size_t> n = co_await send(buf.subspan(done), o);
+    Result<std::size_t> n = co_await send(buf.subspan(done), o, flags);
     if (!n) co_return n.error();
     done += *n;
   }

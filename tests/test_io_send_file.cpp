@@ -1,0 +1,270 @@
+// test_io_send_file.cpp -- io::send_file and io::poll (parkway/io.hpp,
+// docs/design/io.md, "Sending a file"): a cached file goes by sendfile(2)
+// through a socket that fills (the wait for room on the ring), every byte
+// checked; a range not in the page cache and a blocking socket take the
+// copy path; the end of the file, a gone peer (EPIPE, and the process
+// lives), a timeout, a cancel and a closed Socket.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "parkway/io.hpp"
+#include "parkway/parkway.hpp"
+
+namespace io = parkway::io;
+using namespace std::chrono_literals;
+using parkway::Task;
+
+namespace {
+
+std::byte pattern(std::uint64_t i) { return std::byte((i * 0x9E3779B97F4A7C15ull) >> 56); }
+
+// A file of `size` pattern bytes in a directory on a disk file system if
+// there is one (the build directory), else /tmp; unlinked at the end.
+struct TempFile {
+  std::string path;
+  int fd = -1;
+  explicit TempFile(std::size_t size, const char* dir = "build") {
+    path = std::string(dir) + "/parkway-send-file-XXXXXX";
+    fd = ::mkstemp(path.data());
+    if (fd < 0) {
+      path = "/tmp/parkway-send-file-XXXXXX";
+      fd = ::mkstemp(path.data());
+    }
+    if (fd < 0) std::abort();
+    std::vector<std::byte> b(size);
+    for (std::size_t i = 0; i < size; ++i) b[i] = pattern(i);
+    if (::write(fd, b.data(), size) != ssize_t(size)) std::abort();
+  }
+  ~TempFile() {
+    ::close(fd);
+    ::unlink(path.c_str());
+  }
+};
+
+// Pages of fd in the page cache, by cachestat(2); -1 when it cannot tell.
+long cached_pages(int fd) {
+  struct {
+    std::uint64_t off, len;
+  } range{0, 0};
+  std::uint64_t stat[5] = {};
+  if (::syscall(451, fd, &range, stat, 0) != 0) return -1;
+  return long(stat[0]);
+}
+
+// A connected pair of TCP sockets over loopback: `out` (a parkway
+// Socket, non-blocking) and the raw peer `in`.
+struct TcpPair {
+  io::Socket out;
+  int in = -1;
+  explicit TcpPair(parkway::Runtime& rt) {
+    auto l = io::Listener::bind(io::Address::loopback(0));
+    if (!l) std::abort();
+    auto c = parkway::sync_wait(rt, io::Socket::connect(l->local_address()));
+    if (!c) std::abort();
+    out = std::move(*c);
+    in = ::accept4(l->fd(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (in < 0) std::abort();
+  }
+  ~TcpPair() {
+    if (in >= 0) ::close(in);
+  }
+};
+
+// Reads n bytes from fd (blocking) and counts those that are not
+// pattern(first + i); -1 on EOF or an error first.
+long read_and_check(int fd, std::size_t n, std::uint64_t first) {
+  std::vector<std::byte> b(64 * 1024);
+  std::size_t got = 0;
+  long bad = 0;
+  while (got < n) {
+    ssize_t r = ::recv(fd, b.data(), std::min(b.size(), n - got), 0);
+    if (r <= 0) return -1;
+    for (ssize_t i = 0; i < r; ++i) bad += b[std::size_t(i)] != pattern(first + got + std::size_t(i));
+    got += std::size_t(r);
+  }
+  return bad;
+}
+
+Task<io::Result<std::size_t>> send_range(io::Socket* s, const io::File* f, std::uint64_t off, std::size_t n,
+                                         io::OpOptions o = {}) {
+  co_return co_await s->send_file(*f, off, n, o);
+}
+
+TEST(IoSendFile, ACachedFileGoesBySendfileThroughAFullSocket) {
+  constexpr std::size_t kSize = 3 * 1024 * 1024 + 123;
+  TempFile tf(kSize);
+  io::File f(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(f.is_open());
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  TcpPair p(rt);
+  // The reader starts late, so the socket fills and send_file waits for
+  // room on the ring more than once.
+  std::atomic<long> bad{-2};
+  std::thread reader([&] {
+    std::this_thread::sleep_for(100ms);
+    bad = read_and_check(p.in, kSize - 1000, 1000);
+  });
+  auto r = parkway::sync_wait(rt, send_range(&p.out, &f, 1000, kSize - 1000));
+  reader.join();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(*r, kSize - 1000);
+  EXPECT_EQ(bad.load(), 0) << "bytes that differ from the file (-1: the stream ended early)";
+  const parkway::Stats st = rt.stats();
+  EXPECT_GE(st.total.io_sendfile, 2u) << "the file did not go by sendfile(2), or not in pieces";
+  EXPECT_GE(st.total.io_ops, 1u) << "no wait for room on the ring";
+}
+
+TEST(IoSendFile, TheEndOfTheFileEndsItShort) {
+  TempFile tf(10000);
+  io::File f(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  TcpPair p(rt);
+  auto r = parkway::sync_wait(rt, send_range(&p.out, &f, 9990, 100));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, 10u);
+  EXPECT_EQ(read_and_check(p.in, 10, 9990), 0);
+  auto past = parkway::sync_wait(rt, send_range(&p.out, &f, 20000, 100));
+  ASSERT_TRUE(past);
+  EXPECT_EQ(*past, 0u);
+  auto none = parkway::sync_wait(rt, send_range(&p.out, &f, 0, 0));
+  ASSERT_TRUE(none);
+  EXPECT_EQ(*none, 0u);
+}
+
+TEST(IoSendFile, ARangeNotInThePageCacheIsReadAndSent) {
+  constexpr std::size_t kSize = 48 * 1024;  // one piece of the copy path
+  TempFile tf(kSize);
+  ASSERT_EQ(::fsync(tf.fd), 0);
+  io::File f(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_EQ(::posix_fadvise(f.fd(), 0, 0, POSIX_FADV_DONTNEED), 0);
+  const long cached = cached_pages(f.fd());
+  if (cached != 0)
+    GTEST_SKIP() << "SKIP: cannot evict the file from the page cache here (cachestat says " << cached
+                 << " pages cached; a tmpfs, or no cachestat(2))";
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  TcpPair p(rt);
+  auto r = parkway::sync_wait(rt, send_range(&p.out, &f, 0, kSize));
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(*r, kSize);
+  EXPECT_EQ(read_and_check(p.in, kSize, 0), 0);
+  EXPECT_EQ(rt.stats().total.io_sendfile, 0u) << "sendfile(2) of pages not in memory could block the worker";
+  // Now cached: the same range goes by sendfile.
+  auto again = parkway::sync_wait(rt, send_range(&p.out, &f, 0, kSize));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(read_and_check(p.in, kSize, 0), 0);
+  EXPECT_GE(rt.stats().total.io_sendfile, 1u);
+}
+
+TEST(IoSendFile, ABlockingSocketTakesTheCopyPath) {
+  constexpr std::size_t kSize = 200 * 1024;
+  TempFile tf(kSize);
+  io::File f(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  TcpPair p(rt);
+  ASSERT_EQ(::fcntl(p.out.fd(), F_SETFL, ::fcntl(p.out.fd(), F_GETFL) & ~O_NONBLOCK), 0);
+  std::atomic<long> bad{-2};
+  std::thread reader([&] {
+    std::this_thread::sleep_for(50ms);
+    bad = read_and_check(p.in, kSize, 0);
+  });
+  auto r = parkway::sync_wait(rt, send_range(&p.out, &f, 0, kSize));
+  reader.join();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(*r, kSize);
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(rt.stats().total.io_sendfile, 0u) << "sendfile(2) on a blocking socket could block the worker";
+}
+
+TEST(IoSendFile, APeerThatIsGoneIsAnErrorNotASignal) {
+  TempFile tf(256 * 1024);
+  io::File f(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  TcpPair p(rt);
+  ::close(p.in);  // unread bytes at its close: the peer resets
+  p.in = -1;
+  auto t = [](io::Socket* s, const io::File* f) -> Task<std::string> {
+    for (int i = 0; i < 100; ++i) {
+      auto r = co_await s->send_file(*f, 0, 256 * 1024);
+      if (!r) co_return r.error().message();
+      (void)co_await io::sleep_for(1ms);
+    }
+    co_return "every send succeeded";
+  };
+  const std::string e = parkway::sync_wait(rt, t(&p.out, &f));
+  EXPECT_TRUE(e == "send_file: Broken pipe" || e == "send_file: Connection reset by peer" ||
+              e == "poll: Connection reset by peer")
+      << e;
+  // The process is alive (SIGPIPE's default would have ended it), and
+  // the worker still runs tasks.
+  EXPECT_EQ(parkway::sync_wait(rt, []() -> Task<int> { co_return 7; }()), 7);
+}
+
+TEST(IoSendFile, AWaitForRoomEndsAtItsTimeoutOrCancel) {
+  constexpr std::size_t kSize = 8 * 1024 * 1024;  // more than the socket buffers hold
+  TempFile tf(kSize);
+  io::File f(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  {
+    TcpPair p(rt);  // nobody reads
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = parkway::sync_wait(rt, send_range(&p.out, &f, 0, kSize, {.timeout = 100ms}));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::timed_out);
+    EXPECT_STREQ(r.error().op(), "poll");
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, 100ms);
+  }
+  {
+    TcpPair p(rt);
+    io::CancelSource cs;
+    std::thread canceller([&] {
+      std::this_thread::sleep_for(100ms);
+      cs.cancel();
+    });
+    auto r = parkway::sync_wait(rt, send_range(&p.out, &f, 0, kSize, {.cancel = &cs}));
+    canceller.join();
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::operation_canceled);
+    // A cancel that came first stops it before any byte is sent.
+    auto late = parkway::sync_wait(rt, send_range(&p.out, &f, 0, 10, {.cancel = &cs}));
+    ASSERT_FALSE(late);
+    EXPECT_EQ(late.error(), std::errc::operation_canceled);
+  }
+}
+
+TEST(IoSendFile, AClosedSocketIsMisuse) {
+  TempFile tf(100);
+  io::File f(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  TcpPair p(rt);
+  p.out.close();
+  EXPECT_THROW((void)parkway::sync_wait(rt, send_range(&p.out, &f, 0, 100)), std::logic_error);
+  EXPECT_THROW(p.out.poll(POLLOUT), std::logic_error);
+}
+
+TEST(IoSendFile, PollReportsReadiness) {
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  TcpPair p(rt);
+  auto t = [](io::Socket* s, int peer) -> Task<std::string> {
+    auto w = co_await s->poll(POLLOUT);
+    if (!w || !(*w & POLLOUT)) co_return "a fresh socket is not writable";
+    auto quiet = co_await s->poll(POLLIN, {.timeout = 30ms});
+    if (quiet || quiet.error() != std::errc::timed_out) co_return "POLLIN without data";
+    if (::send(peer, "x", 1, 0) != 1) co_return "send";
+    auto r = co_await s->poll(POLLIN, {.timeout = 5s});
+    if (!r || !(*r & POLLIN)) co_return "no POLLIN after data";
+    co_return "ok";
+  };
+  EXPECT_EQ(parkway::sync_wait(rt, t(&p.out, p.in)), "ok");
+}
+
+}  // namespace

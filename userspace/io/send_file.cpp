@@ -1,0 +1,171 @@
+// send_file.cpp -- a file's bytes to a socket: sendfile(2) at the co_await
+// when it cannot block, the ring when it could (docs/design/io.md,
+// "Sending a file").
+//
+// sendfile(2) blocks on two things: a socket with no room, and file pages
+// that are not in memory. The first cannot happen on a non-blocking
+// socket (the call sends what fits, or fails with EAGAIN, and the
+// operation then waits for room with a poll on the ring). The second is
+// ruled out per range by asking cachestat(2) (Linux 6.5) whether every
+// page of it is cached; a range that is not, a kernel without cachestat,
+// a blocking socket or a file sendfile refuses are read on the ring into
+// a buffer and sent from there, as a caller without send_file would.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/sendfile.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "io/op_state.hpp"
+#include "parkway/io.hpp"
+#include "worker.hpp"
+
+namespace parkway::io {
+
+namespace {
+
+constexpr std::size_t kSendfileChunk = std::size_t(1) << 20;  // per sendfile(2) call and per cachestat(2) question
+constexpr std::size_t kCopyChunk = 64 * 1024;                 // the copy path's buffer
+
+// cachestat(2): the kernel ABI (include/uapi/linux/mman.h), absent from
+// bookworm's 6.1 headers. The syscall number is the same on every
+// architecture (the generic table).
+constexpr long kSysCachestat = 451;
+struct CachestatRange {
+  std::uint64_t off, len;
+};
+struct Cachestat {
+  std::uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+std::atomic<bool> g_cachestat_missing{false};
+
+// Whether every page of [off, off + len) of fd is in the page cache (so
+// that sendfile reads no device). False when it cannot tell.
+bool all_cached(int fd, std::uint64_t off, std::size_t len) noexcept {
+  if (g_cachestat_missing.load(std::memory_order_relaxed)) return false;
+  CachestatRange r{off, len};
+  Cachestat c{};
+  if (::syscall(kSysCachestat, fd, &r, &c, 0) != 0) {
+    if (errno == ENOSYS) g_cachestat_missing.store(true, std::memory_order_relaxed);
+    return false;
+  }
+  static const std::uint64_t page = std::uint64_t(::sysconf(_SC_PAGESIZE));
+  const std::uint64_t pages = (off + len + page - 1) / page - off / page;
+  return c.nr_cache >= pages;
+}
+
+// sendfile(2) has no MSG_NOSIGNAL: a peer that is gone raises SIGPIPE at
+// the sending thread. A worker that sends files blocks it once; the
+// signal an EPIPE leaves pending is taken back at once (consume_sigpipe).
+thread_local bool t_sigpipe_blocked = false;
+
+void block_sigpipe() noexcept {
+  if (t_sigpipe_blocked) return;
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &s, nullptr);
+  t_sigpipe_blocked = true;
+}
+
+void consume_sigpipe() noexcept {
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, SIGPIPE);
+  const timespec zero{0, 0};
+  while (sigtimedwait(&s, nullptr, &zero) == SIGPIPE) {
+  }
+}
+
+bool is_nonblocking(int fd) noexcept {
+  const int fl = ::fcntl(fd, F_GETFL);
+  return fl >= 0 && (fl & O_NONBLOCK) != 0;
+}
+
+// What the loop needs of the socket: a raw descriptor, or a Socket whose
+// operations carry its scope (so that its close cancels them).
+struct RawSocket {
+  int sock;
+  int fd() const noexcept { return sock; }
+  detail::PollOp wait_for_room(OpOptions o) const { return poll(sock, POLLOUT, o); }
+  Task<Result<std::size_t>> send_all(std::span<const std::byte> b, OpOptions o) const {
+    return io::send_all(sock, b, o);
+  }
+};
+
+struct OwnSocket {
+  Socket* s;
+  int fd() const {
+    if (!s->is_open()) throw std::logic_error("parkway::io::send_file: the descriptor is closed");
+    return s->fd();
+  }
+  detail::PollOp wait_for_room(OpOptions o) const { return s->poll(POLLOUT, o); }
+  Task<Result<std::size_t>> send_all(std::span<const std::byte> b, OpOptions o) const { return s->send_all(b, o); }
+};
+
+template <class Sock>
+Task<Result<std::size_t>> send_file_loop(Sock sock, int file_fd, std::uint64_t offset, std::size_t count,
+                                         OpOptions o) {
+  using ::parkway::detail::Worker;
+  if (Worker::current() == nullptr)
+    throw std::logic_error(
+        "parkway::io::send_file: not on a parkway worker (co_await it in a coroutine that runs on a Runtime: "
+        "spawn, detach or sync_wait it)");
+  bool direct = count > 0 && is_nonblocking(sock.fd());
+  if (direct) block_sigpipe();
+  std::unique_ptr<std::byte[]> copy;  // the copy path's buffer, made when first needed
+  std::size_t done = 0;
+  while (done < count) {
+    if (o.cancel != nullptr && o.cancel->cancelled()) co_return Error(ECANCELED, "send_file");
+    const std::uint64_t at = offset + done;
+    if (direct && all_cached(file_fd, at, std::min(count - done, kSendfileChunk))) {
+      off_t pos = off_t(at);
+      const ssize_t n = ::sendfile(sock.fd(), file_fd, &pos, std::min(count - done, kSendfileChunk));
+      if (n > 0) {
+        if (Worker* w = Worker::current()) w->count_io_sendfile();  // the worker may have changed at a co_await
+        done += std::size_t(n);
+        continue;
+      }
+      if (n == 0) break;  // the file ends here
+      const int err = errno;
+      if (err == EAGAIN) {  // no room in the socket: wait for some on the ring
+        Result<unsigned> ready = co_await sock.wait_for_room(o);
+        if (!ready) co_return ready.error();
+        continue;
+      }
+      if (err == EPIPE) consume_sigpipe();
+      if (err != EINVAL && err != ENOSYS && err != EOPNOTSUPP) co_return Error(err, "send_file");
+      direct = false;  // a file sendfile does not take: copy from here on
+    }
+    if (!copy) copy = std::make_unique_for_overwrite<std::byte[]>(kCopyChunk);
+    Result<std::size_t> got = co_await read(file_fd, {copy.get(), std::min(count - done, kCopyChunk)},
+                                            std::int64_t(at), o);
+    if (!got) co_return got.error();
+    if (*got == 0) break;  // the file ends here
+    Result<std::size_t> sent = co_await sock.send_all({copy.get(), *got}, o);
+    if (!sent) co_return sent.error();
+    done += *got;
+  }
+  co_return done;
+}
+
+}  // namespace
+
+Task<Result<std::size_t>> send_file(int sock_fd, int file_fd, std::uint64_t offset, std::size_t count,
+                                    OpOptions o) {
+  return send_file_loop(RawSocket{sock_fd}, file_fd, offset, count, o);
+}
+
+Task<Result<std::size_t>> Socket::send_file(const File& f, std::uint64_t offset, std::size_t count, OpOptions o) {
+  return send_file_loop(OwnSocket{this}, f.fd(), offset, count, o);
+}
+
+}  // namespace parkway::io
