@@ -2,7 +2,8 @@
 # check-httpd.sh BINARY -- end-to-end checks of parkway-httpd: starts it on
 # 127.0.0.1 (port 0) with a temporary document root and talks to it with
 # curl and raw sockets (python3), a fuzz client (tests/httpd/fuzz.py, about
-# 10 s), bodies apart from their heads (tests/httpd/bodies.py) and wrk
+# 10 s), bodies apart from their heads (tests/httpd/bodies.py), large
+# and uncached files (tests/httpd/large_files.py) and wrk
 # (when installed); then a server shut down under load
 # (tests/httpd/shutdown.py), and one under `ulimit -n 64` that gets more
 # connections than it has descriptors (tests/httpd/exhaust.py). One line per check, then
@@ -259,6 +260,11 @@ check "unknown method -> 501" status_is "$r" 501
 # head (the body read reuses the buffer the head was parsed in), and a
 # body trickled slower than --body-timeout (1 s) is answered 408.
 py_checks "$HERE/httpd/bodies.py" "$PORT"
+
+# File bodies larger than the socket buffers (io::send_file waits for
+# room), a Range inside one, pipelined, one not in the page cache, and
+# clients that reset mid-body.
+py_checks "$HERE/httpd/large_files.py" "$PORT" "$ROOT"
 
 # ---- malformed requests: the parser's status, then close ---------------------------------
 r=$(printf 'GARBAGE\r\n\r\n' | raw 3)

@@ -346,11 +346,14 @@ PARKWAY_API detail::PollOp poll(int fd, unsigned events, OpOptions o = {});
 // copy through user memory, and a full socket is waited for on the ring
 // (poll); a range not all in the page cache, or a socket that is not
 // non-blocking (parkway's sockets are), is read on the ring and sent
-// instead, so the worker never blocks (docs/design/io.md, "Sending a
-// file"). sendfile(2) takes no MSG_NOSIGNAL: the calling worker blocks
-// SIGPIPE, and a peer that is gone is the EPIPE error. Errors name
-// "send_file" (or the "read", "send" or "poll" that failed); fd and
-// file_fd must stay open until the co_await returns.
+// instead (docs/design/io.md, "Sending a file": sendfile can still wait
+// for a read of the same pages that another caller started). `o`
+// applies to each wait, as in send_all; a cancel that came first fails
+// the call before any byte is sent. sendfile(2) takes no MSG_NOSIGNAL:
+// a worker that calls it blocks SIGPIPE in its own thread from then on,
+// and a peer that is gone is the EPIPE error. Errors name "send_file"
+// (or the "read", "send" or "poll" that failed); sock_fd and file_fd
+// must stay open until the co_await returns.
 PARKWAY_API Task<Result<std::size_t>> send_file(int sock_fd, int file_fd, std::uint64_t offset, std::size_t count,
                                                 OpOptions o = {});
 
@@ -431,7 +434,8 @@ class PARKWAY_API Socket : public detail::Descriptor {
   detail::OwnedRecvOp recv_owned(std::size_t max, OpOptions o = {}, int flags = 0);
   detail::SizeOp send(std::span<const std::byte> buf, OpOptions o = {}, int flags = MSG_NOSIGNAL);
   Task<Result<std::size_t>> send_all(std::span<const std::byte> buf, OpOptions o = {}, int flags = MSG_NOSIGNAL);
-  // io::send_file from f (which must stay open until the co_await returns).
+  // io::send_file from f (which must stay open until the co_await
+  // returns); a closed socket or file throws std::logic_error here.
   Task<Result<std::size_t>> send_file(const File& f, std::uint64_t offset, std::size_t count, OpOptions o = {});
   detail::PollOp poll(unsigned events, OpOptions o = {});
   detail::SizeOp writev(std::span<const iovec> iov, OpOptions o = {});

@@ -83,12 +83,13 @@ OpArgs accept_args(int listen_fd) {
                          .op_flags = SOCK_NONBLOCK | SOCK_CLOEXEC};
 }
 
-// The SQE points at `a` and may wait in the SQ until the next flush: `a`
-// must live until the co_await ends.
+// One-shot: the events land in the SQE's poll32_events (rw_flags' union).
 OpArgs poll_args(int fd, unsigned events) {
   return OpArgs{.name = "poll", .opcode = IORING_OP_POLL_ADD, .fd = fd, .op_flags = events};
 }
 
+// The SQE points at `a` and may wait in the SQ until the next flush: `a`
+// must live until the co_await ends.
 OpArgs connect_args(int fd, const Address& a) {
   return OpArgs{.name = "connect", .opcode = IORING_OP_CONNECT, .fd = fd, .addr = ptr(a.get()), .off = a.size()};
 }

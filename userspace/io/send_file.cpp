@@ -1,15 +1,16 @@
 // send_file.cpp -- a file's bytes to a socket: sendfile(2) at the co_await
-// when it cannot block, the ring when it could (docs/design/io.md,
+// when the pages are cached, the ring otherwise (docs/design/io.md,
 // "Sending a file").
 //
 // sendfile(2) blocks on two things: a socket with no room, and file pages
 // that are not in memory. The first cannot happen on a non-blocking
 // socket (the call sends what fits, or fails with EAGAIN, and the
 // operation then waits for room with a poll on the ring). The second is
-// ruled out per range by asking cachestat(2) (Linux 6.5) whether every
-// page of it is cached; a range that is not, a kernel without cachestat,
-// a blocking socket or a file sendfile refuses are read on the ring into
-// a buffer and sent from there, as a caller without send_file would.
+// ruled out per range, up to a read already in flight, by asking
+// cachestat(2) (Linux 6.5) whether every page of it is cached; a range
+// that is not, a kernel without cachestat, a blocking socket or a file
+// sendfile refuses are read on the ring into a buffer and sent from
+// there, as a caller without send_file would.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -54,7 +55,8 @@ bool all_cached(int fd, std::uint64_t off, std::size_t len) noexcept {
   CachestatRange r{off, len};
   Cachestat c{};
   if (::syscall(kSysCachestat, fd, &r, &c, 0) != 0) {
-    if (errno == ENOSYS) g_cachestat_missing.store(true, std::memory_order_relaxed);
+    // No such call, or a seccomp filter refusing it: never ask again.
+    if (errno == ENOSYS || errno == EPERM) g_cachestat_missing.store(true, std::memory_order_relaxed);
     return false;
   }
   static const std::uint64_t page = std::uint64_t(::sysconf(_SC_PAGESIZE));
@@ -63,11 +65,15 @@ bool all_cached(int fd, std::uint64_t off, std::size_t len) noexcept {
 }
 
 // sendfile(2) has no MSG_NOSIGNAL: a peer that is gone raises SIGPIPE at
-// the sending thread. A worker that sends files blocks it once; the
-// signal an EPIPE leaves pending is taken back at once (consume_sigpipe).
+// the sending thread. Every sendfile call is preceded, on its own thread
+// and with no co_await between, by block_sigpipe(): the coroutine may
+// resume on another worker after any co_await, so a block made when the
+// call began proves nothing about the thread that sends later. Out of
+// line, so that the thread-local's address is never kept across a
+// suspension. The signal an EPIPE leaves pending is taken back at once.
 thread_local bool t_sigpipe_blocked = false;
 
-void block_sigpipe() noexcept {
+[[gnu::noinline]] void block_sigpipe() noexcept {
   if (t_sigpipe_blocked) return;
   sigset_t s;
   sigemptyset(&s);
@@ -83,6 +89,18 @@ void consume_sigpipe() noexcept {
   const timespec zero{0, 0};
   while (sigtimedwait(&s, nullptr, &zero) == SIGPIPE) {
   }
+}
+
+// One sendfile(2) call on this thread, SIGPIPE blocked.
+ssize_t sendfile_here(int sock, int file_fd, std::uint64_t at, std::size_t n) noexcept {
+  block_sigpipe();
+  off_t pos = off_t(at);
+  const ssize_t r = ::sendfile(sock, file_fd, &pos, n);
+  if (r < 0 && errno == EPIPE) {
+    consume_sigpipe();
+    errno = EPIPE;
+  }
+  return r;
 }
 
 bool is_nonblocking(int fd) noexcept {
@@ -119,18 +137,18 @@ Task<Result<std::size_t>> send_file_loop(Sock sock, int file_fd, std::uint64_t o
     throw std::logic_error(
         "parkway::io::send_file: not on a parkway worker (co_await it in a coroutine that runs on a Runtime: "
         "spawn, detach or sync_wait it)");
+  if (o.cancel != nullptr && o.cancel->cancelled()) co_return Error(ECANCELED, "send_file");  // came first
   bool direct = count > 0 && is_nonblocking(sock.fd());
-  if (direct) block_sigpipe();
   std::unique_ptr<std::byte[]> copy;  // the copy path's buffer, made when first needed
   std::size_t done = 0;
   while (done < count) {
     if (o.cancel != nullptr && o.cancel->cancelled()) co_return Error(ECANCELED, "send_file");
     const std::uint64_t at = offset + done;
-    if (direct && all_cached(file_fd, at, std::min(count - done, kSendfileChunk))) {
-      off_t pos = off_t(at);
-      const ssize_t n = ::sendfile(sock.fd(), file_fd, &pos, std::min(count - done, kSendfileChunk));
+    const std::size_t want = std::min(count - done, kSendfileChunk);
+    if (direct && all_cached(file_fd, at, want)) {
+      const ssize_t n = sendfile_here(sock.fd(), file_fd, at, want);
       if (n > 0) {
-        if (Worker* w = Worker::current()) w->count_io_sendfile();  // the worker may have changed at a co_await
+        if (Worker* w = Worker::current()) w->count_io_sendfile();
         done += std::size_t(n);
         continue;
       }
@@ -141,7 +159,6 @@ Task<Result<std::size_t>> send_file_loop(Sock sock, int file_fd, std::uint64_t o
         if (!ready) co_return ready.error();
         continue;
       }
-      if (err == EPIPE) consume_sigpipe();
       if (err != EINVAL && err != ENOSYS && err != EOPNOTSUPP) co_return Error(err, "send_file");
       direct = false;  // a file sendfile does not take: copy from here on
     }
@@ -165,6 +182,8 @@ Task<Result<std::size_t>> send_file(int sock_fd, int file_fd, std::uint64_t offs
 }
 
 Task<Result<std::size_t>> Socket::send_file(const File& f, std::uint64_t offset, std::size_t count, OpOptions o) {
+  checked("send_file");
+  if (!f.is_open()) throw std::logic_error("parkway::io::send_file: the file is closed");
   return send_file_loop(OwnSocket{this}, f.fd(), offset, count, o);
 }
 
