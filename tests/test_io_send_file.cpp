@@ -64,6 +64,17 @@ long cached_pages(int fd) {
   return long(stat[0]);
 }
 
+// Whether this kernel answers cachestat(2) here (Linux 6.5; a seccomp
+// filter may refuse it): without it send_file always takes the copy
+// path, and the tests of the sendfile path say they are skipped.
+bool have_cachestat() {
+  TempFile probe(16);
+  return cached_pages(probe.fd) >= 0;
+}
+#define REQUIRE_CACHESTAT()                                                                          \
+  if (!have_cachestat()) GTEST_SKIP() << "SKIP: no cachestat(2) here: send_file copies every range, " \
+                                         "the sendfile path is not reached"
+
 // A connected pair of TCP sockets over loopback: `out` (a parkway
 // Socket, non-blocking) and the raw peer `in`.
 struct TcpPair {
@@ -111,6 +122,7 @@ Task<io::Result<std::size_t>> send_range(io::Socket* s, const io::File* f, std::
 }
 
 TEST(IoSendFile, ACachedFileGoesBySendfileThroughAFullSocket) {
+  REQUIRE_CACHESTAT();
   constexpr std::size_t kSize = 3 * 1024 * 1024 + 123;
   TempFile tf(kSize);
   io::File f(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -197,11 +209,12 @@ TEST(IoSendFile, ABlockingSocketTakesTheCopyPath) {
 }
 
 TEST(IoSendFile, APeerThatIsGoneIsAnErrorNotASignal) {
+  REQUIRE_CACHESTAT();
   TempFile tf(256 * 1024);
   io::File f(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
   parkway::Runtime rt(parkway::Options{.workers = 1});
   TcpPair p(rt);
-  ::close(p.in);  // unread bytes at its close: the peer resets
+  ::close(p.in);  // the peer is gone: what arrives after its close is answered with a reset
   p.in = -1;
   auto t = [](io::Socket* s, const io::File* f) -> Task<std::string> {
     for (int i = 0; i < 100; ++i) {
@@ -226,7 +239,7 @@ TEST(IoSendFile, AWaitForRoomEndsAtItsTimeoutOrCancel) {
   io::File f(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
   parkway::Runtime rt(parkway::Options{.workers = 2});
   {
-    TcpPair p(rt);  // nobody reads
+    TcpPair p(rt, /*small_buffers=*/true);  // nobody reads
     const auto t0 = std::chrono::steady_clock::now();
     auto r = parkway::sync_wait(rt, send_range(&p.out, &f, 0, kSize, {.timeout = 100ms}));
     ASSERT_FALSE(r);
@@ -235,7 +248,7 @@ TEST(IoSendFile, AWaitForRoomEndsAtItsTimeoutOrCancel) {
     EXPECT_GE(std::chrono::steady_clock::now() - t0, 100ms);
   }
   {
-    TcpPair p(rt);
+    TcpPair p(rt, /*small_buffers=*/true);
     io::CancelSource cs;
     std::thread canceller([&] {
       std::this_thread::sleep_for(100ms);
@@ -255,7 +268,7 @@ TEST(IoSendFile, AWaitForRoomEndsAtItsTimeoutOrCancel) {
   }
   {
     // Closing the Socket cancels the wait for room.
-    TcpPair p(rt);
+    TcpPair p(rt, /*small_buffers=*/true);
     auto t = [](io::Socket* s, const io::File* f, std::size_t n) -> Task<io::Result<std::size_t>> {
       auto closer = [](io::Socket* s) -> Task<void> {
         (void)co_await io::sleep_for(100ms);
@@ -279,6 +292,7 @@ TEST(IoSendFile, AWaitForRoomEndsAtItsTimeoutOrCancel) {
 // then the held one is let go and the sockets shut for writing, so the
 // 16 continuations reaped as one batch are shared by both workers.
 TEST(IoSendFile, ASendThatMovesToAnotherWorkerGetsNoSignal) {
+  REQUIRE_CACHESTAT();
   constexpr int kSends = 16;
   TempFile tf(2 * 1024 * 1024);
   io::File f(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -324,6 +338,7 @@ TEST(IoSendFile, ASendThatMovesToAnotherWorkerGetsNoSignal) {
     for (auto& o : out) {
       moved += o.started != o.ended;
       broken += o.error == "send_file: Broken pipe";
+      EXPECT_EQ(o.error, "send_file: Broken pipe");
     }
   }
   EXPECT_GT(broken, 0) << "no send met the shut socket";

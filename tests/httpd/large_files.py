@@ -8,9 +8,11 @@
 #   - a Range in the middle of big.bin: 206 and exactly those bytes;
 #   - two pipelined GETs of big.bin and one of hello.txt on one connection:
 #     three whole answers in order;
-#   - GET of cold.bin (read from the device, not the page cache): every byte;
+#   - GET of cold.bin (read from the device, not the page cache): every byte
+#     (skipped, and says so, where the eviction does not take);
 #   - clients that reset the connection after reading part of big.bin: the
 #     server keeps serving.
+import ctypes
 import os
 import random
 import socket
@@ -31,6 +33,22 @@ with open(os.path.join(ROOT, "cold.bin"), "wb") as f:
     f.flush()
     os.fsync(f.fileno())
     os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def cached_pages(path):
+    """Pages of the file in the page cache, by cachestat(2) (Linux 6.5); -1 when it cannot tell."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        rng = (ctypes.c_uint64 * 2)(0, 0)
+        st = (ctypes.c_uint64 * 5)()
+        r = libc.syscall(ctypes.c_long(451), ctypes.c_int(fd), rng, st, ctypes.c_uint(0))
+        return int(st[0]) if r == 0 else -1
+    finally:
+        os.close(fd)
+
+
+COLD_PAGES = cached_pages(os.path.join(ROOT, "cold.bin"))
 
 
 def request(path, extra=""):
@@ -124,5 +142,9 @@ def gone_peer():
 check("large file read slowly: every byte", slow_whole)
 check("Range in the middle of a large file: 206, those bytes", middle_range)
 check("two large files and a small one pipelined: three whole answers in order", pipelined)
-check("a file not in the page cache: every byte", cold)
+if COLD_PAGES == 0:
+    check("a file not in the page cache: every byte", cold)
+else:
+    print("SKIP a file not in the page cache: eviction did not take here (cachestat: %d pages cached; "
+          "a tmpfs, or no cachestat)" % COLD_PAGES, flush=True)
 check("clients that reset mid-file: the server still serves", gone_peer)

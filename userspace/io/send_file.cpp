@@ -91,16 +91,17 @@ void consume_sigpipe() noexcept {
   }
 }
 
-// One sendfile(2) call on this thread, SIGPIPE blocked.
+// One sendfile(2) call on this thread, SIGPIPE blocked: the count sent,
+// or -errno (read here, not in the coroutine, where errno's address
+// could be kept across a suspension).
 ssize_t sendfile_here(int sock, int file_fd, std::uint64_t at, std::size_t n) noexcept {
   block_sigpipe();
   off_t pos = off_t(at);
   const ssize_t r = ::sendfile(sock, file_fd, &pos, n);
-  if (r < 0 && errno == EPIPE) {
-    consume_sigpipe();
-    errno = EPIPE;
-  }
-  return r;
+  if (r >= 0) return r;
+  const int err = errno;
+  if (err == EPIPE) consume_sigpipe();
+  return -err;
 }
 
 bool is_nonblocking(int fd) noexcept {
@@ -144,8 +145,15 @@ Task<Result<std::size_t>> send_file_loop(Sock sock, int file_fd, std::uint64_t o
   while (done < count) {
     if (o.cancel != nullptr && o.cancel->cancelled()) co_return Error(ECANCELED, "send_file");
     const std::uint64_t at = offset + done;
-    const std::size_t want = std::min(count - done, kSendfileChunk);
-    if (direct && all_cached(file_fd, at, want)) {
+    // The next MiB if it is all cached, else the next 64 KiB if that is
+    // (a cold file's earlier copy read brought pages in ahead of it).
+    std::size_t want = std::min(count - done, kSendfileChunk);
+    bool cached = direct && all_cached(file_fd, at, want);
+    if (direct && !cached && want > kCopyChunk) {
+      want = kCopyChunk;
+      cached = all_cached(file_fd, at, want);
+    }
+    if (cached) {
       const ssize_t n = sendfile_here(sock.fd(), file_fd, at, want);
       if (n > 0) {
         if (Worker* w = Worker::current()) w->count_io_sendfile();
@@ -153,7 +161,7 @@ Task<Result<std::size_t>> send_file_loop(Sock sock, int file_fd, std::uint64_t o
         continue;
       }
       if (n == 0) break;  // the file ends here
-      const int err = errno;
+      const int err = int(-n);
       if (err == EAGAIN) {  // no room in the socket: wait for some on the ring
         Result<unsigned> ready = co_await sock.wait_for_room(o);
         if (!ready) co_return ready.error();
