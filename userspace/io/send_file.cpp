@@ -91,13 +91,18 @@ void consume_sigpipe() noexcept {
   }
 }
 
-// One sendfile(2) call on this thread, SIGPIPE blocked: the count sent,
-// or -errno (read here, not in the coroutine, where errno's address
-// could be kept across a suspension).
-ssize_t sendfile_here(int sock, int file_fd, std::uint64_t at, std::size_t n) noexcept {
+// One sendfile(2) call on this thread, SIGPIPE blocked, counted in this
+// worker's stats: the count sent, or -errno. Out of line, like
+// block_sigpipe: errno and the current worker are thread-locals, read
+// here rather than in the coroutine, where their addresses could be
+// kept across a suspension.
+[[gnu::noinline]] ssize_t sendfile_here(int sock, int file_fd, std::uint64_t at, std::size_t n) noexcept {
   block_sigpipe();
   off_t pos = off_t(at);
   const ssize_t r = ::sendfile(sock, file_fd, &pos, n);
+  if (r > 0) {
+    if (::parkway::detail::Worker* w = ::parkway::detail::Worker::current()) w->count_io_sendfile();
+  }
   if (r >= 0) return r;
   const int err = errno;
   if (err == EPIPE) consume_sigpipe();
@@ -156,7 +161,6 @@ Task<Result<std::size_t>> send_file_loop(Sock sock, int file_fd, std::uint64_t o
     if (cached) {
       const ssize_t n = sendfile_here(sock.fd(), file_fd, at, want);
       if (n > 0) {
-        if (Worker* w = Worker::current()) w->count_io_sendfile();
         done += std::size_t(n);
         continue;
       }
