@@ -100,32 +100,9 @@ ok "startup line (port $PORT)"
 URL=http://127.0.0.1:$PORT
 
 # raw TIMEOUT [MARK]: sends stdin in one write, prints what comes back until
-# the server closes ("<EOF>" last) or TIMEOUT seconds pass ("<OPEN>" last).
-# MARK: a file created when the first bytes have come back.
-cat >"$TMP/raw.py" <<'PY'
-import socket, sys, time
-port, limit = int(sys.argv[1]), float(sys.argv[2])
-mark = sys.argv[3] if len(sys.argv) > 3 else None
-data = sys.stdin.buffer.read()
-s = socket.create_connection(("127.0.0.1", port), timeout=limit)
-s.sendall(data)
-end, got, tail = time.time() + limit, b"", "<OPEN>"
-while time.time() < end:
-    s.settimeout(max(0.01, end - time.time()))
-    try:
-        x = s.recv(65536)
-    except socket.timeout:
-        break
-    except ConnectionResetError:
-        tail = "<EOF>"; break
-    if not x:
-        tail = "<EOF>"; break
-    got += x
-    if mark:
-        open(mark, "w").close(); mark = None
-sys.stdout.write(got.decode("latin-1") + tail + "\n")
-PY
-raw() { python3 "$TMP/raw.py" "$PORT" "$@"; }
+# the server closes ("<EOF>" last) or TIMEOUT seconds pass ("<OPEN>" last)
+# (tests/httpd/raw.py).
+raw() { python3 "$HERE/httpd/raw.py" "$PORT" "$@"; }
 has() { grep -qiF -- "$2" <<<"$1"; }
 status_is() { head -n1 <<<"$1" | grep -q "^HTTP/1.1 $2 "; }
 
@@ -369,7 +346,7 @@ if [ -z "$PORT3" ]; then
 else
   for i in $(seq 8); do
     (printf 'GET /fib/%d HTTP/1.1\r\nHost: t\r\n\r\nGET /plaintext HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' $((18 + i)) |
-       python3 "$TMP/raw.py" "$PORT3" 10 >"$TMP/fib3.$i") &
+       python3 "$HERE/httpd/raw.py" "$PORT3" 10 >"$TMP/fib3.$i") &
   done
   wait $(jobs -p | grep -v "^$PID3\$") 2>/dev/null
   good=0

@@ -1,0 +1,25 @@
+# wire.py -- reading what parkway-httpd sends until it closes, shared by the
+# check scripts (raw.py, bodies.py).
+import socket
+import time
+
+
+def read_until_close(s, limit, on_first_bytes=None):
+    """What s receives until the peer closes (EOF or a reset) or `limit`
+    seconds pass: (bytes, closed). on_first_bytes() is called once, when
+    the first bytes have come."""
+    got, end = b"", time.time() + limit
+    while time.time() < end:
+        s.settimeout(max(0.01, end - time.time()))
+        try:
+            x = s.recv(65536)
+        except socket.timeout:
+            break
+        except ConnectionResetError:
+            return got, True
+        if not x:
+            return got, True
+        if not got and on_first_bytes:
+            on_first_bytes()
+        got += x
+    return got, False
