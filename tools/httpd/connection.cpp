@@ -237,7 +237,10 @@ Task<bool> Connection::answer_buffered() {
       co_return false;
     }
     begin_ += p.consumed;
-    const Clock::time_point body_deadline = Clock::now() + cfg.body_timeout;
+    // The body's deadline counts from the head's end (no clock read for
+    // a request without a body, most of them).
+    const Clock::time_point body_deadline =
+        parser().body_kind() == BodyKind::None ? Clock::time_point{} : Clock::now() + cfg.body_timeout;
     const bool keep_alive = parser().keep_alive() && !st_.idle.cancelled();
     // The answer first, while the head is where the parser's views say;
     // the body read that follows may move or overwrite it.
@@ -258,7 +261,9 @@ Task<bool> Connection::answer_buffered() {
     if (!written) co_return false;
     parser().reset();
     first_ = false;
-    head_deadline_ = Clock::now() + cfg.header_timeout;  // for a pipelined head already begun
+    // A pipelined head already begun has header_timeout from here; with
+    // nothing buffered, start_request() starts the next head's clock.
+    if (begin_ != end_) head_deadline_ = Clock::now() + cfg.header_timeout;
     // The connection's last answer: the request asked to close, the
     // handler's answer closes (a /fib stopped by the shutdown), or the
     // shutdown began meanwhile.

@@ -82,12 +82,34 @@ io::Result<io::FileInfo> stat_open_file(int fd) {
   return io::FileInfo{std::uint64_t(sb.st_size), std::int64_t(sb.st_mtim.tv_sec), std::uint32_t(sb.st_mode)};
 }
 
+// Whether a list field `name` (If-Match, If-None-Match) is present, and
+// then whether "*" is one of its members: its lines form one
+// comma-separated list (RFC 9110 5.3). nullopt when no line has it.
+std::optional<bool> list_field_has_star(const RequestParser& req, std::string_view name) {
+  std::optional<bool> star;
+  for (std::size_t i = 0; i < req.header_count(); ++i) {
+    const Header h = req.header_at(i);
+    if (!iequals(h.name, name)) continue;
+    if (!star) star = false;
+    std::string_view rest = h.value;
+    while (!rest.empty()) {
+      const std::size_t comma = rest.find(',');
+      std::string_view member = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      while (!member.empty() && (member.front() == ' ' || member.front() == '\t')) member.remove_prefix(1);
+      while (!member.empty() && (member.back() == ' ' || member.back() == '\t')) member.remove_suffix(1);
+      if (member == "*") star = true;
+    }
+  }
+  return star;
+}
+
 // RFC 9110 13.2.2 steps 1-2: If-Match, or If-Unmodified-Since when there
 // is none, says whether to answer 412. This server sends no entity tags,
 // so If-Match holds only as "*" (the file exists); an If-Unmodified-Since
 // that is not a date is ignored.
 bool precondition_failed(const RequestParser& req, std::time_t last_modified) {
-  if (auto im = req.header("If-Match")) return *im != "*";
+  if (auto im = list_field_has_star(req, "If-Match")) return !*im;
   if (auto ius = req.header("If-Unmodified-Since")) {
     const auto t = parse_http_date(*ius);
     return t && last_modified > *t;
@@ -99,7 +121,7 @@ bool precondition_failed(const RequestParser& req, std::time_t last_modified) {
 // there is none, says whether to answer 304. If-None-Match matches only
 // as "*" here.
 bool not_modified(const RequestParser& req, std::time_t last_modified) {
-  if (auto inm = req.header("If-None-Match")) return *inm == "*";  // the parser trims a value's OWS
+  if (auto inm = list_field_has_star(req, "If-None-Match")) return *inm;
   if (auto ims = req.header("If-Modified-Since")) return not_modified_since(*ims, last_modified);
   return false;
 }
@@ -121,13 +143,45 @@ std::optional<std::string_view> ranges_apply(const RequestParser& req, bool head
   return range;
 }
 
+// The Location of a directory named without its final slash: the
+// normalised path, percent-encoded but for unreserved bytes and '/', with
+// the slash and the request's query. It starts with one '/' (the path has
+// no empty segment), so it names this server, never another host.
+std::string directory_location(std::string_view relative, std::string_view target) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string loc = "/";
+  for (const char ch : relative) {
+    const auto c = static_cast<unsigned char>(ch);
+    const bool alnum = (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+    if (alnum || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+      loc += ch;
+    } else {
+      loc += '%';
+      loc += kHex[c >> 4];
+      loc += kHex[c & 15];
+    }
+  }
+  loc += '/';
+  const std::size_t q = target.find('?');
+  if (q != std::string_view::npos) loc += target.substr(q, target.find('#', q) - q);
+  return loc;
+}
+
+// Opens a file or directory beneath the root without waiting on it: a
+// FIFO or device opened plainly would block the worker until a writer
+// came. O_NONBLOCK comes off again for a regular file, whose reads on the
+// ring would otherwise fail with EAGAIN rather than wait for the device.
+int open_for_serving(int root_fd, std::string_view relative) {
+  return open_beneath(root_fd, relative, O_RDONLY | O_NONBLOCK);
+}
+
 // A file (or a directory's index.html) under the root.
 Task<Response> file_response(const RequestParser& req, bool keep_alive, bool head, const HandlerConfig& cfg) {
   PathResult p = resolve_target_path(req.target());
   if (!p.ok()) co_return text_response(p.status, std::string(p.reason) + "\n", keep_alive, head);
   // openat2 is synchronous (the ring has no RESOLVE_BENEATH open): a path
   // lookup under the root, no wait on a peer.
-  int fd = open_beneath(cfg.root_fd, p.relative, O_RDONLY);
+  int fd = open_for_serving(cfg.root_fd, p.relative);
   if (fd < 0) {
     int st = open_error_status(fd);
     co_return text_response(st, std::string(reason_phrase(st)) + "\n", keep_alive, head);
@@ -136,8 +190,15 @@ Task<Response> file_response(const RequestParser& req, bool keep_alive, bool hea
   auto info = stat_open_file(f.fd());
   const std::uint32_t first_mode = info ? info->mode : 0;
   if (info && S_ISDIR(info->mode)) {
+    // "/sub" is answered by a redirect to "/sub/", as other servers do: a
+    // page served at "/sub" would have its relative links resolved
+    // against "/" by the browser.
+    if (!p.trailing_slash && !p.relative.empty()) {
+      const std::string extra = "Location: " + directory_location(p.relative, req.target()) + "\r\n";
+      co_return text_response(301, "Moved Permanently\n", keep_alive, head, extra);
+    }
     p.relative += p.relative.empty() ? "index.html" : "/index.html";
-    fd = open_beneath(cfg.root_fd, p.relative, O_RDONLY);
+    fd = open_for_serving(cfg.root_fd, p.relative);
     if (fd < 0) {
       int st = open_error_status(fd);
       co_return text_response(st, std::string(reason_phrase(st)) + "\n", keep_alive, head);
@@ -149,6 +210,7 @@ Task<Response> file_response(const RequestParser& req, bool keep_alive, bool hea
   // "/a.txt/" names a directory that is not there (a file before a slash).
   if (!S_ISREG(info->mode) || (p.trailing_slash && !S_ISDIR(first_mode)))
     co_return text_response(404, "Not Found\n", keep_alive, head);
+  if (::fcntl(f.fd(), F_SETFL, 0) != 0) co_return text_response(500, "fcntl failed\n", keep_alive, head);
 
   const std::uint64_t size = info->size;
   // A modification time in the future is announced as now (RFC 9110
@@ -163,7 +225,11 @@ Task<Response> file_response(const RequestParser& req, bool keep_alive, bool hea
   if (precondition_failed(req, last_modified))
     co_return text_response(412, "Precondition Failed\n", keep_alive, head);
   if (not_modified(req, last_modified)) {
+    // Only the fields a 200 would have sent that describe no
+    // representation (RFC 9110 15.4.5): no Content-Type, no Accept-Ranges.
     h.status = 304;
+    h.content_type = {};
+    h.accept_ranges = false;
     Response r;
     r.status = 304;
     r.closes = !h.keep_alive;

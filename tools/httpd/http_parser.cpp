@@ -544,6 +544,12 @@ void ChunkedBody::end_size_line() noexcept {
   state_ = size_ == 0 ? State::TrailerStart : State::Data;
 }
 
+// Every line of a chunked body ends in CRLF (RFC 9112 7.1). The bare LF
+// that a head's lines may end in (2.2) is refused here: a proxy in front
+// that reads such a line differently (as part of a chunk extension, say)
+// would frame the body, and so the next request, unlike this server.
+constexpr const char* kBareLF = "bare LF in a chunked body (its lines end in CRLF)";
+
 BodyStep ChunkedBody::step(std::string_view in) noexcept {
   const auto* p = reinterpret_cast<const unsigned char*>(in.data());
   const std::size_t n = in.size();
@@ -576,7 +582,7 @@ BodyStep ChunkedBody::step(std::string_view in) noexcept {
         } else if (c == '\r') {
           state_ = State::SizeLF;
         } else if (c == '\n') {
-          end_size_line();
+          return fail(400, kBareLF, i);
         } else {
           return fail(400, "invalid chunk size", i);
         }
@@ -589,7 +595,7 @@ BodyStep ChunkedBody::step(std::string_view in) noexcept {
         } else if (c == '\r') {
           state_ = State::SizeLF;
         } else if (c == '\n') {
-          end_size_line();
+          return fail(400, kBareLF, i);
         } else if (!is_ows(c)) {
           return fail(400, "invalid chunk size", i);
         }
@@ -599,7 +605,7 @@ BodyStep ChunkedBody::step(std::string_view in) noexcept {
         if (c == '\r') {
           state_ = State::SizeLF;
         } else if (c == '\n') {
-          end_size_line();
+          return fail(400, kBareLF, i);
         } else if (!is_field_byte(c)) {
           return fail(400, "control character in a chunk extension", i);
         }
@@ -621,7 +627,7 @@ BodyStep ChunkedBody::step(std::string_view in) noexcept {
         if (c == '\r') {
           state_ = State::DataLF;
         } else if (c == '\n') {
-          state_ = State::Size;
+          return fail(400, kBareLF, i);
         } else {
           return fail(400, "chunk data longer than its size", i);
         }
@@ -636,8 +642,7 @@ BodyStep ChunkedBody::step(std::string_view in) noexcept {
         if (c == '\r') {
           state_ = State::TrailerEndLF;
         } else if (c == '\n') {
-          state_ = State::Done;
-          return {BodyStatus::Done, i + 1, {}, 0, {}};
+          return fail(400, kBareLF, i);
         } else if (is_ows(c)) {
           return fail(400, "obs-fold in the trailer section", i);
         } else if (!is_token(c)) {
@@ -655,7 +660,7 @@ BodyStep ChunkedBody::step(std::string_view in) noexcept {
         if (c == '\r') {
           state_ = State::TrailerLF;
         } else if (c == '\n') {
-          state_ = State::TrailerStart;
+          return fail(400, kBareLF, i);
         } else if (!is_field_byte(c)) {
           return fail(400, "control character in a trailer field", i);
         }

@@ -186,7 +186,8 @@ class ContentLengthBody {
 };
 
 // A chunked body (RFC 9112 7.1): chunk-size in hex (overflow checked),
-// extensions ignored, trailer fields skipped. The payload is bounded by
+// extensions ignored, trailer fields skipped, every line ended by CRLF (a
+// bare LF is a 400). The payload is bounded by
 // Limits::max_body (413), each chunk-size line by max_request_line (400),
 // the trailer section by max_header_bytes (431). Input may arrive in any
 // pieces: the decoder keeps its place byte by byte and buffers nothing.

@@ -168,7 +168,7 @@ const std::vector<std::string>& sample_requests() {
       "Accept: */*\r\nConnection: keep-alive\r\n\r\n",
       "HEAD /a/b HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n",
       "POST /upload HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\nExpect: 100-continue\r\n\r\nhello world",
-      "PUT /f HTTP/1.1\nHost: h\nTransfer-Encoding: chunked\n\n5\nhello\n0\n\n",
+      "PUT /f HTTP/1.1\nHost: h\nTransfer-Encoding: chunked\n\n5\r\nhello\r\n0\r\n\r\n",
       "\r\n\r\nOPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n",
       "GET http://example.com/p?x HTTP/1.1\r\nHost: other\r\nX-Empty:\r\nX-Tab:\tv\t \r\n\r\n",
       "DELETE /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\nX-Obs: caf\xc3\xa9\r\n\r\n",
@@ -707,7 +707,6 @@ TEST(Chunked, ExtensionsHexAndLineEnds) {
   EXPECT_EQ(dechunk("A\r\n0123456789\r\na\r\nabcdefghij\r\n0\r\n\r\n").body,
             "0123456789abcdefghij");
   EXPECT_EQ(dechunk("00000003\r\nabc\r\n000\r\n\r\n").body, "abc");
-  EXPECT_EQ(dechunk("3\nabc\n0\n\n").body, "abc");
   const Decoded t = dechunk("3\r\nabc\r\n0\r\nX-Sum: 1\r\nY: 2\r\n\r\nrest");
   EXPECT_EQ(t.status, BodyStatus::Done);
   EXPECT_EQ(t.consumed, std::string_view("3\r\nabc\r\n0\r\nX-Sum: 1\r\nY: 2\r\n\r\n").size());
@@ -724,6 +723,15 @@ TEST(Chunked, Errors) {
   EXPECT_EQ(dechunk("5x\r\nhello\r\n0\r\n\r\n").http_status, 400);
   EXPECT_EQ(dechunk("5 x\r\nhello\r\n0\r\n\r\n").http_status, 400);
   EXPECT_EQ(dechunk("5\rhello\r\n0\r\n\r\n").http_status, 400);        // bare CR
+  // A bare LF ends no line of a chunked body: not the size line, an
+  // extension, the data, a trailer field or the trailer section.
+  EXPECT_EQ(dechunk("3\nabc\n0\n\n").http_status, 400);
+  EXPECT_EQ(dechunk("3\r\nabc\n0\r\n\r\n").http_status, 400);
+  EXPECT_EQ(dechunk("2;\nAB\r\n0\r\n\r\n").http_status, 400);
+  EXPECT_EQ(dechunk("2 \nAB\r\n0\r\n\r\n").http_status, 400);
+  EXPECT_EQ(dechunk("2;x=y\nAB\r\n0\r\n\r\n").http_status, 400);
+  EXPECT_EQ(dechunk("0\r\nT: 1\n\r\n").http_status, 400);
+  EXPECT_EQ(dechunk("0\r\n\n").http_status, 400);
   EXPECT_EQ(dechunk("3\r\nhello\r\n0\r\n\r\n").http_status, 400);      // data longer than size
   EXPECT_EQ(dechunk("3\r\nabc\rX0\r\n\r\n").http_status, 400);
   EXPECT_EQ(dechunk("3;\x01\r\nabc\r\n0\r\n\r\n").http_status, 400);  // control in extension
