@@ -58,6 +58,8 @@ io::detail::IoRing& Worker::io_ring() {
 
 bool Worker::poll_io() noexcept { return io_ && io_->poll() != 0; }
 
+bool Worker::io_cancelling_everything() const noexcept { return io_ && io_->cancelling_everything(); }
+
 void Worker::between_tasks() noexcept {
   io_->between_tasks();
   // [Y1] Not while counted as a searcher (park() can hand off to us, and

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -64,6 +65,7 @@ OpState* new_op_state() {
 void unref(OpState* st) noexcept {
   if (st->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   delete[] st->received;  // an owned receive's bytes nobody took
+  if (st->result_is_fd && st->res >= 0) ::close(st->res);  // a descriptor nobody took
   st->~OpState();
   ::parkway::detail::free_task(st, sizeof(OpState));
 }
@@ -173,10 +175,19 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
   // done here by a non-blocking call; only what that cannot finish goes
   // to the ring (io.md, "Sends go out at the co_await", "Reads from the
   // page cache"). A cancel that came first stops the attempt too.
+  // A timeout or deadline that has passed already fails the operation
+  // before it begins, whatever it is and whatever the socket or cache
+  // holds (a clock read only for an absolute deadline).
+  if (opts_.timeout.count() < 0 ||
+      (opts_.deadline.time_since_epoch().count() != 0 && opts_.deadline <= std::chrono::steady_clock::now())) {
+    res_ = -ETIMEDOUT;
+    return false;
+  }
   const Options& ro = w->runtime().opts;
   const bool send = args_.opcode == IORING_OP_SEND || args_.opcode == IORING_OP_SENDMSG;
   const bool read = args_.opcode == IORING_OP_READ || args_.opcode == IORING_OP_READV;
-  if (((send && ro.io_send_first) || (read && ro.io_read_first)) && !cancelled_before_start()) {
+  if (((send && ro.io_send_first) || (read && ro.io_read_first)) && !cancelled_before_start() &&
+      !w->io_cancelling_everything()) {
     // -EAGAIN: no room, not cached, or not a positional read: the ring
     const int now = send ? try_send_now(args_) : try_read_now(args_);
     if (now != -EAGAIN) {
@@ -238,6 +249,7 @@ bool OpBase::cancelled_before_start() const noexcept {
 void OpBase::collect() noexcept {
   if (!st_) return;  // completed in await_suspend (res_ set there)
   res_ = st_->res;
+  st_->result_is_fd = false;  // the awaiter has it now
   cqe_flags_ = st_->cqe_flags;
   received_ = std::exchange(st_->received, nullptr);
   unref(std::exchange(st_, nullptr));

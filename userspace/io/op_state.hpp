@@ -94,6 +94,11 @@ struct OpState {
   std::uint32_t cqe_flags = 0;
   std::uint32_t deadline_pos = kNoDeadline;  // place in the ring's DeadlineHeap (owner of ring only)
   bool timed_out = false;             // its deadline passed and the ring cancelled it (owner only)
+  // An accept's or open's: a result >= 0 is a new descriptor, closed with
+  // the state unless the awaiter collected it (a coroutine destroyed after
+  // the kernel made it: a cancel that came too late, or a continuation
+  // queued when the frame died).
+  bool result_is_fd = false;
   std::atomic<bool> in_group{false};  // in a group's scope (links[2]); changes under the registry's mutex
   ScopeLink links[3];                 // [0]: the descriptor's scope, [1]: the CancelSource's,
                                       // [2]: the awaiting coroutine's TaskGroup's (group_scope.cpp)

@@ -224,6 +224,7 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
       return -ENOMEM;
     }
   }
+  st->result_is_fd = a.opcode == IORING_OP_ACCEPT || a.opcode == IORING_OP_OPENAT;
   ::parkway::detail::trace::on_io_submit(a.opcode);
   ++ops_;
   ++submitted_;
@@ -328,16 +329,22 @@ int IoRing::submit_and_wait_no_iowait(std::int64_t wait_ns) noexcept {
 void IoRing::expire_deadlines() noexcept {
   deadline_ticks_ = 0;
   const std::int64_t now = now_ns();
-  while (OpState* st = deadlines_.pop_expired(now)) {
+  while (!deadlines_.empty() && deadlines_.earliest() <= now) {
+    // The SQE first: get_sqe may reap, and an operation that completes
+    // there leaves the heap (complete) and may be freed; one popped
+    // before it would be cancelled, or pushed back, after that.
+    io_uring_sqe* sqe = get_sqe();
+    if (!sqe) return;  // cannot happen short of a broken ring: look again at the next point
+    OpState* st = deadlines_.pop_expired(now);
+    if (!st) {  // the expired ones completed in get_sqe's reap
+      io_uring_prep_nop(sqe);
+      io_uring_sqe_set_data64(sqe, kTagIgnore);
+      return;
+    }
     // The operation's CQE says how it ended: -ECANCELED if this cancel
     // reached it (then ETIMEDOUT, in complete), its own result if it
     // finished first (the cancel then finds nothing).
     st->timed_out = true;
-    io_uring_sqe* sqe = get_sqe();
-    if (!sqe) {  // cannot happen short of a broken ring: look again at the next point
-      deadlines_.push(st, now);
-      return;
-    }
     io_uring_prep_cancel64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp, 0);
     io_uring_sqe_set_data64(sqe, kTagInternal);
     ++cancels_;

@@ -101,6 +101,9 @@ class IoRing {
   }
   // Operations of users in flight (queued SQEs included).
   unsigned ops() const noexcept { return ops_; }
+  // Shutdown has cancelled every operation here (cancel_everything): one
+  // begun now is cancelled too, none is done at its co_await.
+  bool cancelling_everything() const noexcept { return ops_at_cancel_ != kNoCancelYet; }
   // Must the worker park inside the ring? Yes while an operation or the
   // ring's own wait is in flight: a plain futex wait beside an armed ring
   // wait on the same word could have its wake taken by the ring's.
