@@ -9,6 +9,7 @@
 // The whole suite also runs with PARKWAY_IO_WAKE=eventfd (make
 // test-io-eventfd), the wake path of kernels without IORING_OP_FUTEX_WAIT.
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -1948,4 +1949,125 @@ TEST(Io, DestroyingAStreamEndsItsTakersWait) {
   EXPECT_TRUE(eventually([&] { return stage.load() == 3; }, 2000ms)) << "stage " << stage.load();
   ASSERT_TRUE(eventually([&] { return b.h.promise().finished.load(); }, 2000ms));
   b.h.destroy();
+}
+
+namespace {
+struct Taken {
+  int fd = -1;  // the Socket's number, if it got one
+  int err = 0;  // its error's value, if not
+};
+// What a recv on a client socket returns within 2 s: 0 once the server
+// closed its end.
+ssize_t recv_within_2s(int fd) {
+  pollfd pfd{fd, POLLIN, 0};
+  if (::poll(&pfd, 1, 2000) != 1) return -2;
+  char byte;
+  return ::recv(fd, &byte, 1, MSG_DONTWAIT);
+}
+// Takes one connection and records it; a Socket it got closes at the end.
+Bare take_into(io::AcceptStream* st, Taken* out) {
+  auto c = co_await st->next();
+  if (c) out->fd = c->fd();
+  else out->err = c.error().value();
+}
+}  // namespace
+
+// The stream destroyed after a connection was handed to its taker (the
+// accept's CQE reaped, the taker's resume queued) but before the taker
+// ran: the destructor closes the connection and the taker gets ECANCELED,
+// not a Socket for the closed number, and nothing closes that number
+// again. One worker, busy in a task that reaps its ring itself and then
+// waits for the test to destroy the stream, so the queued resume cannot
+// run before.
+TEST(Io, DestroyingAStreamWhileItsTakersResumeIsQueued) {
+  pwtest::Watchdog wd("Io.DestroyingAStreamWhileItsTakersResumeIsQueued", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l) << l.error().message();
+  auto st = std::make_unique<io::AcceptStream>(l->stream());
+  Taken out;
+  Bare b = take_into(st.get(), &out);
+  rt.run([&] { b.h.resume(); });
+  std::this_thread::sleep_for(20ms);  // the worker parks: its accept goes to the kernel
+  std::atomic<int> stage{0};  // 1 busy, 2 the taker's resume queued, 3 the stream destroyed
+  auto busy = rt.submit([&] {
+    stage.store(1);
+    auto& ring = parkway::detail::Worker::current()->io_ring();
+    const auto t0 = std::chrono::steady_clock::now();
+    while (ring.poll() == 0 && ms_since(t0) < 5000) std::this_thread::yield();  // the accept's CQE
+    stage.store(2);
+    while (stage.load() != 3 && ms_since(t0) < 10000) std::this_thread::yield();
+  });
+  ASSERT_TRUE(eventually([&] { return stage.load() == 1; }));
+  const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(c, l->local_address().get(), l->local_address().size()), 0);
+  ASSERT_TRUE(eventually([&] { return stage.load() == 2; }));
+  EXPECT_FALSE(b.h.promise().finished.load()) << "the taker ran on a busy worker";
+  st.reset();
+  // The lowest free number, which the accepted connection had: a second
+  // close of that number would close this.
+  const int probe = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(probe, 0);
+  stage.store(3);
+  busy.get();
+  ASSERT_TRUE(eventually([&] { return b.h.promise().finished.load(); }, 2000ms));
+  EXPECT_EQ(out.fd, -1) << "the taker got a Socket for number " << out.fd << ", closed by the stream's destructor";
+  EXPECT_EQ(out.err, ECANCELED);
+  b.h.destroy();
+  EXPECT_EQ(recv_within_2s(c), 0) << "the accepted connection was not closed";
+  EXPECT_NE(::fcntl(probe, F_GETFD), -1) << "the connection's number was closed a second time";
+  ::close(probe);
+  ::close(c);
+}
+
+// An awaiter made by next() keeps the stream's queue: destroyed between
+// its await_ready() (true: a connection queued) and its await_resume(),
+// or before it is awaited at all, the stream ends it with ECANCELED, and
+// the queued connection is closed by the destructor. The stream's accept
+// is ended first (the listener closed), so that the destructor drops the
+// queue's last reference but the awaiter's.
+TEST(Io, AnAwaiterOutlivingItsStreamIsCancelled) {
+  pwtest::Watchdog wd("Io.AnAwaiterOutlivingItsStreamIsCancelled", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l) << l.error().message();
+  const int lfd = l->fd();
+  auto st = std::make_unique<io::AcceptStream>(l->stream());
+  Taken out;
+  Bare b = take_into(st.get(), &out);
+  rt.run([&] { b.h.resume(); });
+  std::this_thread::sleep_for(20ms);  // armed
+  const int c1 = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(c1, l->local_address().get(), l->local_address().size()), 0);
+  ASSERT_TRUE(eventually([&] { return b.h.promise().finished.load(); }, 2000ms));
+  EXPECT_GE(out.fd, 0) << out.err;
+  b.h.destroy();
+  const int c2 = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(c2, l->local_address().get(), l->local_address().size()), 0);
+  ASSERT_TRUE(eventually([&] { return st->next().await_ready(); }, 2000ms)) << "the connection was not queued";
+  l->close();  // ends the accept: nobody waits, so nothing more is queued
+  ASSERT_TRUE(eventually([&] { return ::fcntl(lfd, F_GETFD) == -1; }, 2000ms)) << "the accept did not end";
+
+  io::AcceptStream::Next n = st->next();
+  ASSERT_TRUE(n.await_ready());
+  st.reset();
+  io::Result<io::Socket> r = n.await_resume();
+  ASSERT_FALSE(r) << "got a Socket for number " << r->fd() << ", closed by the stream's destructor";
+  EXPECT_EQ(r.error(), std::errc::operation_canceled) << r.error().message();
+  EXPECT_EQ(recv_within_2s(c2), 0) << "the queued connection was not closed";
+
+  // A fresh stream destroyed before its awaiter is awaited: ECANCELED at
+  // once, and no accept armed for the destroyed stream.
+  auto l2 = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l2) << l2.error().message();
+  st = std::make_unique<io::AcceptStream>(l2->stream());
+  auto r2 = parkway::sync_wait(rt, [](std::unique_ptr<io::AcceptStream>* st) -> Task<io::Result<io::Socket>> {
+    io::AcceptStream::Next n = (*st)->next();
+    st->reset();
+    co_return co_await n;
+  }(&st));
+  ASSERT_FALSE(r2);
+  EXPECT_EQ(r2.error(), std::errc::operation_canceled) << r2.error().message();
+  ::close(c1);
+  ::close(c2);
 }

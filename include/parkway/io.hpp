@@ -486,7 +486,10 @@ class PARKWAY_API Listener : public detail::Descriptor {
 // next taker). Closing the Listener (which may have several streams) or
 // destroying the stream ends the wait with ECANCELED, as next()'s
 // OpOptions and the awaiting coroutine's TaskGroup may. Destroying it
-// cancels the accept; connections delivered but not taken are closed.
+// cancels the accept; connections delivered but not taken are closed,
+// that of a taker about to resume with it included: such a taker, and an
+// awaiter from next() awaited after the stream was destroyed, get
+// ECANCELED.
 namespace detail {
 struct AcceptQueue;
 }
@@ -495,11 +498,16 @@ class PARKWAY_API AcceptStream {
   AcceptStream(AcceptStream&& o) noexcept : q_(std::exchange(o.q_, nullptr)) {}
   AcceptStream& operator=(AcceptStream&&) = delete;
   ~AcceptStream();
+  // The awaiter holds a reference on the stream's queue, so it may
+  // outlive the stream.
   struct Next {
     detail::AcceptQueue* q;
     OpOptions o{};
     std::coroutine_handle<> h{};  // the taker, once suspended
     int early = 0;                // -ECANCELED: cancelled before it waited
+    Next(detail::AcceptQueue* q, OpOptions o) noexcept;
+    Next(const Next&) = delete;
+    Next& operator=(const Next&) = delete;
     ~Next();
     bool await_ready() noexcept;
     bool await_suspend(std::coroutine_handle<> h);

@@ -6,8 +6,10 @@
 // state is under a small lock. The accept is armed on the ring of the
 // worker that first waits with nothing queued, and re-armed the same way
 // whenever it ended: a CQE without IORING_CQE_F_MORE (an error such as
-// EMFILE, a CQ overflow, a cancel). References: the stream's, and the
-// armed accept's (dropped by its last CQE).
+// EMFILE, a CQ overflow, a cancel). References: the stream's, each
+// awaiter's (from next() until the awaiter is destroyed, so an awaiter
+// may outlive the stream), the armed accept's (dropped by its last CQE),
+// the queued continuation's, a guard's and a posted cancel's.
 #include <unistd.h>
 
 #include <cerrno>
@@ -252,6 +254,9 @@ AcceptStream Listener::stream() {
   return AcceptStream(q);
 }
 
+// Closes the connections not taken, that of a taker whose resume is
+// queued (`resuming`) included: that taker's await_resume finds the queue
+// empty and returns ECANCELED, as does an awaiter that is awaited later.
 AcceptStream::~AcceptStream() {
   if (!q_) return;
   q_->lock();
@@ -270,6 +275,10 @@ AcceptStream::~AcceptStream() {
 AcceptStream::Next AcceptStream::next(OpOptions o) {
   if (!q_) throw std::logic_error("parkway::io::AcceptStream::next: the stream was moved from");
   return Next{q_, o};
+}
+
+AcceptStream::Next::Next(detail::AcceptQueue* q, OpOptions o) noexcept : q(q), o(o) {
+  q->refs.fetch_add(1, std::memory_order_relaxed);  // the awaiter's: it may outlive the stream
 }
 
 bool AcceptStream::Next::await_ready() noexcept {
@@ -305,14 +314,13 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
     return false;
   }
   q->guard = guard;  // from here every way out ends in await_resume, which cancels it
-  if (detail::scope_cancelled(q->scope)) {  // the listener was closed
+  if (q->closed || detail::scope_cancelled(q->scope)) {  // the stream was destroyed, or the listener closed
     q->ready.push_back(-ECANCELED);
     q->unlock();
     return false;
   }
   q->waiter = h;
   this->h = h;
-  q->refs.fetch_add(1, std::memory_order_relaxed);  // the suspended taker's: ~Next may outlive the stream
   if (!q->armed) {
     // Published before it is submitted, so that a close from now on
     // cancels it and keeps the number open until its last CQE; refused
@@ -325,6 +333,9 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
       q->unlock();
       return false;
     }
+    // Its get_sqe may reap this ring, and so take the locks of other
+    // queues armed on it: none is being armed (io.md, "The accept
+    // stream"), and q, armed nowhere, has no CQE to reap.
     int rc = ring.submit_multishot_accept(q->listen_fd, q->user_data());
     if (rc < 0) {
       detail::accept_left_kernel(q);
@@ -344,24 +355,31 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
 // and before it ran) is forgotten, so that no connection resumes its
 // frame; the connection stays queued for the stream's next taker.
 AcceptStream::Next::~Next() {
-  if (!h) return;  // never suspended
-  q->lock();
-  detail::OpState* g = nullptr;
-  if (q->waiter == h || q->resuming == h) {
-    if (q->waiter == h) q->waiter = {};
-    else q->resuming = {};
-    g = detail::take_guard(q);
+  if (h) {  // suspended
+    q->lock();
+    detail::OpState* g = nullptr;
+    if (q->waiter == h || q->resuming == h) {
+      if (q->waiter == h) q->waiter = {};
+      else q->resuming = {};
+      g = detail::take_guard(q);
+    }
+    q->unlock();
+    detail::drop_guard(g);
   }
-  q->unlock();
-  detail::drop_guard(g);
-  q->unref();  // the suspended taker's (await_suspend)
+  q->unref();  // the awaiter's (its constructor)
 }
 
 Result<Socket> AcceptStream::Next::await_resume() noexcept {
   if (early) return Error(-early, "accept");
   q->lock();
-  int fd = q->ready.front();
-  q->ready.pop_front();
+  // Empty only if the stream was destroyed meanwhile: its destructor
+  // closed the connection this taker was resumed for, or the one
+  // await_ready() saw.
+  int fd = -ECANCELED;
+  if (!q->ready.empty()) {
+    fd = q->ready.front();
+    q->ready.pop_front();
+  }
   detail::OpState* g = detail::take_guard(q);  // the accept came first: the guard lost
   q->unlock();
   detail::drop_guard(g);
