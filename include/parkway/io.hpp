@@ -278,6 +278,17 @@ class Bytes {
 };
 
 namespace detail {
+// Socket::writev's awaitable, Result<std::size_t>: a sendmsg of the
+// iovecs, so that it carries MSG_NOSIGNAL (a writev cannot); the msghdr
+// lives in the awaitable. Errors name "writev".
+class PARKWAY_API VectorSendOp : public SizeOp {
+ public:
+  VectorSendOp(int fd, std::span<const iovec> iov, const OpOptions& o, OpScope* scope) noexcept;
+
+ private:
+  msghdr msg_{};
+};
+
 // recv_owned's awaitable: Result<Bytes> (empty Bytes: the peer closed).
 class OwnedRecvOp : public OpBase {
  public:
@@ -294,8 +305,10 @@ class OwnedRecvOp : public OpBase {
 // Each returns an awaitable; co_await it on a parkway worker.
 
 PARKWAY_API detail::SizeOp recv(int fd, std::span<std::byte> buf, OpOptions o = {}, int flags = 0);
-PARKWAY_API detail::SizeOp send(int fd, std::span<const std::byte> buf, OpOptions o = {},
-                                int flags = MSG_NOSIGNAL);
+// Socket sends (send, sendmsg, send_all; Socket's too) always add
+// MSG_NOSIGNAL to `flags`: a peer that is gone is the EPIPE error, never
+// a SIGPIPE.
+PARKWAY_API detail::SizeOp send(int fd, std::span<const std::byte> buf, OpOptions o = {}, int flags = 0);
 // A receive that holds no memory while it waits: up to `max` bytes (at
 // most Options::io_recv_pool_buffer_bytes), copied, once they arrive,
 // into a new block of `max` bytes that the result owns. For connections
@@ -313,15 +326,17 @@ PARKWAY_API detail::OwnedRecvOp recv_owned(int fd, std::size_t max, OpOptions o 
 PARKWAY_API detail::SizeOp read(int fd, std::span<std::byte> buf, std::int64_t offset, OpOptions o = {});
 PARKWAY_API detail::SizeOp write(int fd, std::span<const std::byte> buf, std::int64_t offset, OpOptions o = {});
 PARKWAY_API detail::SizeOp readv(int fd, std::span<const iovec> iov, std::int64_t offset, OpOptions o = {});
+// io::writev is writev(2): on a socket whose peer is gone it raises
+// SIGPIPE; gather to a socket with sendmsg or Socket::writev.
 PARKWAY_API detail::SizeOp writev(int fd, std::span<const iovec> iov, std::int64_t offset, OpOptions o = {});
-PARKWAY_API detail::SizeOp sendmsg(int fd, const msghdr& msg, OpOptions o = {}, int flags = MSG_NOSIGNAL);
+PARKWAY_API detail::SizeOp sendmsg(int fd, const msghdr& msg, OpOptions o = {}, int flags = 0);
 PARKWAY_API detail::SizeOp recvmsg(int fd, msghdr& msg, OpOptions o = {}, int flags = 0);
 PARKWAY_API detail::VoidOp shutdown(int fd, int how, OpOptions o = {});
 PARKWAY_API detail::VoidOp close(int fd);
 // Sends all of buf, looping over short writes. The error names "send".
 // MSG_MORE in flags: more follows (the last piece is held back for it).
 PARKWAY_API Task<Result<std::size_t>> send_all(int fd, std::span<const std::byte> buf, OpOptions o = {},
-                                               int flags = MSG_NOSIGNAL);
+                                               int flags = 0);
 
 namespace detail {
 // poll's awaitable: Result<unsigned>, the events that are ready.
@@ -432,14 +447,15 @@ class PARKWAY_API Socket : public detail::Descriptor {
   detail::SizeOp recv(std::span<std::byte> buf, OpOptions o = {}, int flags = 0);
   // io::recv_owned on this socket: no memory held while it waits.
   detail::OwnedRecvOp recv_owned(std::size_t max, OpOptions o = {}, int flags = 0);
-  detail::SizeOp send(std::span<const std::byte> buf, OpOptions o = {}, int flags = MSG_NOSIGNAL);
-  Task<Result<std::size_t>> send_all(std::span<const std::byte> buf, OpOptions o = {}, int flags = MSG_NOSIGNAL);
+  detail::SizeOp send(std::span<const std::byte> buf, OpOptions o = {}, int flags = 0);
+  Task<Result<std::size_t>> send_all(std::span<const std::byte> buf, OpOptions o = {}, int flags = 0);
   // io::send_file from f (which must stay open until the co_await
   // returns); a closed socket or file throws std::logic_error here.
   Task<Result<std::size_t>> send_file(const File& f, std::uint64_t offset, std::size_t count, OpOptions o = {});
   detail::PollOp poll(unsigned events, OpOptions o = {});
-  detail::SizeOp writev(std::span<const iovec> iov, OpOptions o = {});
-  detail::SizeOp sendmsg(const msghdr& msg, OpOptions o = {}, int flags = MSG_NOSIGNAL);
+  // A gather send: a sendmsg of iov (MSG_NOSIGNAL, as every send here).
+  detail::VectorSendOp writev(std::span<const iovec> iov, OpOptions o = {});
+  detail::SizeOp sendmsg(const msghdr& msg, OpOptions o = {}, int flags = 0);
   detail::VoidOp shutdown(int how = SHUT_WR, OpOptions o = {});
   // Sets TCP_NODELAY; returns the setsockopt error, if any.
   Result<void> set_nodelay(bool on = true) noexcept;

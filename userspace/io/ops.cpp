@@ -39,9 +39,12 @@ OpArgs recv_owned_args(int fd, std::size_t max, int flags) {
                 .op_flags = std::uint32_t(flags), .owned = true};
 }
 
+// MSG_NOSIGNAL always (io.hpp): without it a peer that is gone raises
+// SIGPIPE, whose default ends the process. The flag reaches the send at
+// the co_await (try_send_now) and the ring's alike.
 OpArgs send_args(int fd, std::span<const std::byte> buf, int flags) {
   return OpArgs{.name = "send", .opcode = IORING_OP_SEND, .fd = fd, .addr = ptr(buf.data()),
-                       .len = clamp_len(buf.size()), .op_flags = std::uint32_t(flags)};
+                       .len = clamp_len(buf.size()), .op_flags = std::uint32_t(flags | MSG_NOSIGNAL)};
 }
 
 OpArgs read_args(int fd, std::span<std::byte> buf, std::int64_t offset) {
@@ -66,7 +69,7 @@ OpArgs writev_args(int fd, std::span<const iovec> iov, std::int64_t offset) {
 
 OpArgs sendmsg_args(int fd, const msghdr& msg, int flags) {
   return OpArgs{.name = "sendmsg", .opcode = IORING_OP_SENDMSG, .fd = fd, .addr = ptr(&msg), .len = 1,
-                       .op_flags = std::uint32_t(flags)};
+                       .op_flags = std::uint32_t(flags | MSG_NOSIGNAL)};
 }
 
 OpArgs recvmsg_args(int fd, msghdr& msg, int flags) {

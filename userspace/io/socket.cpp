@@ -142,8 +142,16 @@ Task<Result<std::size_t>> Socket::send_all(std::span<const std::byte> buf, OpOpt
   co_return done;
 }
 
-SizeOp Socket::writev(std::span<const iovec> iov, OpOptions o) {
-  return SizeOp(detail::writev_args(checked("writev"), iov, 0), o, scope());
+// writev(2) on a socket has no MSG_NOSIGNAL: a sendmsg of the same iovecs.
+detail::VectorSendOp::VectorSendOp(int fd, std::span<const iovec> iov, const OpOptions& o, OpScope* scope) noexcept
+    : SizeOp(sendmsg_args(fd, msg_, 0), o, scope) {
+  msg_.msg_iov = const_cast<iovec*>(iov.data());
+  msg_.msg_iovlen = iov.size();
+  args_.name = "writev";
+}
+
+detail::VectorSendOp Socket::writev(std::span<const iovec> iov, OpOptions o) {
+  return detail::VectorSendOp(checked("writev"), iov, o, scope());
 }
 
 SizeOp Socket::sendmsg(const msghdr& msg, OpOptions o, int flags) {
