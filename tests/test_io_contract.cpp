@@ -1,6 +1,7 @@
 // test_io_contract.cpp -- what parkway/io.hpp promises of its calls and
-// their arguments: socket sends never raise SIGPIPE, whatever flags they
-// are given.
+// their arguments: offsets past 2^63 - 1 are EINVAL, never the file
+// position; socket sends never raise SIGPIPE, whatever flags they are
+// given.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -32,6 +33,31 @@ using parkway::Task;
 
 namespace {
 
+std::byte pattern(std::uint64_t i) { return std::byte((i * 0x9E3779B97F4A7C15ull) >> 56); }
+
+// A file of `size` pattern bytes in the build directory (a disk file
+// system, where pages can be evicted) or else /tmp; unlinked at the end.
+struct TempFile {
+  std::string path;
+  int fd = -1;
+  explicit TempFile(std::size_t size) {
+    path = "build/parkway-io-contract-XXXXXX";
+    fd = ::mkstemp(path.data());
+    if (fd < 0) {
+      path = "/tmp/parkway-io-contract-XXXXXX";
+      fd = ::mkstemp(path.data());
+    }
+    if (fd < 0) std::abort();
+    std::vector<std::byte> b(size);
+    for (std::size_t i = 0; i < size; ++i) b[i] = pattern(i);
+    if (::write(fd, b.data(), size) != ssize_t(size)) std::abort();
+  }
+  ~TempFile() {
+    ::close(fd);
+    ::unlink(path.c_str());
+  }
+};
+
 // A connected pair of TCP sockets over loopback: `out` (a parkway Socket,
 // non-blocking) and the raw peer `in`, each with 64 KiB of buffer, so
 // that a send of a few MiB waits for the reader many times.
@@ -54,6 +80,93 @@ struct TcpPair {
     if (in >= 0) ::close(in);
   }
 };
+
+// Reads n bytes from fd, giving up after 2 s without any; the count of
+// those that are not pattern(i), or -1 if the stream stopped first.
+long read_and_check(int fd, std::size_t n) {
+  const timeval limit{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  std::vector<std::byte> b(64 * 1024);
+  std::size_t got = 0;
+  long bad = 0;
+  while (got < n) {
+    ssize_t r = ::recv(fd, b.data(), std::min(b.size(), n - got), 0);
+    if (r <= 0) return -1;
+    for (ssize_t i = 0; i < r; ++i) bad += b[std::size_t(i)] != pattern(got + std::size_t(i));
+    got += std::size_t(r);
+  }
+  return bad;
+}
+
+// ---- Offsets past 2^63 - 1 ----------------------------------------------------
+
+TEST(IoContract, OffsetsPastTwoToThe63AreInvalidNotTheFilePosition) {
+  pwtest::Watchdog wd("IoContract.OffsetsPastTwoToThe63AreInvalidNotTheFilePosition", 60);
+  constexpr std::size_t kSize = 8192;
+  TempFile tf(kSize);
+  for (bool first : {true, false}) {
+    SCOPED_TRACE(first ? "io_read_first" : "every read on the ring");
+    parkway::Runtime rt(parkway::Options{.workers = 1, .io_read_first = first});
+    io::File f(::open(tf.path.c_str(), O_RDWR | O_CLOEXEC));
+    ASSERT_TRUE(f.is_open());
+    ASSERT_EQ(::lseek(f.fd(), 0, SEEK_SET), 0);  // the file position: 0, where the file has bytes
+    auto t = [](io::File* f) -> Task<std::string> {
+      std::string out;
+      auto note = [&out](const char* what, io::Result<std::size_t> r) {
+        out += std::string(what) + ": " + (r ? "ok " + std::to_string(*r) : r.error().message()) + "\n";
+      };
+      std::vector<std::byte> buf(16);
+      const std::uint64_t two63 = std::uint64_t(1) << 63;
+      note("read_at 2^63", co_await f->read_at(buf, two63));
+      note("read_at 2^64-1", co_await f->read_at(buf, UINT64_MAX));
+      note("read_at 2^63-8", co_await f->read_at(buf, two63 - 8));
+      note("write_at 2^63", co_await f->write_at(buf, two63));
+      note("write_at 2^64-1", co_await f->write_at(buf, UINT64_MAX));
+      note("read -2", co_await io::read(f->fd(), buf, -2));
+      note("write -2", co_await io::write(f->fd(), buf, -2));
+      iovec v{buf.data(), buf.size()};
+      note("readv -5", co_await io::readv(f->fd(), {&v, 1}, -5));
+      note("writev INT64_MIN", co_await io::writev(f->fd(), {&v, 1}, INT64_MIN));
+      note("read 0", co_await io::read(f->fd(), buf, 0));
+      co_return out;
+    };
+    EXPECT_EQ(parkway::sync_wait(rt, t(&f)),
+              "read_at 2^63: read: Invalid argument\n"
+              "read_at 2^64-1: read: Invalid argument\n"
+              "read_at 2^63-8: read: Invalid argument\n"
+              "write_at 2^63: write: Invalid argument\n"
+              "write_at 2^64-1: write: Invalid argument\n"
+              "read -2: read: Invalid argument\n"
+              "write -2: write: Invalid argument\n"
+              "readv -5: readv: Invalid argument\n"
+              "writev INT64_MIN: writev: Invalid argument\n"
+              "read 0: ok 16\n");
+    // Nothing was written at the file position.
+    std::vector<std::byte> head(16);
+    ASSERT_EQ(::pread(f.fd(), head.data(), head.size(), 0), 16);
+    for (std::size_t i = 0; i < head.size(); ++i) EXPECT_EQ(head[i], pattern(i)) << i;
+    EXPECT_EQ(::lseek(f.fd(), 0, SEEK_CUR), 0) << "the file position moved";
+
+    // send_file: an offset past 2^63 - 1 is EINVAL; a count past it ends there.
+    TcpPair p(rt);
+    auto sf = [](io::Socket* s, const io::File* f, std::uint64_t off, std::size_t n) -> Task<std::string> {
+      auto r = co_await s->send_file(*f, off, n);
+      co_return r ? "ok " + std::to_string(*r) : r.error().message();
+    };
+    EXPECT_EQ(parkway::sync_wait(rt, sf(&p.out, &f, std::uint64_t(1) << 63, 100)), "send_file: Invalid argument");
+    EXPECT_EQ(parkway::sync_wait(rt, sf(&p.out, &f, UINT64_MAX, 100)), "send_file: Invalid argument");
+    auto raw = [](int s, int f) -> Task<std::string> {
+      auto r = co_await io::send_file(s, f, std::uint64_t(1) << 63, 100);
+      co_return r ? "ok " + std::to_string(*r) : r.error().message();
+    };
+    EXPECT_EQ(parkway::sync_wait(rt, raw(p.out.fd(), f.fd())), "send_file: Invalid argument");
+    EXPECT_EQ(parkway::sync_wait(rt, sf(&p.out, &f, INT64_MAX, 100)), "ok 0");
+    EXPECT_EQ(parkway::sync_wait(rt, sf(&p.out, &f, 0, SIZE_MAX)), "ok " + std::to_string(kSize));
+    EXPECT_EQ(read_and_check(p.in, kSize), 0) << "the whole file, once";
+    char extra;
+    EXPECT_EQ(::recv(p.in, &extra, 1, MSG_DONTWAIT), -1) << "bytes sent for an invalid offset";
+  }
+}
 
 // ---- No SIGPIPE, whatever the flags -------------------------------------------
 

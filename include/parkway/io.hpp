@@ -186,6 +186,10 @@ struct OpArgs {
   // A receive into a buffer the kernel picks from the ring's pool when
   // bytes arrive (recv_owned); len is the caller's max.
   bool owned = false;
+  // Not 0: the operation fails with this errno at its co_await, without
+  // the ring (arguments no kernel call may be given, such as an offset
+  // past 2^63 - 1).
+  int fail = 0;
 };
 
 // The awaiter part every operation shares (userspace/io/op.cpp).
@@ -194,7 +198,7 @@ class PARKWAY_API OpBase {
   // Holds a reference on the descriptor's scope, which a close() between
   // the call and its co_await would otherwise free.
   OpBase(const OpArgs& a, const OpOptions& o, OpScope* owner_scope) noexcept
-      : args_(a), opts_(o), owner_scope_(owner_scope) {
+      : args_(a), opts_(o), owner_scope_(owner_scope), res_(-a.fail) {
     if (owner_scope_) retain_scope(owner_scope_);
   }
   OpBase(const OpBase&) = delete;
@@ -204,7 +208,8 @@ class PARKWAY_API OpBase {
     delete[] received_;
     if (owner_scope_) release_scope(owner_scope_);
   }
-  bool await_ready() const noexcept { return false; }
+  // Ready at once only when its arguments failed it (OpArgs::fail).
+  bool await_ready() const noexcept { return args_.fail != 0; }
   // Submits to the calling worker's ring; false (resume now) when the
   // operation completed without the kernel (cancelled before it began).
   bool await_suspend(std::coroutine_handle<> h);
@@ -225,7 +230,7 @@ class PARKWAY_API OpBase {
   OpOptions opts_;
   OpScope* owner_scope_;
   OpState* st_ = nullptr;
-  int res_ = 0;
+  int res_;
   std::uint32_t cqe_flags_ = 0;
   std::byte* received_ = nullptr;
 };
@@ -320,9 +325,12 @@ PARKWAY_API detail::SizeOp send(int fd, std::span<const std::byte> buf, OpOption
 // CQ overflowing; the bytes are still in the socket). fd must stay open
 // until the co_await returns (a Socket's close takes care of that).
 PARKWAY_API detail::OwnedRecvOp recv_owned(int fd, std::size_t max, OpOptions o = {}, int flags = 0);
-// Reads/writes at a file offset (-1: the file's current position). A read
-// at an offset of 0 or more whose data is in the page cache is done at its
-// co_await, without the ring (Options::io_read_first).
+// Reads/writes at a file offset (-1: the file's current position). An
+// offset below -1, or one at which the operation would pass byte 2^63 - 1
+// (offset + the bytes asked for), fails with EINVAL, named for the
+// operation ("read", "write", "readv", "writev"), without the kernel. A
+// read at an offset of 0 or more whose data is in the page cache is done
+// at its co_await, without the ring (Options::io_read_first).
 PARKWAY_API detail::SizeOp read(int fd, std::span<std::byte> buf, std::int64_t offset, OpOptions o = {});
 PARKWAY_API detail::SizeOp write(int fd, std::span<const std::byte> buf, std::int64_t offset, OpOptions o = {});
 PARKWAY_API detail::SizeOp readv(int fd, std::span<const iovec> iov, std::int64_t offset, OpOptions o = {});
@@ -364,7 +372,9 @@ PARKWAY_API detail::PollOp poll(int fd, unsigned events, OpOptions o = {});
 // instead (docs/design/io.md, "Sending a file": sendfile can still wait
 // for a read of the same pages that another caller started). `o`
 // applies to each wait, as in send_all; a cancel that came first fails
-// the call before any byte is sent. sendfile(2) takes no MSG_NOSIGNAL:
+// the call before any byte is sent. An offset past 2^63 - 1 fails with
+// EINVAL (named "send_file"); a count that would pass it ends there, as
+// at the end of a file. sendfile(2) takes no MSG_NOSIGNAL:
 // a worker that calls it blocks SIGPIPE in its own thread from then on,
 // and a peer that is gone is the EPIPE error. Errors name "send_file"
 // (or the "read", "send" or "poll" that failed); sock_fd and file_fd
@@ -560,6 +570,8 @@ class PARKWAY_API File : public detail::Descriptor {
   // operation.
   static OpenOp open(const char* path, int flags = O_RDONLY, mode_t mode = 0644, int dir_fd = -100 /* AT_FDCWD */,
                      OpOptions o = {});
+  // io::read/io::write at `offset`: one past 2^63 - 1 (or that the bytes
+  // asked for would pass) fails with EINVAL, named "read" or "write".
   detail::SizeOp read_at(std::span<std::byte> buf, std::uint64_t offset, OpOptions o = {});
   detail::SizeOp write_at(std::span<const std::byte> buf, std::uint64_t offset, OpOptions o = {});
   StatOp stat(OpOptions o = {});

@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -21,9 +22,30 @@ using detail::VoidOp;
 
 namespace {
 std::uint64_t ptr(const void* p) noexcept { return reinterpret_cast<std::uint64_t>(p); }
-// A file offset for read/write: -1 (the current position) as the kernel wants it.
-std::uint64_t offset_of(std::int64_t off) noexcept { return off < 0 ? ~std::uint64_t(0) : std::uint64_t(off); }
 std::uint32_t clamp_len(std::size_t n) noexcept { return n > 0x7ffff000u ? 0x7ffff000u : std::uint32_t(n); }
+// Puts a read's or write's offset in `a` as the kernel wants it (-1, the
+// current position: all ones), or fails `a` with EINVAL (OpArgs::fail)
+// for an offset below -1 or a range of `len` bytes that would pass byte
+// 2^63 - 1: the kernel takes all ones for the file position whatever
+// the caller meant, and refuses the other negative offsets only for some
+// files.
+OpArgs& at_offset(OpArgs& a, std::int64_t off, std::uint64_t len) noexcept {
+  if (off == -1) {
+    a.off = ~std::uint64_t(0);
+  } else if (off < 0 || len > std::uint64_t(INT64_MAX) - std::uint64_t(off)) {
+    a.fail = EINVAL;
+  } else {
+    a.off = std::uint64_t(off);
+  }
+  return a;
+}
+// The bytes an iovec array asks for, saturated at UINT64_MAX.
+std::uint64_t iov_bytes(std::span<const iovec> iov) noexcept {
+  std::uint64_t n = 0;
+  for (const iovec& v : iov)
+    if (__builtin_add_overflow(n, std::uint64_t(v.iov_len), &n)) return UINT64_MAX;
+  return n;
+}
 }  // namespace
 
 namespace detail {
@@ -48,23 +70,25 @@ OpArgs send_args(int fd, std::span<const std::byte> buf, int flags) {
 }
 
 OpArgs read_args(int fd, std::span<std::byte> buf, std::int64_t offset) {
-  return OpArgs{.name = "read", .opcode = IORING_OP_READ, .fd = fd, .addr = ptr(buf.data()),
-                       .len = clamp_len(buf.size()), .off = offset_of(offset)};
+  OpArgs a{.name = "read", .opcode = IORING_OP_READ, .fd = fd, .addr = ptr(buf.data()), .len = clamp_len(buf.size())};
+  return at_offset(a, offset, a.len);
 }
 
 OpArgs write_args(int fd, std::span<const std::byte> buf, std::int64_t offset) {
-  return OpArgs{.name = "write", .opcode = IORING_OP_WRITE, .fd = fd, .addr = ptr(buf.data()),
-                       .len = clamp_len(buf.size()), .off = offset_of(offset)};
+  OpArgs a{.name = "write", .opcode = IORING_OP_WRITE, .fd = fd, .addr = ptr(buf.data()), .len = clamp_len(buf.size())};
+  return at_offset(a, offset, a.len);
 }
 
 OpArgs readv_args(int fd, std::span<const iovec> iov, std::int64_t offset) {
-  return OpArgs{.name = "readv", .opcode = IORING_OP_READV, .fd = fd, .addr = ptr(iov.data()),
-                       .len = std::uint32_t(iov.size()), .off = offset_of(offset)};
+  OpArgs a{.name = "readv", .opcode = IORING_OP_READV, .fd = fd, .addr = ptr(iov.data()),
+           .len = std::uint32_t(iov.size())};
+  return at_offset(a, offset, iov_bytes(iov));
 }
 
 OpArgs writev_args(int fd, std::span<const iovec> iov, std::int64_t offset) {
-  return OpArgs{.name = "writev", .opcode = IORING_OP_WRITEV, .fd = fd, .addr = ptr(iov.data()),
-                       .len = std::uint32_t(iov.size()), .off = offset_of(offset)};
+  OpArgs a{.name = "writev", .opcode = IORING_OP_WRITEV, .fd = fd, .addr = ptr(iov.data()),
+           .len = std::uint32_t(iov.size())};
+  return at_offset(a, offset, iov_bytes(iov));
 }
 
 OpArgs sendmsg_args(int fd, const msghdr& msg, int flags) {

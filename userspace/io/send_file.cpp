@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -143,6 +144,11 @@ Task<Result<std::size_t>> send_file_loop(Sock sock, int file_fd, std::uint64_t o
     throw std::logic_error(
         "parkway::io::send_file: not on a parkway worker (co_await it in a coroutine that runs on a Runtime: "
         "spawn, detach or sync_wait it)");
+  // Past 2^63 - 1 is no file offset: the kernel would take an offset
+  // there for -1, the file position. A count past it ends there (no
+  // file is longer), as at the end of the file.
+  if (offset > std::uint64_t(INT64_MAX)) co_return Error(EINVAL, "send_file");
+  count = std::size_t(std::min<std::uint64_t>(count, std::uint64_t(INT64_MAX) - offset));
   if (o.cancel != nullptr && o.cancel->cancelled()) co_return Error(ECANCELED, "send_file");  // came first
   bool direct = count > 0 && is_nonblocking(sock.fd());
   std::unique_ptr<std::byte[]> copy;  // the copy path's buffer, made when first needed

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -210,12 +211,18 @@ OpenOp File::open(const char* path, int flags, mode_t mode, int dir_fd, OpOption
                 o, nullptr);
 }
 
+namespace {
+// An unsigned offset as read_args/write_args take it: one past
+// INT64_MAX becomes one they refuse (EINVAL), not -1, the file position.
+std::int64_t signed_offset(std::uint64_t off) noexcept { return off > std::uint64_t(INT64_MAX) ? INT64_MIN : std::int64_t(off); }
+}  // namespace
+
 SizeOp File::read_at(std::span<std::byte> buf, std::uint64_t offset, OpOptions o) {
-  return SizeOp(detail::read_args(checked("read_at"), buf, std::int64_t(offset)), o, scope());
+  return SizeOp(detail::read_args(checked("read_at"), buf, signed_offset(offset)), o, scope());
 }
 
 SizeOp File::write_at(std::span<const std::byte> buf, std::uint64_t offset, OpOptions o) {
-  return SizeOp(detail::write_args(checked("write_at"), buf, std::int64_t(offset)), o, scope());
+  return SizeOp(detail::write_args(checked("write_at"), buf, signed_offset(offset)), o, scope());
 }
 
 StatOp File::stat(OpOptions o) { return StatOp(checked("stat"), o, scope()); }
