@@ -1,7 +1,8 @@
 // test_io_contract.cpp -- what parkway/io.hpp promises of its calls and
 // their arguments: offsets past 2^63 - 1 are EINVAL, never the file
-// position; socket sends never raise SIGPIPE, whatever flags they are
-// given.
+// position; a read of a regular file is short only at its end, whatever
+// the page cache holds; socket sends never raise SIGPIPE, whatever flags
+// they are given.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -166,6 +167,86 @@ TEST(IoContract, OffsetsPastTwoToThe63AreInvalidNotTheFilePosition) {
     char extra;
     EXPECT_EQ(::recv(p.in, &extra, 1, MSG_DONTWAIT), -1) << "bytes sent for an invalid offset";
   }
+}
+
+// ---- Short only at the end of the file ----------------------------------------
+
+// Pages of fd's first `bytes` that are in memory, by mincore(2); -1 if
+// it cannot tell.
+long resident_pages(int fd, std::size_t bytes) {
+  void* m = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return -1;
+  const std::size_t page = std::size_t(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> v((bytes + page - 1) / page);
+  long n = -1;
+  if (::mincore(m, bytes, v.data()) == 0) {
+    n = 0;
+    for (unsigned char c : v) n += c & 1;
+  }
+  ::munmap(m, bytes);
+  return n;
+}
+
+// A 1 MiB file whose first 64 KiB are in the page cache and the rest not:
+// a read of all of it at the co_await would stop at 64 KiB. It returns
+// every byte (the ring reads the rest of the way), by read_at and readv.
+// At the end of a cached file the short count comes at the co_await,
+// without the ring.
+TEST(IoContract, AReadIsShortOnlyAtTheEndOfTheFile) {
+  pwtest::Watchdog wd("IoContract.AReadIsShortOnlyAtTheEndOfTheFile", 60);
+  constexpr std::size_t kSize = 1024 * 1024, kCached = 64 * 1024;
+  TempFile tf(kSize);
+  ASSERT_EQ(::fsync(tf.fd), 0);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  for (bool vectored : {false, true}) {
+    SCOPED_TRACE(vectored ? "readv" : "read_at");
+    io::File f(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(f.is_open());
+    // Out of the page cache (once any read of it still in flight, such
+    // as readahead an earlier read began, is done: a page being read
+    // stays), then its first 64 KiB back in, without readahead (which
+    // would bring in more).
+    std::vector<std::byte> all(kSize);
+    ASSERT_EQ(::pread(f.fd(), all.data(), kSize, 0), ssize_t(kSize));
+    ASSERT_EQ(::posix_fadvise(f.fd(), 0, 0, POSIX_FADV_DONTNEED), 0);
+    ASSERT_EQ(::posix_fadvise(f.fd(), 0, 0, POSIX_FADV_RANDOM), 0);
+    std::vector<std::byte> head(kCached);
+    ASSERT_EQ(::pread(f.fd(), head.data(), kCached, 0), ssize_t(kCached));
+    const long resident = resident_pages(f.fd(), kSize);
+    const long page = ::sysconf(_SC_PAGESIZE);
+    if (resident <= 0 || resident >= long(kSize) / page)
+      GTEST_SKIP() << "SKIP: cannot evict part of the file from the page cache here (" << resident
+                   << " pages resident; a tmpfs?)";
+    auto t = [](io::File* f, bool vectored, std::size_t n) -> Task<std::string> {
+      std::vector<std::byte> buf(n);
+      iovec v[2] = {{buf.data(), n / 2}, {buf.data() + n / 2, n - n / 2}};
+      io::Result<std::size_t> r = io::Error(0, "");
+      if (vectored)  // not a ?: of two co_awaits (GCC 12: docs/guide.md, "Limits")
+        r = co_await io::readv(f->fd(), v, 0);
+      else
+        r = co_await f->read_at(buf, 0);
+      if (!r) co_return r.error().message();
+      if (*r != n) co_return "short: " + std::to_string(*r) + " of " + std::to_string(n);
+      for (std::size_t i = 0; i < n; ++i)
+        if (buf[i] != pattern(i)) co_return "byte " + std::to_string(i) + " differs";
+      co_return "ok";
+    };
+    EXPECT_EQ(parkway::sync_wait(rt, t(&f, vectored, kSize)), "ok");
+  }
+  // The end of a cached file: short, at the co_await.
+  io::File f(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
+  std::vector<std::byte> all(kSize);
+  ASSERT_EQ(::pread(f.fd(), all.data(), kSize, 0), ssize_t(kSize));
+  const parkway::Stats before = rt.stats();
+  auto tail = [](io::File* f) -> Task<std::string> {
+    std::vector<std::byte> buf(64 * 1024);
+    auto r = co_await f->read_at(buf, kSize - 1000);
+    co_return r ? std::to_string(*r) : r.error().message();
+  };
+  EXPECT_EQ(parkway::sync_wait(rt, tail(&f)), "1000");
+  const parkway::Stats after = rt.stats();
+  EXPECT_EQ(after.total.io_read_now - before.total.io_read_now, 1u);
+  EXPECT_EQ(after.total.io_ops, before.total.io_ops) << "the short read at the end took the ring";
 }
 
 // ---- No SIGPIPE, whatever the flags -------------------------------------------

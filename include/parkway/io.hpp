@@ -329,8 +329,11 @@ PARKWAY_API detail::OwnedRecvOp recv_owned(int fd, std::size_t max, OpOptions o 
 // offset below -1, or one at which the operation would pass byte 2^63 - 1
 // (offset + the bytes asked for), fails with EINVAL, named for the
 // operation ("read", "write", "readv", "writev"), without the kernel. A
-// read at an offset of 0 or more whose data is in the page cache is done
-// at its co_await, without the ring (Options::io_read_first).
+// read of a regular file returns fewer bytes than asked only at the end
+// of the file (0 past it). A read at an offset of 0 or more whose data is
+// in the page cache is done at its co_await, without the ring
+// (Options::io_read_first); one that finds only the first part cached and
+// the file going on goes to the ring whole.
 PARKWAY_API detail::SizeOp read(int fd, std::span<std::byte> buf, std::int64_t offset, OpOptions o = {});
 PARKWAY_API detail::SizeOp write(int fd, std::span<const std::byte> buf, std::int64_t offset, OpOptions o = {});
 PARKWAY_API detail::SizeOp readv(int fd, std::span<const iovec> iov, std::int64_t offset, OpOptions o = {});

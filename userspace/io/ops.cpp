@@ -133,18 +133,36 @@ int try_send_now(const OpArgs& a) noexcept {
   return errno == EWOULDBLOCK ? -EAGAIN : -errno;
 }
 
+// RWF_NOWAIT copies what is cached up to the first page that is not and
+// stops there, short, where the ring's read would wait for the device
+// and return the full count. A short count is the answer only at the end
+// of the file: a one-byte probe where it stopped (RWF_NOWAIT too) that
+// reads nothing says so; one that reads a byte or finds the page
+// uncached sends the whole read to the ring (the bytes copied are read
+// again). A small file read into a large buffer, the common short read,
+// costs the probe's system call, not a trip through the ring.
 int try_read_now(const OpArgs& a) noexcept {
   if (a.off == ~std::uint64_t(0)) return -EAGAIN;  // the file position: not a positional read
   ssize_t n;
+  std::uint64_t want;
   if (a.opcode == IORING_OP_READ) {
     iovec v{reinterpret_cast<void*>(a.addr), a.len};
+    want = a.len;
     n = ::preadv2(a.fd, &v, 1, off_t(a.off), RWF_NOWAIT);
   } else if (a.opcode == IORING_OP_READV) {
-    n = ::preadv2(a.fd, reinterpret_cast<const iovec*>(a.addr), int(a.len), off_t(a.off), RWF_NOWAIT);
+    const auto* iov = reinterpret_cast<const iovec*>(a.addr);
+    want = iov_bytes({iov, a.len});
+    n = ::preadv2(a.fd, iov, int(a.len), off_t(a.off), RWF_NOWAIT);
   } else {
     return -EAGAIN;
   }
-  return n >= 0 ? int(n) : -EAGAIN;  // len is clamped below INT_MAX
+  if (n < 0) return -EAGAIN;
+  if (n > 0 && std::uint64_t(n) < want) {
+    char probe;
+    iovec v{&probe, 1};
+    if (::preadv2(a.fd, &v, 1, off_t(a.off + std::uint64_t(n)), RWF_NOWAIT) != 0) return -EAGAIN;
+  }
+  return int(n);  // len is clamped below INT_MAX
 }
 
 }  // namespace detail
