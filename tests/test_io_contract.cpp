@@ -1,8 +1,10 @@
-// test_io_contract.cpp -- what parkway/io.hpp promises of its calls and
-// their arguments: offsets past 2^63 - 1 are EINVAL, never the file
-// position; a read of a regular file is short only at its end, whatever
-// the page cache holds; socket sends never raise SIGPIPE, whatever flags
-// they are given.
+// test_io_contract.cpp -- what parkway/io.hpp promises of calls of many
+// steps and of their arguments: a CancelSource destroyed while send_all
+// or send_file runs does not reach their later steps; a Socket (or File)
+// closed between two steps ends the call with ECANCELED, not a throw;
+// offsets past 2^63 - 1 are EINVAL, never the file position; a read of a
+// regular file is short only at its end, whatever the page cache holds;
+// socket sends never raise SIGPIPE, whatever flags they are given.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -97,6 +99,245 @@ long read_and_check(int fd, std::size_t n) {
     got += std::size_t(r);
   }
   return bad;
+}
+
+// What is waiting on fd now, read without blocking, for about `for_ms`.
+void drain_for(int fd, int for_ms) {
+  std::vector<char> buf(64 * 1024);
+  for (int i = 0; i < for_ms; ++i) {
+    while (::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT) > 0) {
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
+// Waits (up to 10 s) until rt has put an operation on a ring since its
+// count was `before`: a send that filled its socket waits there for room.
+bool waits_on_the_ring(parkway::Runtime& rt, std::uint64_t before) {
+  for (int i = 0; i < 10000; ++i) {
+    if (rt.stats().total.io_ops > before) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return false;
+}
+
+std::string describe(io::Result<std::size_t> r, std::size_t want) {
+  if (r) return *r == want ? "sent it all" : "sent " + std::to_string(*r);
+  return r.error().message();
+}
+
+// ---- The CancelSource of a call of many steps -------------------------------
+
+// Storage a CancelSource is made in, destroyed in, and made in again: the
+// second source sits where the first was, as one in a reused stack slot.
+struct SourceSlot {
+  alignas(io::CancelSource) unsigned char mem[sizeof(io::CancelSource)];
+  io::CancelSource* make() { return ::new (static_cast<void*>(mem)) io::CancelSource(); }
+};
+
+using Sender = Task<io::Result<std::size_t>> (*)(io::Socket*, const io::File*, std::size_t, io::OpOptions);
+
+Task<io::Result<std::size_t>> socket_send_all(io::Socket* s, const io::File*, std::size_t n, io::OpOptions o) {
+  std::vector<std::byte> b(n);
+  for (std::size_t i = 0; i < n; ++i) b[i] = pattern(i);
+  co_return co_await s->send_all(b, o);
+}
+Task<io::Result<std::size_t>> socket_send_file(io::Socket* s, const io::File* f, std::size_t n, io::OpOptions o) {
+  co_return co_await s->send_file(*f, 0, n, o);
+}
+
+enum class Form { kRawSendAll, kSocketSendAll, kSocketSendFile, kRawSendFile };
+const char* name(Form form) {
+  switch (form) {
+    case Form::kRawSendAll: return "io::send_all";
+    case Form::kSocketSendAll: return "Socket::send_all";
+    case Form::kSocketSendFile: return "Socket::send_file";
+    case Form::kRawSendFile: return "io::send_file";
+  }
+  return "?";
+}
+// The send's call, here, and then its co_await; `called` is set between
+// (the call is where the send takes what it keeps of its options).
+Task<io::Result<std::size_t>> call_then_await(Form form, io::Socket* s, const io::File* f,
+                                              std::span<const std::byte> b, io::OpOptions o,
+                                              std::atomic<bool>* called) {
+  std::optional<Task<io::Result<std::size_t>>> t;
+  switch (form) {
+    case Form::kRawSendAll: t.emplace(io::send_all(s->fd(), b, o)); break;
+    case Form::kSocketSendAll: t.emplace(s->send_all(b, o)); break;
+    case Form::kSocketSendFile: t.emplace(s->send_file(*f, 0, b.size(), o)); break;
+    case Form::kRawSendFile: t.emplace(io::send_file(s->fd(), f->fd(), 0, b.size(), o)); break;
+  }
+  called->store(true, std::memory_order_release);
+  co_return co_await std::move(*t);
+}
+void wait_for(const std::atomic<bool>& called) {
+  while (!called.load(std::memory_order_acquire)) std::this_thread::sleep_for(1ms);
+}
+
+// The source given to a send that waits for room is destroyed, and a
+// cancelled one made where it was; the reader then takes every byte. The
+// send's later steps must not consult the address it was given: it ends
+// with every byte sent, not ECANCELED (nor a read of freed memory).
+TEST(IoContract, ASourceDestroyedWhileASendWaitsIsNotConsultedAgain) {
+  pwtest::Watchdog wd("IoContract.ASourceDestroyedWhileASendWaitsIsNotConsultedAgain", 60);
+  constexpr std::size_t kSize = 4 * 1024 * 1024;
+  TempFile tf(kSize);
+  io::File f(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(f.is_open());
+  std::vector<std::byte> b(kSize);
+  for (std::size_t i = 0; i < kSize; ++i) b[i] = pattern(i);
+  for (Form form : {Form::kRawSendAll, Form::kSocketSendAll, Form::kSocketSendFile, Form::kRawSendFile}) {
+    SCOPED_TRACE(name(form));
+    parkway::Runtime rt(parkway::Options{.workers = 1});
+    TcpPair p(rt);
+    SourceSlot slot;
+    io::CancelSource* first = slot.make();
+    const std::uint64_t ops = rt.stats().total.io_ops;
+    std::atomic<bool> called{false};
+    auto sender = parkway::spawn(call_then_await(form, &p.out, &f, b, {.cancel = first}, &called), rt);
+    wait_for(called);
+    ASSERT_TRUE(waits_on_the_ring(rt, ops)) << "the send never waited for room";  // the socket is full
+    first->~CancelSource();
+    slot.make()->cancel();  // another source, cancelled, at the same address
+    const long bad = read_and_check(p.in, kSize);
+    auto r = sender.get();
+    EXPECT_EQ(describe(r, kSize), "sent it all");
+    EXPECT_EQ(bad, 0) << "-1: the stream stopped early";
+    std::launder(reinterpret_cast<io::CancelSource*>(slot.mem))->~CancelSource();
+  }
+  // The same with the source freed (under ASAN: a read of it is a
+  // heap-use-after-free).
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  TcpPair p(rt);
+  auto source = std::make_unique<io::CancelSource>();
+  const std::uint64_t ops = rt.stats().total.io_ops;
+  std::atomic<bool> called{false};
+  auto sender =
+      parkway::spawn(call_then_await(Form::kSocketSendAll, &p.out, nullptr, b, {.cancel = source.get()}, &called), rt);
+  wait_for(called);
+  ASSERT_TRUE(waits_on_the_ring(rt, ops));
+  source.reset();
+  const long bad = read_and_check(p.in, kSize);
+  auto r = sender.get();
+  EXPECT_EQ(describe(r, kSize), "sent it all");
+  EXPECT_EQ(bad, 0);
+}
+
+// The source still cancels the steps while it lives, the later ones too.
+TEST(IoContract, TheSourceOfASendCancelsItsLaterSteps) {
+  pwtest::Watchdog wd("IoContract.TheSourceOfASendCancelsItsLaterSteps", 60);
+  constexpr std::size_t kSize = 4 * 1024 * 1024;
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  TcpPair p(rt);
+  io::CancelSource source;
+  const std::uint64_t ops = rt.stats().total.io_ops;
+  auto sender = parkway::spawn(socket_send_all(&p.out, nullptr, kSize, {.cancel = &source}), rt);
+  ASSERT_TRUE(waits_on_the_ring(rt, ops));
+  EXPECT_EQ(read_and_check(p.in, kSize / 8), 0);  // some steps later, waiting for room again
+  std::this_thread::sleep_for(20ms);
+  source.cancel();
+  auto r = sender.get();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::operation_canceled);
+}
+
+// ---- A close between two steps ----------------------------------------------
+
+// The sender fills the socket and waits on the ring; the closer waits
+// for a byte on a pipe. Without a co_await (the one worker stays here),
+// this wakes the closer, then makes room for the sender: both
+// completions are reaped in one batch, the closer's first, so the Socket
+// is closed after the sender's step ended and before its next one.
+Task<std::string> close_between_steps(io::Socket* s, const io::File* f, int peer, Sender send) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) co_return "pipe2 failed";
+  auto sending = [](Sender send, io::Socket* s, const io::File* f) -> Task<std::string> {
+    try {
+      auto r = co_await send(s, f, 4 * 1024 * 1024, {});
+      co_return describe(r, 4 * 1024 * 1024);
+    } catch (const std::logic_error& e) {
+      co_return std::string("threw: ") + e.what();
+    }
+  };
+  auto closing = [](io::Socket* s, int fd) -> Task<void> {
+    auto ready = co_await io::poll(fd, POLLIN, {.timeout = 5s});
+    (void)ready;
+    s->close();
+  };
+  auto sender = parkway::spawn(sending(send, s, f));
+  auto closer = parkway::spawn(closing(s, pipe_fds[0]));
+  (void)co_await io::sleep_for(50ms);
+  if (::write(pipe_fds[1], "x", 1) != 1) std::abort();
+  drain_for(peer, 30);
+  co_await std::move(closer);
+  std::string r = co_await std::move(sender);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  co_return r;
+}
+
+TEST(IoContract, ASocketClosedBetweenStepsOfSendAllIsACancel) {
+  pwtest::Watchdog wd("IoContract.ASocketClosedBetweenStepsOfSendAllIsACancel", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  TcpPair p(rt);
+  EXPECT_EQ(parkway::sync_wait(rt, close_between_steps(&p.out, nullptr, p.in, socket_send_all)),
+            "send: Operation canceled");
+  // Closed at the call: misuse, thrown there.
+  std::vector<std::byte> b(10);
+  EXPECT_THROW((void)p.out.send_all(b), std::logic_error);
+}
+
+TEST(IoContract, ASocketClosedBetweenStepsOfSendFileIsACancel) {
+  pwtest::Watchdog wd("IoContract.ASocketClosedBetweenStepsOfSendFileIsACancel", 60);
+  TempFile tf(4 * 1024 * 1024);  // written just now: in the page cache, sent by sendfile(2) if cachestat says so
+  io::File f(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(f.is_open());
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  TcpPair p(rt);
+  const std::string e = parkway::sync_wait(rt, close_between_steps(&p.out, &f, p.in, socket_send_file));
+  // The sendfile path waits for room with a poll ("send_file" between
+  // steps); the copy path (no cachestat here) with send_all's steps.
+  EXPECT_TRUE(e == "send_file: Operation canceled" || e == "send: Operation canceled") << e;
+}
+
+// The copy path of send_file reads the file (here a pipe: the read waits
+// for its writer) on the ring. A close of the Socket during the read
+// ends the call at its next step; a close of the File cancels the read.
+TEST(IoContract, ACloseDuringSendFilesReadIsACancel) {
+  pwtest::Watchdog wd("IoContract.ACloseDuringSendFilesReadIsACancel", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  for (bool close_socket : {true, false}) {
+    SCOPED_TRACE(close_socket ? "the Socket closed" : "the File closed");
+    TcpPair p(rt);
+    int pipe_fds[2];
+    ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+    io::File in(pipe_fds[0]);
+    auto t = [](io::Socket* s, io::File* f, int writer, bool close_socket) -> Task<std::string> {
+      auto sending = [](io::Socket* s, const io::File* f) -> Task<std::string> {
+        try {
+          auto r = co_await s->send_file(*f, 0, 10);
+          co_return describe(r, 10);
+        } catch (const std::logic_error& e) {
+          co_return std::string("threw: ") + e.what();
+        }
+      };
+      auto sender = parkway::spawn(sending(s, f));
+      (void)co_await io::sleep_for(30ms);  // the read of the pipe waits on the ring
+      if (close_socket)
+        s->close();
+      else
+        f->close();
+      if (::write(writer, "0123456789", 10) != 10) std::abort();
+      co_return co_await std::move(sender);
+    };
+    const std::string e = parkway::sync_wait(rt, t(&p.out, &in, pipe_fds[1], close_socket));
+    ::close(pipe_fds[1]);
+    if (close_socket)
+      EXPECT_TRUE(e == "send: Operation canceled" || e == "send_file: Operation canceled") << e;
+    else
+      EXPECT_EQ(e, "read: Operation canceled");
+  }
 }
 
 // ---- Offsets past 2^63 - 1 ----------------------------------------------------

@@ -143,15 +143,41 @@ PARKWAY_API void retain_scope(OpScope* s) noexcept;
 PARKWAY_API void release_scope(OpScope* s) noexcept;
 PARKWAY_API void cancel_scope(OpScope* s) noexcept;
 PARKWAY_API bool scope_cancelled(const OpScope* s) noexcept;
+
+// A counted reference on a scope (or none), movable: what a call of many
+// steps (send_all, send_file) holds from the call to its end, so that the
+// CancelSource or Socket it was given may go or close meanwhile.
+class ScopeRef {
+ public:
+  ScopeRef() noexcept = default;
+  explicit ScopeRef(OpScope* s) noexcept : s_(s) {
+    if (s_) retain_scope(s_);
+  }
+  ScopeRef(ScopeRef&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+  ScopeRef& operator=(ScopeRef&&) = delete;
+  ~ScopeRef() { release_scope(s_); }
+  OpScope* get() const noexcept { return s_; }
+  OpScope* release() noexcept { return std::exchange(s_, nullptr); }
+  explicit operator bool() const noexcept { return s_ != nullptr; }
+
+ private:
+  OpScope* s_ = nullptr;
+};
 }  // namespace detail
 
 // Fires cancellation of every operation started with it (OpOptions::cancel)
 // that is still in flight, and of every later one (they fail at once).
 // cancel() may be called from any thread, any number of times. Operations
-// may outlive the source.
+// may outlive the source: one in flight when it is destroyed, and each
+// later step of a send_all or send_file it was given, stays cancellable
+// by it until then and runs on uncancelled after.
 class PARKWAY_API CancelSource {
  public:
   CancelSource() : s_(detail::new_scope()) {}
+  // Another handle on the scope `r` refers to (taken over): cancel()
+  // through either fires the same operations. For the library's calls of
+  // many steps, which keep one for the whole call.
+  explicit CancelSource(detail::ScopeRef&& r) noexcept : s_(r.release()) {}
   ~CancelSource() { detail::release_scope(s_); }
   CancelSource(const CancelSource&) = delete;
   CancelSource& operator=(const CancelSource&) = delete;
@@ -344,8 +370,12 @@ PARKWAY_API detail::SizeOp sendmsg(int fd, const msghdr& msg, OpOptions o = {}, 
 PARKWAY_API detail::SizeOp recvmsg(int fd, msghdr& msg, OpOptions o = {}, int flags = 0);
 PARKWAY_API detail::VoidOp shutdown(int fd, int how, OpOptions o = {});
 PARKWAY_API detail::VoidOp close(int fd);
-// Sends all of buf, looping over short writes. The error names "send".
-// MSG_MORE in flags: more follows (the last piece is held back for it).
+// Sends all of buf, looping over short writes. The error names "send";
+// bytes sent before it are not reported. MSG_MORE in flags: more follows
+// (the last piece is held back for it). `o` applies to each step (a
+// timeout per step, a deadline for all); its CancelSource is held for
+// the whole call, from the call on, so it may be destroyed before the
+// call ends (the steps after go on uncancelled).
 PARKWAY_API Task<Result<std::size_t>> send_all(int fd, std::span<const std::byte> buf, OpOptions o = {},
                                                int flags = 0);
 
@@ -374,10 +404,11 @@ PARKWAY_API detail::PollOp poll(int fd, unsigned events, OpOptions o = {});
 // non-blocking (parkway's sockets are), is read on the ring and sent
 // instead (docs/design/io.md, "Sending a file": sendfile can still wait
 // for a read of the same pages that another caller started). `o`
-// applies to each wait, as in send_all; a cancel that came first fails
-// the call before any byte is sent. An offset past 2^63 - 1 fails with
-// EINVAL (named "send_file"); a count that would pass it ends there, as
-// at the end of a file. sendfile(2) takes no MSG_NOSIGNAL:
+// applies to each wait, as in send_all (its CancelSource held for the
+// whole call, likewise); a cancel that came first fails the call before
+// any byte is sent. An offset past 2^63 - 1 fails with EINVAL (named
+// "send_file"); a count that would pass it ends there, as at the end of
+// a file. sendfile(2) takes no MSG_NOSIGNAL:
 // a worker that calls it blocks SIGPIPE in its own thread from then on,
 // and a peer that is gone is the EPIPE error. Errors name "send_file"
 // (or the "read", "send" or "poll" that failed); sock_fd and file_fd
@@ -443,6 +474,8 @@ class PARKWAY_API Descriptor {
  protected:
   int checked(const char* op) const;  // fd_, or throws std::logic_error naming op
   OpScope* scope() const noexcept { return scope_; }
+  // Another descriptor's scope (Socket::send_file holds its File's).
+  friend OpScope* scope_of(const Descriptor& d) noexcept { return d.scope_; }
   int fd_ = -1;
   OpScope* scope_ = nullptr;
 };
@@ -461,9 +494,15 @@ class PARKWAY_API Socket : public detail::Descriptor {
   // io::recv_owned on this socket: no memory held while it waits.
   detail::OwnedRecvOp recv_owned(std::size_t max, OpOptions o = {}, int flags = 0);
   detail::SizeOp send(std::span<const std::byte> buf, OpOptions o = {}, int flags = 0);
+  // io::send_all on this socket. A socket closed at the call throws
+  // std::logic_error here; a close that lands between its steps (from
+  // another coroutine) ends it with ECANCELED, named "send", as one
+  // during a step does.
   Task<Result<std::size_t>> send_all(std::span<const std::byte> buf, OpOptions o = {}, int flags = 0);
-  // io::send_file from f (which must stay open until the co_await
-  // returns); a closed socket or file throws std::logic_error here.
+  // io::send_file from f. A closed socket or file throws
+  // std::logic_error here; a close of either that lands during the call
+  // ends it with ECANCELED, as in send_all (named for the step in flight
+  // it cancelled, or "send_file" between steps).
   Task<Result<std::size_t>> send_file(const File& f, std::uint64_t offset, std::size_t count, OpOptions o = {});
   detail::PollOp poll(unsigned events, OpOptions o = {});
   // A gather send: a sendmsg of iov (MSG_NOSIGNAL, as every send here).

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -201,14 +202,34 @@ VoidOp connect(int fd, const Address& a, OpOptions o) { return VoidOp(detail::co
 
 AcceptOp accept(int listen_fd, OpOptions o) { return AcceptOp(detail::accept_args(listen_fd), o, nullptr); }
 
-Task<Result<std::size_t>> send_all(int fd, std::span<const std::byte> buf, OpOptions o, int flags) {
+namespace detail {
+
+// send_all's steps on fd, which is in the scope `owner` holds (a
+// Socket's; none for a raw descriptor), with o's CancelSource replaced by
+// the one `cancel` makes here: both references are taken at the call
+// (io.hpp: the source may go and the Socket close while it runs). A
+// close between two steps is a cancel, as one during a step is (that
+// step's ECANCELED); the number, closed by then, is not used again.
+// Declared again where it is used (socket.cpp, send_file.cpp).
+Task<Result<std::size_t>> send_all_steps(int fd, ScopeRef owner, std::span<const std::byte> buf, OpOptions o,
+                                         ScopeRef cancel, int flags) {
+  std::optional<CancelSource> held;  // in this frame: each step's OpOptions points at it
+  o.cancel = nullptr;
+  if (cancel) o.cancel = &held.emplace(std::move(cancel));
   std::size_t done = 0;
   while (done < buf.size()) {
-    Result<std::size_t> n = co_await send(fd, buf.subspan(done), o, flags);
+    if (owner && scope_cancelled(owner.get())) co_return Error(ECANCELED, "send");
+    Result<std::size_t> n = co_await SizeOp(send_args(fd, buf.subspan(done), flags), o, owner.get());
     if (!n) co_return n.error();
     done += *n;
   }
   co_return done;
+}
+
+}  // namespace detail
+
+Task<Result<std::size_t>> send_all(int fd, std::span<const std::byte> buf, OpOptions o, int flags) {
+  return detail::send_all_steps(fd, {}, buf, o, detail::ScopeRef(o.cancel ? o.cancel->scope() : nullptr), flags);
 }
 
 SleepOp sleep_for(std::chrono::nanoseconds d, CancelSource* cancel) {

@@ -23,6 +23,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -31,6 +32,12 @@
 #include "worker.hpp"
 
 namespace parkway::io {
+
+namespace detail {
+// ops.cpp: send_all's loop.
+Task<Result<std::size_t>> send_all_steps(int fd, ScopeRef owner, std::span<const std::byte> buf, OpOptions o,
+                                         ScopeRef cancel, int flags);
+}  // namespace detail
 
 namespace {
 
@@ -115,30 +122,36 @@ bool is_nonblocking(int fd) noexcept {
   return fl >= 0 && (fl & O_NONBLOCK) != 0;
 }
 
-// What the loop needs of the socket: a raw descriptor, or a Socket whose
-// operations carry its scope (so that its close cancels them).
-struct RawSocket {
+// What the loop needs of the socket and the file: their numbers, and for
+// a Socket and a File their scopes, held from the call to the end (so
+// that a close cancels the step in flight and, between steps, ends the
+// call with ECANCELED instead of a use of a closed number). A raw
+// descriptor's scopes are none.
+struct Descriptors {
   int sock;
-  int fd() const noexcept { return sock; }
-  detail::PollOp wait_for_room(OpOptions o) const { return poll(sock, POLLOUT, o); }
-  Task<Result<std::size_t>> send_all(std::span<const std::byte> b, OpOptions o) const {
-    return io::send_all(sock, b, o);
+  int file;
+  detail::ScopeRef sock_scope, file_scope;
+  bool closed() const noexcept {
+    return (sock_scope && detail::scope_cancelled(sock_scope.get())) ||
+           (file_scope && detail::scope_cancelled(file_scope.get()));
+  }
+  detail::PollOp wait_for_room(const OpOptions& o) const {
+    return detail::PollOp(detail::poll_args(sock, POLLOUT), o, sock_scope.get());
+  }
+  detail::SizeOp read(std::span<std::byte> b, std::uint64_t at, const OpOptions& o) const {
+    return detail::SizeOp(detail::read_args(file, b, std::int64_t(at)), o, file_scope.get());
+  }
+  Task<Result<std::size_t>> send_all(std::span<const std::byte> b, const OpOptions& o) const {
+    return detail::send_all_steps(sock, detail::ScopeRef(sock_scope.get()), b, o,
+                                  detail::ScopeRef(o.cancel ? o.cancel->scope() : nullptr), 0);
   }
 };
 
-struct OwnSocket {
-  Socket* s;
-  int fd() const {
-    if (!s->is_open()) throw std::logic_error("parkway::io::send_file: the descriptor is closed");
-    return s->fd();
-  }
-  detail::PollOp wait_for_room(OpOptions o) const { return s->poll(POLLOUT, o); }
-  Task<Result<std::size_t>> send_all(std::span<const std::byte> b, OpOptions o) const { return s->send_all(b, o); }
-};
-
-template <class Sock>
-Task<Result<std::size_t>> send_file_loop(Sock sock, int file_fd, std::uint64_t offset, std::size_t count,
-                                         OpOptions o) {
+// `cancel`: o.cancel's scope, taken at the call (io.hpp: the source may
+// be destroyed before the call ends); the loop's steps use a
+// CancelSource of its own on it.
+Task<Result<std::size_t>> send_file_loop(Descriptors d, std::uint64_t offset, std::size_t count, OpOptions o,
+                                         detail::ScopeRef cancel) {
   using ::parkway::detail::Worker;
   if (Worker::current() == nullptr)
     throw std::logic_error(
@@ -149,23 +162,27 @@ Task<Result<std::size_t>> send_file_loop(Sock sock, int file_fd, std::uint64_t o
   // file is longer), as at the end of the file.
   if (offset > std::uint64_t(INT64_MAX)) co_return Error(EINVAL, "send_file");
   count = std::size_t(std::min<std::uint64_t>(count, std::uint64_t(INT64_MAX) - offset));
+  std::optional<CancelSource> held;  // in this frame: each step's OpOptions points at it
+  o.cancel = nullptr;
+  if (cancel) o.cancel = &held.emplace(std::move(cancel));
   if (o.cancel != nullptr && o.cancel->cancelled()) co_return Error(ECANCELED, "send_file");  // came first
-  bool direct = count > 0 && is_nonblocking(sock.fd());
+  bool direct = count > 0 && is_nonblocking(d.sock);
   std::unique_ptr<std::byte[]> copy;  // the copy path's buffer, made when first needed
   std::size_t done = 0;
   while (done < count) {
-    if (o.cancel != nullptr && o.cancel->cancelled()) co_return Error(ECANCELED, "send_file");
+    // A cancel, or a close of the Socket or File, since the last step.
+    if ((o.cancel != nullptr && o.cancel->cancelled()) || d.closed()) co_return Error(ECANCELED, "send_file");
     const std::uint64_t at = offset + done;
     // The next MiB if it is all cached, else the next 64 KiB if that is
     // (a cold file's earlier copy read brought pages in ahead of it).
     std::size_t want = std::min(count - done, kSendfileChunk);
-    bool cached = direct && all_cached(file_fd, at, want);
+    bool cached = direct && all_cached(d.file, at, want);
     if (direct && !cached && want > kCopyChunk) {
       want = kCopyChunk;
-      cached = all_cached(file_fd, at, want);
+      cached = all_cached(d.file, at, want);
     }
     if (cached) {
-      const ssize_t n = sendfile_here(sock.fd(), file_fd, at, want);
+      const ssize_t n = sendfile_here(d.sock, d.file, at, want);
       if (n > 0) {
         done += std::size_t(n);
         continue;
@@ -173,7 +190,7 @@ Task<Result<std::size_t>> send_file_loop(Sock sock, int file_fd, std::uint64_t o
       if (n == 0) break;  // the file ends here
       const int err = int(-n);
       if (err == EAGAIN) {  // no room in the socket: wait for some on the ring
-        Result<unsigned> ready = co_await sock.wait_for_room(o);
+        Result<unsigned> ready = co_await d.wait_for_room(o);
         if (!ready) co_return ready.error();
         continue;
       }
@@ -181,11 +198,10 @@ Task<Result<std::size_t>> send_file_loop(Sock sock, int file_fd, std::uint64_t o
       direct = false;  // a file sendfile does not take: copy from here on
     }
     if (!copy) copy = std::make_unique_for_overwrite<std::byte[]>(kCopyChunk);
-    Result<std::size_t> got = co_await read(file_fd, {copy.get(), std::min(count - done, kCopyChunk)},
-                                            std::int64_t(at), o);
+    Result<std::size_t> got = co_await d.read({copy.get(), std::min(count - done, kCopyChunk)}, at, o);
     if (!got) co_return got.error();
     if (*got == 0) break;  // the file ends here
-    Result<std::size_t> sent = co_await sock.send_all({copy.get(), *got}, o);
+    Result<std::size_t> sent = co_await d.send_all({copy.get(), *got}, o);
     if (!sent) co_return sent.error();
     done += *got;
   }
@@ -196,13 +212,15 @@ Task<Result<std::size_t>> send_file_loop(Sock sock, int file_fd, std::uint64_t o
 
 Task<Result<std::size_t>> send_file(int sock_fd, int file_fd, std::uint64_t offset, std::size_t count,
                                     OpOptions o) {
-  return send_file_loop(RawSocket{sock_fd}, file_fd, offset, count, o);
+  return send_file_loop(Descriptors{sock_fd, file_fd, {}, {}}, offset, count, o,
+                        detail::ScopeRef(o.cancel ? o.cancel->scope() : nullptr));
 }
 
 Task<Result<std::size_t>> Socket::send_file(const File& f, std::uint64_t offset, std::size_t count, OpOptions o) {
-  checked("send_file");
+  const int sock = checked("send_file");
   if (!f.is_open()) throw std::logic_error("parkway::io::send_file: the file is closed");
-  return send_file_loop(OwnSocket{this}, f.fd(), offset, count, o);
+  return send_file_loop(Descriptors{sock, f.fd(), detail::ScopeRef(scope()), detail::ScopeRef(scope_of(f))}, offset,
+                        count, o, detail::ScopeRef(o.cancel ? o.cancel->scope() : nullptr));
 }
 
 }  // namespace parkway::io

@@ -25,6 +25,12 @@ using detail::OwnedRecvOp;
 using detail::SizeOp;
 using detail::VoidOp;
 
+namespace detail {
+// ops.cpp: send_all's loop.
+Task<Result<std::size_t>> send_all_steps(int fd, ScopeRef owner, std::span<const std::byte> buf, OpOptions o,
+                                         ScopeRef cancel, int flags);
+}  // namespace detail
+
 // ---- Address ----------------------------------------------------------------
 
 std::optional<Address> Address::parse(const char* ip, std::uint16_t port) noexcept {
@@ -133,14 +139,12 @@ SizeOp Socket::send(std::span<const std::byte> buf, OpOptions o, int flags) {
   return SizeOp(detail::send_args(checked("send"), buf, flags), o, scope());
 }
 
+// Not a coroutine: the closed check is at the call, and the loop holds
+// the socket's scope and the CancelSource's from here (ops.cpp).
 Task<Result<std::size_t>> Socket::send_all(std::span<const std::byte> buf, OpOptions o, int flags) {
-  std::size_t done = 0;
-  while (done < buf.size()) {
-    Result<std::size_t> n = co_await send(buf.subspan(done), o, flags);
-    if (!n) co_return n.error();
-    done += *n;
-  }
-  co_return done;
+  const int fd = checked("send");
+  return detail::send_all_steps(fd, detail::ScopeRef(scope()), buf, o,
+                                detail::ScopeRef(o.cancel ? o.cancel->scope() : nullptr), flags);
 }
 
 // writev(2) on a socket has no MSG_NOSIGNAL: a sendmsg of the same iovecs.
