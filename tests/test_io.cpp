@@ -1987,8 +1987,10 @@ TEST(Io, DestroyingAStreamWhileItsTakersResumeIsQueued) {
   auto st = std::make_unique<io::AcceptStream>(l->stream());
   Taken out;
   Bare b = take_into(st.get(), &out);
+  const std::uint64_t parks = rt.stats().total.ring_parks;
   rt.run([&] { b.h.resume(); });
-  std::this_thread::sleep_for(20ms);  // the worker parks: its accept goes to the kernel
+  // The worker parks in its ring: its accept goes to the kernel with that entry.
+  ASSERT_TRUE(eventually([&] { return rt.stats().total.ring_parks != parks; }));
   std::atomic<int> stage{0};  // 1 busy, 2 the taker's resume queued, 3 the stream destroyed
   auto busy = rt.submit([&] {
     stage.store(1);

@@ -73,3 +73,36 @@ TEST(IoPassedDeadline, ACachedReadFailsAtOnce) {
   ::close(fd);
   ::unlink(path.c_str());
 }
+
+// send_file of a cached file (sendfile at the co_await, nothing to wait
+// for): a timeout or deadline already past fails it before any byte.
+TEST(IoPassedDeadline, ASendFileOfACachedFileFailsAtOnce) {
+  pwtest::Watchdog wd("IoPassedDeadline.ASendFileOfACachedFileFailsAtOnce", 60);
+  std::string path = "/tmp/parkway-passed-deadline-XXXXXX";
+  const int fd = ::mkstemp(path.data());
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "cached bytes", 12), 12);
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  auto send = [&](io::OpOptions o) {
+    return parkway::sync_wait(rt, [](int s, int f, io::OpOptions o) -> Task<io::Result<std::size_t>> {
+      co_return co_await io::send_file(s, f, 0, 12, o);
+    }(sv[0], fd, o));
+  };
+  const io::OpOptions passed[] = {{.timeout = -1ns}, {.deadline = std::chrono::steady_clock::now() - 1ms}};
+  for (const io::OpOptions& o : passed) {
+    auto r = send(o);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::timed_out) << r.error().message();
+  }
+  char got[16];
+  EXPECT_EQ(::recv(sv[1], got, sizeof got, MSG_DONTWAIT), -1) << "bytes went out past the deadline";
+  auto ok = send({.deadline = std::chrono::steady_clock::now() + 10s});
+  ASSERT_TRUE(ok) << ok.error().message();
+  EXPECT_EQ(*ok, 12u);
+  ::close(sv[0]);
+  ::close(sv[1]);
+  ::close(fd);
+  ::unlink(path.c_str());
+}

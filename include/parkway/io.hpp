@@ -363,8 +363,9 @@ PARKWAY_API detail::OwnedRecvOp recv_owned(int fd, std::size_t max, OpOptions o 
 PARKWAY_API detail::SizeOp read(int fd, std::span<std::byte> buf, std::int64_t offset, OpOptions o = {});
 PARKWAY_API detail::SizeOp write(int fd, std::span<const std::byte> buf, std::int64_t offset, OpOptions o = {});
 PARKWAY_API detail::SizeOp readv(int fd, std::span<const iovec> iov, std::int64_t offset, OpOptions o = {});
-// io::writev is writev(2): on a socket whose peer is gone it raises
-// SIGPIPE; gather to a socket with sendmsg or Socket::writev.
+// io::write and io::writev are write(2) and writev(2): on a socket whose
+// peer is gone they raise SIGPIPE; write to a socket with send or
+// sendmsg (or Socket::writev), which never do.
 PARKWAY_API detail::SizeOp writev(int fd, std::span<const iovec> iov, std::int64_t offset, OpOptions o = {});
 PARKWAY_API detail::SizeOp sendmsg(int fd, const msghdr& msg, OpOptions o = {}, int flags = 0);
 PARKWAY_API detail::SizeOp recvmsg(int fd, msghdr& msg, OpOptions o = {}, int flags = 0);

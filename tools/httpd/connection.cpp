@@ -237,14 +237,15 @@ Task<bool> Connection::answer_buffered() {
       co_return false;
     }
     begin_ += p.consumed;
-    // The body's deadline counts from the head's end (no clock read for
-    // a request without a body, most of them).
-    const Clock::time_point body_deadline =
-        parser().body_kind() == BodyKind::None ? Clock::time_point{} : Clock::now() + cfg.body_timeout;
     const bool keep_alive = parser().keep_alive() && !st_.idle.cancelled();
     // The answer first, while the head is where the parser's views say;
     // the body read that follows may move or overwrite it.
     Response r = co_await handle_request(parser(), keep_alive, cfg.handler);
+    // The body's deadline counts from the answer (a /fib may take longer
+    // than the body timeout), and only for a request with a body: no
+    // clock read for most.
+    const Clock::time_point body_deadline =
+        parser().body_kind() == BodyKind::None ? Clock::time_point{} : Clock::now() + cfg.body_timeout;
     const std::string line = request_line();
     const bool body_read = co_await discard_body(body_deadline);
     if (!body_read) {

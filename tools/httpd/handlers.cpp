@@ -162,8 +162,8 @@ std::string directory_location(std::string_view relative, std::string_view targe
     }
   }
   loc += '/';
-  const std::size_t q = target.find('?');
-  if (q != std::string_view::npos) loc += target.substr(q, target.find('#', q) - q);
+  const std::size_t q = target.find_first_of("?#");  // a query only before any fragment
+  if (q != std::string_view::npos && target[q] == '?') loc += target.substr(q, target.find('#', q) - q);
   return loc;
 }
 
