@@ -170,7 +170,9 @@ class ScopeRef {
 // cancel() may be called from any thread, any number of times. Operations
 // may outlive the source: one in flight when it is destroyed, and each
 // later step of a send_all or send_file it was given, stays cancellable
-// by it until then and runs on uncancelled after.
+// by it until then and runs on uncancelled after. An awaitable made with
+// it but not yet awaited (`auto op = s.recv(buf, {.cancel = &cs});`)
+// holds only the pointer: the source must live until that co_await.
 class PARKWAY_API CancelSource {
  public:
   CancelSource() : s_(detail::new_scope()) {}
