@@ -28,78 +28,31 @@
 
 #include "parkway/io.hpp"
 #include "parkway/parkway.hpp"
+#include "io_test_files.hpp"
 #include "test_util.hpp"
 
 namespace io = parkway::io;
 using namespace std::chrono_literals;
 using parkway::Task;
+using pwtest::pattern;
+using pwtest::TempFile;
 
 namespace {
 
-std::byte pattern(std::uint64_t i) { return std::byte((i * 0x9E3779B97F4A7C15ull) >> 56); }
-
-// A file of `size` pattern bytes in the build directory (a disk file
-// system, where pages can be evicted) or else /tmp; unlinked at the end.
-struct TempFile {
-  std::string path;
-  int fd = -1;
-  explicit TempFile(std::size_t size) {
-    path = "build/parkway-io-contract-XXXXXX";
-    fd = ::mkstemp(path.data());
-    if (fd < 0) {
-      path = "/tmp/parkway-io-contract-XXXXXX";
-      fd = ::mkstemp(path.data());
-    }
-    if (fd < 0) std::abort();
-    std::vector<std::byte> b(size);
-    for (std::size_t i = 0; i < size; ++i) b[i] = pattern(i);
-    if (::write(fd, b.data(), size) != ssize_t(size)) std::abort();
-  }
-  ~TempFile() {
-    ::close(fd);
-    ::unlink(path.c_str());
-  }
-};
-
-// A connected pair of TCP sockets over loopback: `out` (a parkway Socket,
-// non-blocking) and the raw peer `in`, each with 64 KiB of buffer, so
-// that a send of a few MiB waits for the reader many times.
-struct TcpPair {
-  io::Socket out;
-  int in = -1;
-  explicit TcpPair(parkway::Runtime& rt) {
-    auto l = io::Listener::bind(io::Address::loopback(0));
-    if (!l) std::abort();
-    auto c = parkway::sync_wait(rt, io::Socket::connect(l->local_address()));
-    if (!c) std::abort();
-    out = std::move(*c);
-    in = ::accept4(l->fd(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (in < 0) std::abort();
-    const int b = 64 * 1024;
-    ::setsockopt(out.fd(), SOL_SOCKET, SO_SNDBUF, &b, sizeof b);
-    ::setsockopt(in, SOL_SOCKET, SO_RCVBUF, &b, sizeof b);
-  }
-  ~TcpPair() {
-    if (in >= 0) ::close(in);
-  }
-};
 
 // Reads n bytes from fd, giving up after 2 s without any; the count of
 // those that are not pattern(i), or -1 if the stream stopped first.
 long read_and_check(int fd, std::size_t n) {
   const timeval limit{2, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-  std::vector<std::byte> b(64 * 1024);
-  std::size_t got = 0;
-  long bad = 0;
-  while (got < n) {
-    ssize_t r = ::recv(fd, b.data(), std::min(b.size(), n - got), 0);
-    if (r <= 0) return -1;
-    for (ssize_t i = 0; i < r; ++i) bad += b[std::size_t(i)] != pattern(got + std::size_t(i));
-    got += std::size_t(r);
-  }
-  return bad;
+  return pwtest::read_and_check(fd, n);
 }
+
+// A TcpPair with 64 KiB socket buffers: a send of a few MiB waits for
+// the reader many times.
+struct TcpPair : pwtest::TcpPair {
+  explicit TcpPair(parkway::Runtime& rt) : pwtest::TcpPair(rt, /*small_buffers=*/true) {}
+};
 
 // What is waiting on fd now, read without blocking, for about `for_ms`.
 void drain_for(int fd, int for_ms) {

@@ -22,37 +22,17 @@
 
 #include "parkway/io.hpp"
 #include "parkway/parkway.hpp"
+#include "io_test_files.hpp"
 
 namespace io = parkway::io;
 using namespace std::chrono_literals;
 using parkway::Task;
+using pwtest::read_and_check;
+using pwtest::TcpPair;
+using pwtest::TempFile;
 
 namespace {
 
-std::byte pattern(std::uint64_t i) { return std::byte((i * 0x9E3779B97F4A7C15ull) >> 56); }
-
-// A file of `size` pattern bytes in a directory on a disk file system if
-// there is one (the build directory), else /tmp; unlinked at the end.
-struct TempFile {
-  std::string path;
-  int fd = -1;
-  explicit TempFile(std::size_t size, const char* dir = "build") {
-    path = std::string(dir) + "/parkway-send-file-XXXXXX";
-    fd = ::mkstemp(path.data());
-    if (fd < 0) {
-      path = "/tmp/parkway-send-file-XXXXXX";
-      fd = ::mkstemp(path.data());
-    }
-    if (fd < 0) std::abort();
-    std::vector<std::byte> b(size);
-    for (std::size_t i = 0; i < size; ++i) b[i] = pattern(i);
-    if (::write(fd, b.data(), size) != ssize_t(size)) std::abort();
-  }
-  ~TempFile() {
-    ::close(fd);
-    ::unlink(path.c_str());
-  }
-};
 
 // Pages of fd in the page cache, by cachestat(2); -1 when it cannot tell.
 long cached_pages(int fd) {
@@ -74,47 +54,6 @@ bool have_cachestat() {
 #define REQUIRE_CACHESTAT()                                                                          \
   if (!have_cachestat()) GTEST_SKIP() << "SKIP: no cachestat(2) here: send_file copies every range, " \
                                          "the sendfile path is not reached"
-
-// A connected pair of TCP sockets over loopback: `out` (a parkway
-// Socket, non-blocking) and the raw peer `in`.
-struct TcpPair {
-  io::Socket out;
-  int in = -1;
-  // small_buffers: 64 KiB of socket buffer each way, so that a larger
-  // send waits for the reader.
-  explicit TcpPair(parkway::Runtime& rt, bool small_buffers = false) {
-    auto l = io::Listener::bind(io::Address::loopback(0));
-    if (!l) std::abort();
-    auto c = parkway::sync_wait(rt, io::Socket::connect(l->local_address()));
-    if (!c) std::abort();
-    out = std::move(*c);
-    in = ::accept4(l->fd(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (in < 0) std::abort();
-    if (small_buffers) {
-      const int b = 64 * 1024;  // fixed (no autotuning): a 3 MiB send waits for room many times
-      ::setsockopt(out.fd(), SOL_SOCKET, SO_SNDBUF, &b, sizeof b);
-      ::setsockopt(in, SOL_SOCKET, SO_RCVBUF, &b, sizeof b);
-    }
-  }
-  ~TcpPair() {
-    if (in >= 0) ::close(in);
-  }
-};
-
-// Reads n bytes from fd (blocking) and counts those that are not
-// pattern(first + i); -1 on EOF or an error first.
-long read_and_check(int fd, std::size_t n, std::uint64_t first) {
-  std::vector<std::byte> b(64 * 1024);
-  std::size_t got = 0;
-  long bad = 0;
-  while (got < n) {
-    ssize_t r = ::recv(fd, b.data(), std::min(b.size(), n - got), 0);
-    if (r <= 0) return -1;
-    for (ssize_t i = 0; i < r; ++i) bad += b[std::size_t(i)] != pattern(first + got + std::size_t(i));
-    got += std::size_t(r);
-  }
-  return bad;
-}
 
 Task<io::Result<std::size_t>> send_range(io::Socket* s, const io::File* f, std::uint64_t off, std::size_t n,
                                          io::OpOptions o = {}) {

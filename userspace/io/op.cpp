@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -178,8 +177,7 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
   // A timeout or deadline that has passed already fails the operation
   // before it begins, whatever it is and whatever the socket or cache
   // holds (a clock read only for an absolute deadline).
-  if (opts_.timeout.count() < 0 ||
-      (opts_.deadline.time_since_epoch().count() != 0 && opts_.deadline <= std::chrono::steady_clock::now())) {
+  if (time_passed(opts_)) {
     res_ = -ETIMEDOUT;
     return false;
   }

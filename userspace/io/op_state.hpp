@@ -21,6 +21,7 @@
 #include <linux/time_types.h>
 
 #include <atomic>
+#include <chrono>
 #include <coroutine>
 #include <cstdint>
 
@@ -132,6 +133,15 @@ int start_op(OpState* st, IoRing& ring, OpScope* owner, const OpArgs& a, const O
 
 // The continuation task's function (op.cpp): resumes the awaiter.
 bool resume_continuation(::parkway::detail::Task* t) noexcept;
+
+// Whether o's time has passed already (a negative timeout, a deadline at
+// or before the clock): such an operation, or a step of a call of many,
+// fails with ETIMEDOUT before it begins. The clock is read only for a
+// deadline.
+inline bool time_passed(const OpOptions& o) noexcept {
+  return o.timeout.count() < 0 ||
+         (o.deadline.time_since_epoch().count() != 0 && o.deadline <= std::chrono::steady_clock::now());
+}
 
 void unref(OpState* st) noexcept;
 // Cancels st wherever it runs (posts a CancelRequest to its ring's owner).

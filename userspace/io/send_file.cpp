@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -167,17 +166,16 @@ Task<Result<std::size_t>> send_file_loop(Descriptors d, std::uint64_t offset, st
   o.cancel = nullptr;
   if (cancel) o.cancel = &held.emplace(std::move(cancel));
   if (o.cancel != nullptr && o.cancel->cancelled()) co_return Error(ECANCELED, "send_file");  // came first
+  if (detail::time_passed(o)) co_return Error(ETIMEDOUT, "send_file");  // passed already
   bool direct = count > 0 && is_nonblocking(d.sock);
   std::unique_ptr<std::byte[]> copy;  // the copy path's buffer, made when first needed
   std::size_t done = 0;
-  const bool has_deadline = o.deadline.time_since_epoch().count() != 0;
-  if (o.timeout.count() < 0) co_return Error(ETIMEDOUT, "send_file");  // passed already, as for any operation
   while (done < count) {
     // A cancel, or a close of the Socket or File, since the last step.
     if ((o.cancel != nullptr && o.cancel->cancelled()) || d.closed()) co_return Error(ECANCELED, "send_file");
-    // A deadline that has passed ends the call before its next step, as
-    // it does each step of a send_all (a sendfile step waits on nothing).
-    if (has_deadline && o.deadline <= std::chrono::steady_clock::now()) co_return Error(ETIMEDOUT, "send_file");
+    // Time that has passed ends the call before its next step, as it does
+    // each step of a send_all (a sendfile step waits on nothing).
+    if (detail::time_passed(o)) co_return Error(ETIMEDOUT, "send_file");
     const std::uint64_t at = offset + done;
     // The next MiB if it is all cached, else the next 64 KiB if that is
     // (a cold file's earlier copy read brought pages in ahead of it).
