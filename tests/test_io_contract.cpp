@@ -4,7 +4,9 @@
 // closed between two steps ends the call with ECANCELED, not a throw;
 // offsets past 2^63 - 1 are EINVAL, never the file position; a read of a
 // regular file is short only at its end, whatever the page cache holds;
-// socket sends never raise SIGPIPE, whatever flags they are given.
+// socket sends never raise SIGPIPE, whatever flags they are given; an
+// awaitable made with a CancelSource does not read the source's address
+// at its co_await (the source may be gone by then).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -501,6 +503,150 @@ TEST(IoContract, SocketSendsNeverRaiseSigpipeWhateverTheirFlags) {
               "io::sendmsg 0: sendmsg: Broken pipe\n");
     EXPECT_EQ(g_sigpipes.load(), 0) << "a send raised SIGPIPE (its default action ends the process)";
   }
+}
+
+// ---- A source destroyed between an operation's call and its co_await ----------
+
+// "ok", "ECANCELED", or the error's message.
+template <class R>
+std::string outcome(const R& r) {
+  if (r) return "ok";
+  return r.error() == std::errc::operation_canceled ? "ECANCELED" : r.error().message();
+}
+
+// Connects a blocking socket to `l` (loopback: done without an accept);
+// the descriptor, which the caller closes.
+int connect_raw(const io::Listener& l) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const io::Address a = l.local_address();
+  if (fd < 0 || ::connect(fd, a.get(), a.size()) != 0) std::abort();
+  return fd;
+}
+
+// Each kind of awaitable is made with a source, which is then destroyed,
+// and a cancelled source is made where it was (as in a reused stack
+// slot); then it is awaited, with what it waits for already there. The
+// awaitable must not look at that address: each one succeeds.
+Task<std::string> made_then_source_replaced(io::Socket* s, int peer, io::Listener* l) {
+  std::string out;
+  SourceSlot slot;
+  auto replace = [&slot](io::CancelSource* first) {
+    first->~CancelSource();
+    slot.make()->cancel();
+  };
+  auto drop = [&slot] { std::launder(reinterpret_cast<io::CancelSource*>(slot.mem))->~CancelSource(); };
+  std::byte b[1] = {std::byte{7}};
+  {
+    auto op = s->recv(b, {.cancel = slot.make()});
+    replace(std::launder(reinterpret_cast<io::CancelSource*>(slot.mem)));
+    if (::send(peer, "x", 1, 0) != 1) std::abort();
+    out += "Socket::recv: " + outcome(co_await op) + "\n";
+    drop();
+  }
+  {
+    auto op = s->send(b, {.cancel = slot.make()});
+    replace(std::launder(reinterpret_cast<io::CancelSource*>(slot.mem)));
+    out += "Socket::send: " + outcome(co_await op) + "\n";
+    drop();
+  }
+  {
+    auto op = io::sleep_for(1ms, slot.make());
+    replace(std::launder(reinterpret_cast<io::CancelSource*>(slot.mem)));
+    out += "io::sleep_for: " + outcome(co_await op) + "\n";
+    drop();
+  }
+  {
+    auto op = l->accept({.cancel = slot.make()});
+    replace(std::launder(reinterpret_cast<io::CancelSource*>(slot.mem)));
+    const int c = connect_raw(*l);
+    out += "Listener::accept: " + outcome(co_await op) + "\n";
+    ::close(c);
+    drop();
+  }
+  {
+    auto stream = l->stream();
+    auto next = stream.next({.cancel = slot.make()});
+    replace(std::launder(reinterpret_cast<io::CancelSource*>(slot.mem)));
+    const int c = connect_raw(*l);
+    out += "AcceptStream::next: " + outcome(co_await next) + "\n";
+    ::close(c);
+    drop();
+  }
+  co_return out;
+}
+
+TEST(IoContract, AnAwaitableDoesNotReadItsSourcesAddressAtItsCoAwait) {
+  pwtest::Watchdog wd("IoContract.AnAwaitableDoesNotReadItsSourcesAddressAtItsCoAwait", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  TcpPair p(rt);
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l);
+  EXPECT_EQ(parkway::sync_wait(rt, made_then_source_replaced(&p.out, p.in, &*l)),
+            "Socket::recv: ok\n"
+            "Socket::send: ok\n"
+            "io::sleep_for: ok\n"
+            "Listener::accept: ok\n"
+            "AcceptStream::next: ok\n");
+}
+
+// A source cancelled and then freed before the co_await: the awaitable
+// still ends with ECANCELED (it holds the source's state, not its
+// address; under ASAN a read of the address is a heap-use-after-free).
+Task<std::string> cancelled_then_source_freed(io::Socket* s, io::Listener* l) {
+  std::string out;
+  std::byte b[1] = {};
+  auto fresh = [] { return std::make_unique<io::CancelSource>(); };
+  {
+    auto src = fresh();
+    auto op = s->recv(b, {.cancel = src.get()});
+    src->cancel();
+    src.reset();
+    out += "Socket::recv: " + outcome(co_await op) + "\n";
+  }
+  {
+    auto src = fresh();
+    auto op = s->send(b, {.cancel = src.get()});
+    src->cancel();
+    src.reset();
+    out += "Socket::send: " + outcome(co_await op) + "\n";
+  }
+  {
+    auto src = fresh();
+    auto op = io::sleep_for(10s, src.get());
+    src->cancel();
+    src.reset();
+    out += "io::sleep_for: " + outcome(co_await op) + "\n";
+  }
+  {
+    auto src = fresh();
+    auto op = l->accept({.cancel = src.get()});
+    src->cancel();
+    src.reset();
+    out += "Listener::accept: " + outcome(co_await op) + "\n";
+  }
+  {
+    auto stream = l->stream();
+    auto src = fresh();
+    auto next = stream.next({.cancel = src.get()});
+    src->cancel();
+    src.reset();
+    out += "AcceptStream::next: " + outcome(co_await next) + "\n";
+  }
+  co_return out;
+}
+
+TEST(IoContract, ASourceCancelledThenFreedBeforeTheCoAwaitStillCancels) {
+  pwtest::Watchdog wd("IoContract.ASourceCancelledThenFreedBeforeTheCoAwaitStillCancels", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  TcpPair p(rt);
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l);
+  EXPECT_EQ(parkway::sync_wait(rt, cancelled_then_source_freed(&p.out, &*l)),
+            "Socket::recv: ECANCELED\n"
+            "Socket::send: ECANCELED\n"
+            "io::sleep_for: ECANCELED\n"
+            "Listener::accept: ECANCELED\n"
+            "AcceptStream::next: ECANCELED\n");
 }
 
 }  // namespace

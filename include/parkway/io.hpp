@@ -168,11 +168,12 @@ class ScopeRef {
 // Fires cancellation of every operation started with it (OpOptions::cancel)
 // that is still in flight, and of every later one (they fail at once).
 // cancel() may be called from any thread, any number of times. Operations
-// may outlive the source: one in flight when it is destroyed, and each
-// later step of a send_all or send_file it was given, stays cancellable
-// by it until then and runs on uncancelled after. An awaitable made with
-// it but not yet awaited (`auto op = s.recv(buf, {.cancel = &cs});`)
-// holds only the pointer: the source must live until that co_await.
+// may outlive the source: one in flight when it is destroyed, each later
+// step of a send_all or send_file it was given, and an awaitable made
+// with it but not yet awaited (`auto op = s.recv(buf, {.cancel = &cs});`)
+// stay cancellable by it until then (a cancel() before it went, too) and
+// run on uncancelled after. None of them reads the CancelSource's address
+// after the call that made it.
 class PARKWAY_API CancelSource {
  public:
   CancelSource() : s_(detail::new_scope()) {}
@@ -224,9 +225,13 @@ struct OpArgs {
 class PARKWAY_API OpBase {
  public:
   // Holds a reference on the descriptor's scope, which a close() between
-  // the call and its co_await would otherwise free.
+  // the call and its co_await would otherwise free, and one on the
+  // CancelSource's, which may be destroyed before that co_await: the
+  // source's address is not kept.
   OpBase(const OpArgs& a, const OpOptions& o, OpScope* owner_scope) noexcept
-      : args_(a), opts_(o), owner_scope_(owner_scope), res_(-a.fail) {
+      : args_(a), opts_(o), owner_scope_(owner_scope), cancel_scope_(o.cancel ? o.cancel->scope() : nullptr),
+        res_(-a.fail) {
+    opts_.cancel = nullptr;
     if (owner_scope_) retain_scope(owner_scope_);
   }
   OpBase(const OpBase&) = delete;
@@ -255,8 +260,9 @@ class PARKWAY_API OpBase {
  private:
   void finish_or_abandon() noexcept;
   bool cancelled_before_start() const noexcept;
-  OpOptions opts_;
+  OpOptions opts_;  // its timeout and deadline (cancel: cancel_scope_)
   OpScope* owner_scope_;
+  ScopeRef cancel_scope_;
   OpState* st_ = nullptr;
   int res_;
   std::uint32_t cqe_flags_ = 0;
@@ -573,7 +579,8 @@ class PARKWAY_API AcceptStream {
   // outlive the stream.
   struct Next {
     detail::AcceptQueue* q;
-    OpOptions o{};
+    OpOptions o{};                 // its timeout and deadline (cancel: cancel_scope)
+    detail::ScopeRef cancel_scope;  // o.cancel's scope, taken when it was made
     std::coroutine_handle<> h{};  // the taker, once suspended
     int early = 0;                // -ECANCELED: cancelled before it waited
     Next(detail::AcceptQueue* q, OpOptions o) noexcept;

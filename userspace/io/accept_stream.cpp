@@ -145,15 +145,15 @@ constexpr std::uint64_t kGuardNs = 365ull * 24 * 3600 * 1000000000ull;  // "neve
 // The guard for a taker about to wait on `ring`: -ECANCELED if its scope
 // or group is cancelled already (the taker does not wait); else 0 and
 // *out, nullptr when the taker has no options and no group.
-int make_guard(AcceptQueue* q, IoRing& ring, const OpOptions& o, OpState** out) noexcept {
+int make_guard(AcceptQueue* q, IoRing& ring, const OpOptions& o, OpScope* cancel, OpState** out) noexcept {
   *out = nullptr;
   const bool timed = o.timeout.count() != 0 || o.deadline.time_since_epoch().count() != 0;
-  if (!timed && !o.cancel && !::parkway::detail::tls_group) return 0;
+  if (!timed && !cancel && !::parkway::detail::tls_group) return 0;
   OpState* st = new_op_state();
   st->cont.invoke = &guard_fired;  // its second reference is this continuation's
   st->guard_of = q;
   const OpArgs timer{.name = "accept", .opcode = IORING_OP_TIMEOUT, .off = kGuardNs};
-  if (const int err = start_op(st, ring, nullptr, timer, o); err < 0) return err;
+  if (const int err = start_op(st, ring, nullptr, cancel, timer, o); err < 0) return err;
   q->refs.fetch_add(1, std::memory_order_relaxed);  // the guard's
   *out = st;
   return 0;
@@ -277,7 +277,9 @@ AcceptStream::Next AcceptStream::next(OpOptions o) {
   return Next{q_, o};
 }
 
-AcceptStream::Next::Next(detail::AcceptQueue* q, OpOptions o) noexcept : q(q), o(o) {
+AcceptStream::Next::Next(detail::AcceptQueue* q, OpOptions o) noexcept
+    : q(q), o(o), cancel_scope(o.cancel ? o.cancel->scope() : nullptr) {
+  this->o.cancel = nullptr;  // the source may go before the co_await: its scope is held
   q->refs.fetch_add(1, std::memory_order_relaxed);  // the awaiter's: it may outlive the stream
 }
 
@@ -296,7 +298,7 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
   // Made before the lock (it takes scope locks and the group registry's
   // mutex); its CQE is reaped by this thread only, after this returns.
   detail::OpState* guard = nullptr;
-  if (int rc = detail::make_guard(q, ring, o, &guard); rc < 0) {
+  if (int rc = detail::make_guard(q, ring, o, cancel_scope.get(), &guard); rc < 0) {
     early = rc;
     return false;
   }

@@ -202,7 +202,7 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
   IoRing& ring = w->io_ring();  // the first operation on this worker makes its ring
   OpState* st = new_op_state();
   st->waiter = h;
-  if (const int err = start_op(st, ring, owner_scope_, args_, opts_); err < 0) {
+  if (const int err = start_op(st, ring, owner_scope_, cancel_scope_.get(), args_, opts_); err < 0) {
     res_ = err;
     return false;
   }
@@ -210,11 +210,11 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
   return true;
 }
 
-int start_op(OpState* st, IoRing& ring, OpScope* owner, const OpArgs& a, const OpOptions& o) noexcept {
+int start_op(OpState* st, IoRing& ring, OpScope* owner, OpScope* cancel, const OpArgs& a, const OpOptions& o) noexcept {
   st->refs.store(2, std::memory_order_relaxed);
   st->ring = &ring;
   st->cancel.ring = &ring;
-  OpScope* scopes[2] = {owner, o.cancel ? o.cancel->scope() : nullptr};
+  OpScope* scopes[2] = {owner, cancel};
   int err = 0;
   for (int i = 0; i < 2 && !err; ++i)
     if (scopes[i] && !scope_add(scopes[i], st, i)) err = -ECANCELED;  // cancelled (or closed) before it began
@@ -240,7 +240,7 @@ int start_op(OpState* st, IoRing& ring, OpScope* owner, const OpArgs& a, const O
 bool OpBase::cancelled_before_start() const noexcept {
   const ::parkway::TaskGroup* g = ::parkway::detail::tls_group;
   return (owner_scope_ && scope_cancelled(owner_scope_)) ||
-         (opts_.cancel && opts_.cancel->scope() && scope_cancelled(opts_.cancel->scope())) ||
+         (cancel_scope_ && scope_cancelled(cancel_scope_.get())) ||
          (g && g->is_cancelled());
 }
 

@@ -124,12 +124,13 @@ OpState* new_op_state();
 
 // Starts st, fresh from new_op_state with its two references (the
 // kernel's and its awaiter's or continuation's): joins its scopes (the
-// descriptor's `owner`, if any; o.cancel's; the awaiting coroutine's
-// TaskGroup's) and queues its SQE on `ring`, its deadline in the ring's
+// descriptor's `owner`, if any; `cancel`, its CancelSource's, if any;
+// the awaiting coroutine's TaskGroup's) and queues its SQE on `ring`, its
+// deadline (o's timeout or deadline; o.cancel is not read) in the ring's
 // heap. On failure (a scope or the group cancelled already: -ECANCELED;
 // no SQE or no memory) it leaves every scope, drops both references and
 // returns the error; st is gone then.
-int start_op(OpState* st, IoRing& ring, OpScope* owner, const OpArgs& a, const OpOptions& o) noexcept;
+int start_op(OpState* st, IoRing& ring, OpScope* owner, OpScope* cancel, const OpArgs& a, const OpOptions& o) noexcept;
 
 // The continuation task's function (op.cpp): resumes the awaiter.
 bool resume_continuation(::parkway::detail::Task* t) noexcept;
