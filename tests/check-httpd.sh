@@ -214,10 +214,23 @@ r=$(printf 'GET /fib/20 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 
 check "/fib/20 -> 6765" bash -c 'grep -q "^HTTP/1.1 200 " <<<"$1" && grep -q "^6765<EOF>" <<<"$1"' _ "$r"
 r=$(printf 'GET /fib/30 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 10)
 check "/fib/30 -> 832040 (parallel)" bash -c 'grep -q "^832040<EOF>" <<<"$1"' _ "$r"
-for n in abc 99 -1 41; do
+for n in abc 99 -1 41 '' 10/ 1/0; do
   r=$(printf 'GET /fib/%s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' "$n" | raw 3)
   check "/fib/$n -> 400" status_is "$r" 400
 done
+
+# ---- other spellings of a route's path -----------------------------------------
+# Matched on the decoded, normalized path, as nginx matches its locations.
+for target in '/plain%74ext' '//plaintext' '/x/../plaintext' '/./plaintext?q=1' 'http://t/plaintext'; do
+  r=$(printf 'GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' "$target" | raw 3)
+  check "$target -> /plaintext" bash -c 'grep -q "^HTTP/1.1 200 " <<<"$1" && grep -q "^Hello, World!<EOF>" <<<"$1"' _ "$r"
+done
+for target in '/fib/%31%30' '/fib//10' '/x/../fib/10'; do
+  r=$(printf 'GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' "$target" | raw 3)
+  check "$target -> /fib/10" bash -c 'grep -q "^HTTP/1.1 200 " <<<"$1" && grep -q "^55<EOF>" <<<"$1"' _ "$r"
+done
+r=$(printf 'GET /plaintext/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
+check "/plaintext/ -> 404 (another path)" status_is "$r" 404
 
 # ---- connection handling ----------------------------------------------------------
 r=$(printf 'GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\nGET /fib/10 HTTP/1.1\r\nHost: t\r\n\r\nGET /hello.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 5)

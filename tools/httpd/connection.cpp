@@ -241,6 +241,8 @@ Task<bool> Connection::answer_buffered() {
     // The answer first, while the head is where the parser's views say;
     // the body read that follows may move or overwrite it.
     Response r = co_await handle_request(parser(), keep_alive, cfg.handler);
+    // The shutdown began while it was made (a long /fib): it is the last.
+    if (keep_alive && st_.idle.cancelled()) close_after(r);
     // The body's deadline counts from the answer (a /fib may take longer
     // than the body timeout), and only for a request with a body: no
     // clock read for most.

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <ctime>
 #include <optional>
 #include <string_view>
@@ -180,9 +181,9 @@ int open_for_serving(int root_fd, std::string_view relative) {
 }
 
 // A file (or a directory's index.html) under the root.
-Task<Response> file_response(const RequestParser& req, bool keep_alive, bool head, const HandlerConfig& cfg) {
-  PathResult p = resolve_target_path(req.target());
-  if (!p.ok()) co_return text_response(p.status, std::string(p.reason) + "\n", keep_alive, head);
+// `p`: the target's path, resolved (and valid).
+Task<Response> file_response(const RequestParser& req, PathResult p, bool keep_alive, bool head,
+                             const HandlerConfig& cfg) {
   // openat2 is synchronous (the ring has no RESOLVE_BENEATH open): a path
   // lookup under the root, no wait on a peer.
   int fd = open_for_serving(cfg.root_fd, p.relative);
@@ -292,11 +293,35 @@ Task<Response> handle_request(const RequestParser& req, bool keep_alive, const H
     co_return simple_response(405, keep_alive, false, "Allow: GET, HEAD\r\n");
   }
   const bool head = m == Method::Head;
+  // The routes' own spellings first, with no decoding (the benchmarks'
+  // requests); any other spelling of the same path (/plain%74ext,
+  // //plaintext, /x/../plaintext, an absolute-form target) reaches them
+  // too, through the decoded and normalized path the files are found by,
+  // as nginx matches its locations.
   const std::string_view path = strip_query(req.path());
   if (path == "/plaintext") co_return text_response(200, "Hello, World!", keep_alive, head);
-  if (path.starts_with("/fib/")) co_return co_await fib_response(path.substr(5), keep_alive, head, cfg);
-  if (cfg.root_fd >= 0) co_return co_await file_response(req, keep_alive, head, cfg);
+  if (path.starts_with("/fib/") && fib_argument(path.substr(5)) >= 0)
+    co_return co_await fib_response(path.substr(5), keep_alive, head, cfg);
+  PathResult p = resolve_target_path(req.target());
+  if (!p.ok()) co_return text_response(p.status, std::string(p.reason) + "\n", keep_alive, head);
+  if (p.relative == "plaintext" && !p.trailing_slash) co_return text_response(200, "Hello, World!", keep_alive, head);
+  if (p.relative == "fib" || p.relative.starts_with("fib/")) {
+    // "/fib", "/fib/" and "/fib/N/" are not integers: 400
+    const std::string arg = p.relative.size() > 4 && !p.trailing_slash ? p.relative.substr(4) : "/";
+    co_return co_await fib_response(arg, keep_alive, head, cfg);
+  }
+  if (cfg.root_fd >= 0) co_return co_await file_response(req, std::move(p), keep_alive, head, cfg);
   co_return simple_response(404, keep_alive, head);
+}
+
+void close_after(Response& r) {
+  if (r.closes) return;
+  constexpr std::string_view kKeep = "\r\nConnection: keep-alive\r\n";
+  const std::size_t end = r.bytes.find("\r\n\r\n");
+  const std::size_t at = r.bytes.find(kKeep);
+  if (at == std::string::npos || end == std::string::npos || at > end) std::abort();  // append_response_head wrote it
+  r.bytes.replace(at, kKeep.size(), "\r\nConnection: close\r\n");
+  r.closes = true;
 }
 
 }  // namespace httpd

@@ -40,6 +40,11 @@ struct HandlerConfig {
 // response head announces.
 parkway::Task<Response> handle_request(const RequestParser& req, bool keep_alive, const HandlerConfig& cfg);
 
+// Makes r the connection's last answer (r.closes, and its head says
+// "Connection: close" instead of keep-alive): for a keep-alive answer made
+// before the shutdown began and sent after.
+void close_after(Response& r);
+
 // A complete response with a short text body (errors, 405, ...). `extra`:
 // raw field lines, each ending in CRLF.
 Response simple_response(int status, bool keep_alive, bool head_only = false, std::string_view extra = {});
