@@ -523,10 +523,11 @@ int connect_raw(const io::Listener& l) {
   return fd;
 }
 
-// Each kind of awaitable is made with a source, which is then destroyed,
-// and a cancelled source is made where it was (as in a reused stack
-// slot); then it is awaited, with what it waits for already there. The
-// awaitable must not look at that address: each one succeeds.
+// Each kind of awaitable (and Socket::connect's Task) is made with a
+// source, which is then destroyed, and a cancelled source is made where
+// it was (as in a reused stack slot); then it is awaited, with what it
+// waits for already there. It must not look at that address: each one
+// succeeds.
 Task<std::string> made_then_source_replaced(io::Socket* s, int peer, io::Listener* l) {
   std::string out;
   SourceSlot slot;
@@ -572,6 +573,12 @@ Task<std::string> made_then_source_replaced(io::Socket* s, int peer, io::Listene
     ::close(c);
     drop();
   }
+  {
+    auto connecting = io::Socket::connect(l->local_address(), {.cancel = slot.make()});
+    replace(std::launder(reinterpret_cast<io::CancelSource*>(slot.mem)));
+    out += "Socket::connect: " + outcome(co_await std::move(connecting)) + "\n";
+    drop();
+  }
   co_return out;
 }
 
@@ -586,7 +593,8 @@ TEST(IoContract, AnAwaitableDoesNotReadItsSourcesAddressAtItsCoAwait) {
             "Socket::send: ok\n"
             "io::sleep_for: ok\n"
             "Listener::accept: ok\n"
-            "AcceptStream::next: ok\n");
+            "AcceptStream::next: ok\n"
+            "Socket::connect: ok\n");
 }
 
 // A source cancelled and then freed before the co_await: the awaitable
@@ -632,6 +640,13 @@ Task<std::string> cancelled_then_source_freed(io::Socket* s, io::Listener* l) {
     src.reset();
     out += "AcceptStream::next: " + outcome(co_await next) + "\n";
   }
+  {
+    auto src = fresh();
+    auto connecting = io::Socket::connect(l->local_address(), {.cancel = src.get()});
+    src->cancel();
+    src.reset();
+    out += "Socket::connect: " + outcome(co_await std::move(connecting)) + "\n";
+  }
   co_return out;
 }
 
@@ -646,7 +661,8 @@ TEST(IoContract, ASourceCancelledThenFreedBeforeTheCoAwaitStillCancels) {
             "Socket::send: ECANCELED\n"
             "io::sleep_for: ECANCELED\n"
             "Listener::accept: ECANCELED\n"
-            "AcceptStream::next: ECANCELED\n");
+            "AcceptStream::next: ECANCELED\n"
+            "Socket::connect: ECANCELED\n");
 }
 
 }  // namespace

@@ -579,8 +579,8 @@ class PARKWAY_API AcceptStream {
   // outlive the stream.
   struct Next {
     detail::AcceptQueue* q;
-    OpOptions o{};                 // its timeout and deadline (cancel: cancel_scope)
-    detail::ScopeRef cancel_scope;  // o.cancel's scope, taken when it was made
+    OpOptions o{};  // its timeout and deadline (cancel: source_scope)
+    detail::ScopeRef source_scope;  // o.cancel's scope, taken when it was made
     std::coroutine_handle<> h{};  // the taker, once suspended
     int early = 0;                // -ECANCELED: cancelled before it waited
     Next(detail::AcceptQueue* q, OpOptions o) noexcept;

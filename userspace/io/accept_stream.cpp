@@ -278,7 +278,7 @@ AcceptStream::Next AcceptStream::next(OpOptions o) {
 }
 
 AcceptStream::Next::Next(detail::AcceptQueue* q, OpOptions o) noexcept
-    : q(q), o(o), cancel_scope(o.cancel ? o.cancel->scope() : nullptr) {
+    : q(q), o(o), source_scope(o.cancel ? o.cancel->scope() : nullptr) {
   this->o.cancel = nullptr;  // the source may go before the co_await: its scope is held
   q->refs.fetch_add(1, std::memory_order_relaxed);  // the awaiter's: it may outlive the stream
 }
@@ -298,7 +298,7 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
   // Made before the lock (it takes scope locks and the group registry's
   // mutex); its CQE is reaped by this thread only, after this returns.
   detail::OpState* guard = nullptr;
-  if (int rc = detail::make_guard(q, ring, o, cancel_scope.get(), &guard); rc < 0) {
+  if (int rc = detail::make_guard(q, ring, o, source_scope.get(), &guard); rc < 0) {
     early = rc;
     return false;
   }

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -114,13 +115,25 @@ int Descriptor::checked(const char* op) const {
 
 // ---- Socket -------------------------------------------------------------------
 
-Task<Result<Socket>> Socket::connect(Address a, OpOptions o) {
+namespace {
+// Socket::connect's body, which runs at its co_await: o's CancelSource
+// replaced by one on `cancel`, the scope taken at the call (io.hpp: the
+// source may be gone by the co_await).
+Task<Result<Socket>> connect_from_scope(Address a, OpOptions o, detail::ScopeRef cancel) {
+  std::optional<CancelSource> held;
+  o.cancel = nullptr;
+  if (cancel) o.cancel = &held.emplace(std::move(cancel));
   int fd = ::socket(a.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) co_return Error(errno, "socket");
   Socket s(fd);
-  Result<void> r = co_await VoidOp(detail::connect_args(fd, a), o, s.scope());
+  Result<void> r = co_await detail::VoidOp(detail::connect_args(fd, a), o, scope_of(s));  // found by ADL (a friend of Descriptor)
   if (!r) co_return r.error();
   co_return std::move(s);
+}
+}  // namespace
+
+Task<Result<Socket>> Socket::connect(Address a, OpOptions o) {
+  return connect_from_scope(a, o, detail::ScopeRef(o.cancel ? o.cancel->scope() : nullptr));
 }
 
 SizeOp Socket::recv(std::span<std::byte> buf, OpOptions o, int flags) {
