@@ -87,6 +87,7 @@ printf '<p>index</p>\n' > "$ROOT/sub/index.html"
 printf 'SECRET-OUTSIDE-ROOT\n' > "$TMP/outside/secret.txt"
 printf 'decoy: not the file asked for\n' > "$ROOT/zzzzz"
 printf 'from the future\n' > "$ROOT/future.txt"
+printf 'a file named fib\n' > "$ROOT/fib"
 touch -d '2099-01-01 00:00:00 UTC' "$ROOT/future.txt"
 ln -s "$TMP/outside/secret.txt" "$ROOT/escape.txt"
 touch -d '2020-01-02 03:04:05 UTC' "$ROOT/hello.txt"
@@ -231,6 +232,8 @@ for target in '/fib/%31%30' '/fib//10' '/x/../fib/10'; do
 done
 r=$(printf 'GET /plaintext/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
 check "/plaintext/ -> 404 (another path)" status_is "$r" 404
+r=$(printf 'GET /fi%%62 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
+check "/fi%62 -> the file named fib (only /fib/N is the route)" bash -c 'head -n1 <<<"$1" | grep -q "^HTTP/1.1 200 " && grep -q "^a file named fib$" <<<"$1"' _ "$r"
 
 # ---- connection handling ----------------------------------------------------------
 r=$(printf 'GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\nGET /fib/10 HTTP/1.1\r\nHost: t\r\n\r\nGET /hello.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 5)

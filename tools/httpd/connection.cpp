@@ -218,16 +218,9 @@ void Connection::log(const std::string& request_line, int status) const {
 // answered, not in the frame of an idle connection.
 Task<bool> Connection::answer_buffered() {
   const ServerConfig& cfg = st_.config;
-  for (bool answered = false;; answered = true) {
+  for (;;) {
     ParseResult p = parser().parse(buffered());
     if (p.status == ParseStatus::NeedMore) co_return true;
-    // Once shutdown has begun, the request in hand when it began (or the
-    // first one read after) is the connection's last: those pipelined
-    // behind it are left for the client to retry (RFC 9112 9.3.2).
-    if (answered && st_.idle.cancelled()) {
-      co_await flush(/*last=*/true);
-      co_return false;
-    }
     if (p.status == ParseStatus::Error) {
       Response r = simple_response(p.http_status, false);
       log("-", r.status);
@@ -241,8 +234,6 @@ Task<bool> Connection::answer_buffered() {
     // The answer first, while the head is where the parser's views say;
     // the body read that follows may move or overwrite it.
     Response r = co_await handle_request(parser(), keep_alive, cfg.handler);
-    // The shutdown began while it was made (a long /fib): it is the last.
-    if (keep_alive && st_.idle.cancelled()) close_after(r);
     // The body's deadline counts from the answer (a /fib may take longer
     // than the body timeout), and only for a request with a body: no
     // clock read for most.
@@ -259,6 +250,12 @@ Task<bool> Connection::answer_buffered() {
       }
       co_return false;
     }
+    // Once shutdown has begun, the request in hand when it began (or the
+    // first one read after) is the connection's last: those pipelined
+    // behind it are left for the client to retry (RFC 9112 9.3.2). An
+    // answer made before (a long /fib) says so too: decided here, at its
+    // writing, so that a keep-alive answer is never the last one.
+    if (!r.closes && st_.idle.cancelled()) close_after(r);
     log(line, r.status);
     const bool written = co_await write_response(r);
     if (!written) co_return false;
@@ -269,8 +266,8 @@ Task<bool> Connection::answer_buffered() {
     if (begin_ != end_) head_deadline_ = Clock::now() + cfg.header_timeout;
     // The connection's last answer: the request asked to close, the
     // handler's answer closes (a /fib stopped by the shutdown), or the
-    // shutdown began meanwhile.
-    if (!keep_alive || r.closes || st_.idle.cancelled()) {
+    // shutdown had begun when it was written.
+    if (r.closes) {
       co_await flush(/*last=*/true);
       (void)co_await sock_.shutdown(SHUT_WR);
       wr_shut_ = true;

@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <algorithm>
 #include <charconv>
-#include <cstdlib>
 #include <ctime>
 #include <optional>
 #include <string_view>
@@ -305,8 +304,8 @@ Task<Response> handle_request(const RequestParser& req, bool keep_alive, const H
   PathResult p = resolve_target_path(req.target());
   if (!p.ok()) co_return text_response(p.status, std::string(p.reason) + "\n", keep_alive, head);
   if (p.relative == "plaintext" && !p.trailing_slash) co_return text_response(200, "Hello, World!", keep_alive, head);
-  if (p.relative == "fib" || p.relative.starts_with("fib/")) {
-    // "/fib", "/fib/" and "/fib/N/" are not integers: 400
+  if (p.relative.starts_with("fib/") || (p.relative == "fib" && p.trailing_slash)) {
+    // "/fib/" and "/fib/N/" are not integers: 400 ("/fib" is a file's name)
     const std::string arg = p.relative.size() > 4 && !p.trailing_slash ? p.relative.substr(4) : "/";
     co_return co_await fib_response(arg, keep_alive, head, cfg);
   }
@@ -316,12 +315,13 @@ Task<Response> handle_request(const RequestParser& req, bool keep_alive, const H
 
 void close_after(Response& r) {
   if (r.closes) return;
-  constexpr std::string_view kKeep = "\r\nConnection: keep-alive\r\n";
-  const std::size_t end = r.bytes.find("\r\n\r\n");
-  const std::size_t at = r.bytes.find(kKeep);
-  if (at == std::string::npos || end == std::string::npos || at > end) std::abort();  // append_response_head wrote it
-  r.bytes.replace(at, kKeep.size(), "\r\nConnection: close\r\n");
   r.closes = true;
+  // The field append_response_head wrote, in the head (none in a head it
+  // could not write: the connection closes all the same).
+  constexpr std::string_view kKeep = "\r\nConnection: keep-alive\r\n";
+  const std::size_t at = r.bytes.find(kKeep);
+  if (at != std::string::npos && at < r.bytes.find("\r\n\r\n"))
+    r.bytes.replace(at, kKeep.size(), "\r\nConnection: close\r\n");
 }
 
 }  // namespace httpd
