@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,8 +24,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -680,6 +683,49 @@ TEST(Io, RingParkedWorkerWokenByATaskAndByACompletion) {
   auto r = f.get();
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_EQ(*r, 4u);
+}
+
+// A worker whose ring is made when one descriptor is left: in the
+// eventfd wake mode the ring needs two (the ring's, and the eventfd that
+// wakes a worker parked in it), and the second one's EMFILE must be the
+// documented std::system_error from the co_await, not an abort at the
+// worker's first park. Once descriptors are free again the worker makes
+// its ring and runs the operation.
+Task<io::Result<void>> sleep_1ms() { co_return co_await io::sleep_for(1ms); }
+
+TEST(Io, NoDescriptorForTheRingsWakeIsAnErrorNotAnAbort) {
+  pwtest::Watchdog wd("Io.NoDescriptorForTheRingsWakeIsAnErrorNotAnAbort", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  ASSERT_EQ(parkway::sync_wait(rt, []() -> Task<int> { co_return 1; }()), 1);  // the worker is up
+  const int top = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(top, 0);
+  ::close(top);
+  std::vector<int> fillers;  // every hole below `top` taken: `top` is the one free number
+  for (int fd = 0; fd < top; ++fd)
+    if (fcntl(fd, F_GETFD) < 0) fillers.push_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = rlim_t(top + 1);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::string first;
+  try {
+    auto r = parkway::sync_wait(rt, sleep_1ms());
+    first = r ? "ok" : r.error().message();
+  } catch (const std::system_error& e) {
+    first = std::string("system_error: ") + e.what();
+  }
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  for (int f : fillers) ::close(f);
+  // In eventfd mode the worker's park word may hold a doorbell already
+  // (park words outlive their threads and are reused): then one
+  // descriptor is enough.
+  if (io::detail::process_wake_mode(nullptr) == io::detail::WakeMode::kEventfd)
+    EXPECT_TRUE(first == "ok" || first.find("system_error: parkway::io: eventfd for worker") == 0) << first;
+  else
+    EXPECT_EQ(first, "ok") << "one descriptor is all the futex wake mode's ring needs";
+  auto r = parkway::sync_wait(rt, sleep_1ms());
+  EXPECT_TRUE(r) << r.error().message();
 }
 
 // A worker asleep in its ring with a receive in flight is idle, not
@@ -1771,6 +1817,157 @@ TEST(Io, AnOperationAwaitedAfterItsSocketClosedIsCancelled) {
   }(&s));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), std::errc::operation_canceled) << r.error().message();
+}
+
+// An open of a FIFO with nobody at the other end ends by its timeout or
+// cancel, whatever the kernel does with it: io_uring tries an open
+// without blocking first, so on Linux 6.18 a read-only open returns at
+// once and a write-only one fails with ENXIO; a kernel that waited would
+// have to end it with ETIMEDOUT or ECANCELED (io.hpp, File::open), not
+// EINTR or a hang.
+TEST(Io, AFifoOpenEndsByItsTimeoutOrCancel) {
+  pwtest::Watchdog wd("Io.AFifoOpenEndsByItsTimeoutOrCancel", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  char dir[] = "/tmp/parkway-fifo-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/f";
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  auto open_it = [](const char* p, int flags, io::OpOptions o) -> Task<std::string> {
+    auto f = co_await io::File::open(p, flags, 0644, AT_FDCWD, o);
+    if (f) co_return "opened";
+    if (f.error() == std::errc::timed_out) co_return "ETIMEDOUT";
+    if (f.error() == std::errc::operation_canceled) co_return "ECANCELED";
+    if (f.error() == std::errc::no_such_device_or_address) co_return "ENXIO";
+    co_return f.error().message();
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  const std::string rd = parkway::sync_wait(rt, open_it(path.c_str(), O_RDONLY, {.timeout = 50ms}));
+  EXPECT_TRUE(rd == "opened" || rd == "ETIMEDOUT") << rd;
+  const std::string wr = parkway::sync_wait(rt, open_it(path.c_str(), O_WRONLY, {.timeout = 50ms}));
+  EXPECT_TRUE(wr == "ENXIO" || wr == "ETIMEDOUT") << wr;
+  io::CancelSource cs;
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(50ms);
+    cs.cancel();
+  });
+  const std::string wc = parkway::sync_wait(rt, open_it(path.c_str(), O_WRONLY, {.cancel = &cs}));
+  canceller.join();
+  EXPECT_TRUE(wc == "ENXIO" || wc == "ECANCELED") << wc;
+  EXPECT_LT(ms_since(t0), 3000.0);
+  ::unlink(path.c_str());
+  ::rmdir(dir);
+}
+
+// A child forked by a continuation returns into the worker loop, which
+// ends there (the runtime is the parent's) and drops the child's copy of
+// the ring. The ring's queues are mappings shared with the parent: the
+// child must not submit into them, nor reap the parent's completions.
+// 300 sleeps end while a task holds the only worker; then each look at
+// the ring posts their completions 20 at a time (Linux 6.13's cap on the
+// task work one enter runs) and the worker reaps what its ready queue (256)
+// has room for, so the queue fills and completions wait in the
+// completion queue while the 30th continuation forks and waits for the
+// child to end. Every sleeper must still resume in the parent.
+TEST(Io, AChildForkedByAContinuationLeavesTheParentsRingAlone) {
+  if (pwtest::kSanitized) GTEST_SKIP() << "the sanitizers' runtimes do not support a worker thread ending in a forked child";
+  pwtest::Watchdog wd("Io.AChildForkedByAContinuationLeavesTheParentsRingAlone", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  constexpr int kSleepers = 300;
+  std::atomic<int> started{0}, resumed{0}, forked{0};
+  std::atomic<int> child_status{-1};
+  const auto at = std::chrono::steady_clock::now() + 150ms;
+  auto sleeper = [](std::chrono::steady_clock::time_point at, std::atomic<int>* started, std::atomic<int>* resumed,
+                    std::atomic<int>* forked, std::atomic<int>* child_status) -> Task<void> {
+    started->fetch_add(1);
+    (void)co_await io::sleep_until(at);
+    if (forked->fetch_add(1) == 30) {
+      const pid_t p = ::fork();
+      if (p == 0) co_return;  // the child: back into the worker loop, which ends
+      int st = 0;
+      ::waitpid(p, &st, 0);
+      child_status->store(st);
+    }
+    resumed->fetch_add(1);
+  };
+  {  // an owned receive makes the ring's buffer pool
+    Pair p;
+    ASSERT_EQ(::write(p.b, "x", 1), 1);
+    auto got = parkway::sync_wait(rt, [](int fd) -> Task<io::Result<io::Bytes>> {
+      co_return co_await io::recv_owned(fd, 64, {.timeout = 2s});
+    }(p.a));
+    ASSERT_TRUE(got) << got.error().message();
+  }
+  for (int i = 0; i < kSleepers; ++i) parkway::detach(sleeper(at, &started, &resumed, &forked, &child_status), rt);
+  ASSERT_TRUE(eventually([&] { return started.load() == kSleepers; }));
+  std::this_thread::sleep_for(20ms);  // the worker parks in its ring: the sleeps are in the kernel
+  rt.submit([at] { std::this_thread::sleep_until(at + 50ms); }).get();  // they end meanwhile
+  EXPECT_TRUE(eventually([&] { return resumed.load() == kSleepers; }, 5000ms))
+      << resumed.load() << " of " << kSleepers << " sleepers resumed in the parent";
+  const int st = child_status.load();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the child's status: " << st;
+  // The ring's buffer pool (made by the first owned receive, before the
+  // fork) is still registered: owned receives still get their bytes.
+  for (int round = 0; round < 2; ++round) {
+    Pair p;
+    ASSERT_EQ(::write(p.b, "pool", 4), 4);
+    auto got = parkway::sync_wait(rt, [](int fd) -> Task<io::Result<io::Bytes>> {
+      co_return co_await io::recv_owned(fd, 64, {.timeout = 2s});
+    }(p.a));
+    ASSERT_TRUE(got) << "owned receive " << round << ": " << got.error().message();
+    EXPECT_EQ(got->size(), 4u);
+  }
+}
+
+// A send done at the co_await (the socket has room) races a close of its
+// Socket on another thread, which then makes a new socket pair: the
+// kernel gives it the lowest free number, often the one just closed. The
+// send must reach its own peer or fail with ECANCELED, never the socket
+// that now has its number (the close leaves a number open while a call
+// is under way on it: DescriptorPin). Under test-chaos a random pause
+// between the check that the Socket is open and the call widens the
+// window.
+TEST(Io, ASendRacingACloseNeverReachesTheNumbersNextOwner) {
+  pwtest::Watchdog wd("Io.ASendRacingACloseNeverReachesTheNumbersNextOwner", 120);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  static constexpr char kSecret[] = "SECRET";
+  int reused = 0, delivered = 0, cancelled = 0, leaked = 0;
+  for (int round = 0; round < 400; ++round) {
+    Pair p;
+    const int number = ::dup(p.a);
+    auto s = std::make_unique<io::Socket>(number);
+    std::atomic<bool> made{false};
+    Pair* next = nullptr;
+    std::thread closer([&] {
+      while (!made.load(std::memory_order_acquire)) std::this_thread::yield();
+      s->close();
+      next = new Pair;  // takes the lowest free numbers
+    });
+    auto r = parkway::sync_wait(rt, [](io::Socket* s, std::atomic<bool>* made) -> Task<io::Result<std::size_t>> {
+      auto op = s->send(std::as_bytes(std::span(kSecret, 6)));
+      made->store(true, std::memory_order_release);
+      co_return co_await op;
+    }(s.get(), &made));
+    closer.join();
+    if (r)
+      ++delivered;
+    else if (r.error() == std::errc::operation_canceled)
+      ++cancelled;
+    else
+      ADD_FAILURE() << "round " << round << ": " << r.error().message();
+    // Whichever end of the new pair has the old number, its peer must
+    // have received nothing.
+    int peer = next->a == number ? next->b : next->b == number ? next->a : -1;
+    if (peer >= 0) {
+      ++reused;
+      char b[16];
+      if (::recv(peer, b, sizeof b, MSG_DONTWAIT) > 0) ++leaked;
+    }
+    delete next;
+  }
+  std::printf("400 sends raced a close: %d delivered, %d cancelled; the number was reused %d times, %d leaked\n",
+              delivered, cancelled, reused, leaked);
+  EXPECT_EQ(leaked, 0) << "a send went to the socket that took its closed Socket's number";
+  EXPECT_GT(reused, 0) << "the kernel never gave the number again: the test saw no race";
 }
 
 // A negative timeout has passed already: ETIMEDOUT at once. The largest

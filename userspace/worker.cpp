@@ -352,7 +352,6 @@ void Worker::park(DoneFn done, void* ctx, bool main, bool timed) noexcept {
   // inside its ring, where a completion wakes it too (io.md). Only this
   // thread changes that state, so it holds until the sleep.
   io::detail::IoRing* ring = io_ && io_->must_park_in_ring() ? io_.get() : nullptr;
-  if (ring) ring->prepare_park(pw);  // eventfd mode: the doorbell, before [P0]
   PW_CHAOS();
   if (pw.announce(ring ? ring->parked_value() : kParked) != kAwake) return;  // [P0] a token was waiting: look again
   // Our own pushes count as fenced from here (others_push_fenced): a worker

@@ -618,8 +618,10 @@ class PARKWAY_API File : public detail::Descriptor {
   using Descriptor::Descriptor;
   // openat(dir_fd, path, flags, mode) on the ring (AT_FDCWD: relative to
   // the working directory). O_CLOEXEC is added. An open waiting on a slow
-  // file system (a FIFO, NFS) ends at its timeout or cancel like any
-  // operation.
+  // file system (NFS) ends at its timeout or cancel like any operation.
+  // A FIFO does not make it wait: the ring tries the open without
+  // blocking first, so one for reading returns at once and one for
+  // writing with no reader fails with ENXIO.
   static OpenOp open(const char* path, int flags = O_RDONLY, mode_t mode = 0644, int dir_fd = -100 /* AT_FDCWD */,
                      OpOptions o = {});
   // io::read/io::write at `offset`: one past 2^63 - 1 (or that the bytes

@@ -117,10 +117,27 @@ void cancel_scope(OpScope* s) noexcept {
 void close_scope(OpScope* s, int fd) noexcept {
   s->lock();
   cancel_members(s);
-  const bool now = s->head == nullptr && s->streams_in_kernel == 0;
+  const bool now = s->head == nullptr && s->streams_in_kernel == 0 && s->pins == 0;
   if (!now) s->close_fd = fd;
   s->unlock();
   if (now && fd >= 0) ::close(fd);
+}
+
+DescriptorPin::DescriptorPin(OpScope* s) noexcept : s_(s), ok_(true) {
+  if (!s_) return;
+  s_->lock();
+  ok_ = !s_->cancelled.load(std::memory_order_relaxed);
+  if (ok_) ++s_->pins;
+  s_->unlock();
+}
+
+DescriptorPin::~DescriptorPin() {
+  if (!s_ || !ok_) return;
+  s_->lock();
+  --s_->pins;
+  const int fd = take_fd_to_close(s_);  // closed meanwhile: the number is ours to close now
+  s_->unlock();
+  if (fd >= 0) ::close(fd);
 }
 
 bool scope_cancelled(const OpScope* s) noexcept { return s->cancelled.load(std::memory_order_relaxed); }
@@ -186,8 +203,13 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
   const bool read = args_.opcode == IORING_OP_READ || args_.opcode == IORING_OP_READV;
   if (((send && ro.io_send_first) || (read && ro.io_read_first)) && !cancelled_before_start() &&
       !w->io_cancelling_everything()) {
-    // -EAGAIN: no room, not cached, or not a positional read: the ring
-    const int now = send ? try_send_now(args_) : try_read_now(args_);
+    // -EAGAIN: no room, not cached, or not a positional read: the ring.
+    // A descriptor closed already goes to the ring too, which fails it.
+    int now = -EAGAIN;
+    if (const DescriptorPin pin(owner_scope_); pin.ok()) {
+      PW_CHAOS();  // a close on another thread may come here (Io.ASendRacingACloseNeverReachesTheNumbersNextOwner)
+      now = send ? try_send_now(args_) : try_read_now(args_);
+    }
     if (now != -EAGAIN) {
       ::parkway::detail::trace::on_io_submit(args_.opcode);
       ::parkway::detail::trace::on_io_complete(now);

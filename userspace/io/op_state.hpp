@@ -164,6 +164,10 @@ struct OpScope {
   // A Descriptor's scope, closed while operations were in it: the
   // descriptor, closed when the last of them leaves (close_scope).
   int close_fd = -1;
+  // System calls on the descriptor's number under way outside the ring
+  // (DescriptorPin): a close meanwhile leaves the number open until the
+  // last of them ends.
+  std::uint32_t pins = 0;
   void lock() noexcept;
   void unlock() noexcept { lock_.store(false, std::memory_order_release); }
 };
@@ -183,11 +187,31 @@ void close_scope(OpScope* s, int fd) noexcept;
 // Under s's lock, once the last operation or the accept stream has left
 // a closed scope: the descriptor to close (after unlocking), or -1.
 inline int take_fd_to_close(OpScope* s) noexcept {
-  if (s->head != nullptr || s->streams_in_kernel != 0 || s->close_fd < 0) return -1;
+  if (s->head != nullptr || s->streams_in_kernel != 0 || s->pins != 0 || s->close_fd < 0) return -1;
   const int fd = s->close_fd;
   s->close_fd = -1;
   return fd;
 }
+// A system call made on a descriptor's number by the library itself, not
+// the ring (a send or read done at the co_await, a sendfile step): the
+// number must not be closed, and given to another file by an accept or
+// open on another thread, between the check that the descriptor is open
+// and the call. Made before the call: ok() is false if the descriptor
+// was closed already (its scope cancelled), and the call must not be
+// made; else a close until the pin's end leaves the number open, and
+// the pin's end closes it. A null scope (a raw descriptor) pins nothing.
+class DescriptorPin {
+ public:
+  explicit DescriptorPin(OpScope* s) noexcept;
+  ~DescriptorPin();
+  DescriptorPin(const DescriptorPin&) = delete;
+  DescriptorPin& operator=(const DescriptorPin&) = delete;
+  bool ok() const noexcept { return ok_; }
+
+ private:
+  OpScope* s_;
+  bool ok_;
+};
 // Which of st's links is its membership of s.
 inline int slot_of(const OpState* st, const OpScope* s) noexcept {
   return st->links[0].scope == s ? 0 : st->links[1].scope == s ? 1 : 2;

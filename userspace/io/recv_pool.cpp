@@ -65,6 +65,11 @@ void RecvPool::give_back(unsigned bid) noexcept {
 void RecvPool::destroy(io_uring* ring) noexcept {
   if (state_ != State::kReady) return;
   (void)io_uring_unregister_buf_ring(ring, kGroup);
+  forget();
+}
+
+void RecvPool::forget() noexcept {
+  if (state_ != State::kReady) return;
   munmap(br_, ring_bytes_);
   munmap(mem_, mem_bytes_);
   br_ = nullptr;

@@ -40,6 +40,9 @@ class RecvPool {
   void give_back(unsigned bid) noexcept;
   // Unregisters the pool and frees its memory (the ring's destructor).
   void destroy(io_uring* ring) noexcept;
+  // destroy() in a forked child: the registration is the parent's (the
+  // ring is shared), so only this process's mappings go.
+  void forget() noexcept;
 
  private:
   enum class State : std::uint8_t { kUntried, kReady, kUnavailable };

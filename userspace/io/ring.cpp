@@ -123,6 +123,24 @@ IoRing::IoRing(Worker& w) : w_(w), ready_(w.io_ready()) {
     throw std::system_error(-rc, std::generic_category(),
                             "parkway::io: io_uring_queue_init on worker " + std::to_string(w.index()));
   mode_ = process_wake_mode(&ring_);
+  if (mode_ == WakeMode::kEventfd) {
+    // [D1] The eventfd that wakes this worker when it sleeps in the ring,
+    // made with the ring, on this thread, so before any of its ring parks'
+    // [P0] (seq_cst) announces kParkedRing: a waker whose RMW reads that
+    // finds it. No descriptor for it is the ring's error, thrown from the
+    // co_await that needed the ring, not an abort at the first park.
+    ParkWord& pw = ::parkway::detail::park_word(w.park_id());
+    if (pw.doorbell.load(std::memory_order_relaxed) < 0) {
+      const int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+      if (fd < 0) {
+        const int err = errno;
+        io_uring_queue_exit(&ring_);
+        throw std::system_error(err, std::generic_category(),
+                                "parkway::io: eventfd for worker " + std::to_string(w.index()) + "'s ring wake");
+      }
+      pw.doorbell.store(fd, std::memory_order_release);
+    }
+  }
 }
 
 IoRing::~IoRing() {
@@ -132,6 +150,17 @@ IoRing::~IoRing() {
     CancelRequest* next = r->next;
     r->release(r);
     r = next;
+  }
+  if (w_.runtime().forked()) {
+    // A child forked by a task on this worker: the SQ, the CQ and the
+    // registered buffers are mappings shared with the parent, whose
+    // worker goes on using them. The child submits nothing, reaps
+    // nothing and unregisters nothing: it unmaps its copies and closes
+    // its descriptor (io.md, "Fork"). Its operations' states leak with
+    // the child's copy of everything else the parent's tasks held.
+    pool_.forget();
+    io_uring_queue_exit(&ring_);
+    return;
   }
   // The ring's own wait must be over before the ring goes: cancel it and
   // reap until its CQE came (PLATFORM: an armed FUTEX_WAIT still counts
@@ -156,18 +185,6 @@ IoRing::~IoRing() {
 
 std::uint32_t IoRing::parked_value() const noexcept {
   return mode_ == WakeMode::kEventfd ? ::parkway::detail::kParkedRing : ::parkway::detail::kParked;
-}
-
-void IoRing::prepare_park(ParkWord& pw) noexcept {
-  if (mode_ != WakeMode::kEventfd || pw.doorbell.load(std::memory_order_relaxed) >= 0) return;
-  int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (fd < 0) {
-    std::fprintf(stderr, "parkway: eventfd for worker %u's ring wake: %s\n", w_.index(), std::strerror(errno));
-    std::abort();
-  }
-  // Before the kParkedRing announcement [P0] (seq_cst): a waker whose RMW
-  // reads kParkedRing sees it.
-  pw.doorbell.store(fd, std::memory_order_release);
 }
 
 io_uring_sqe* IoRing::get_sqe(unsigned need) noexcept {

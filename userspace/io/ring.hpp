@@ -114,8 +114,6 @@ class IoRing {
   // The ParkWord value a ring park announces: kParked (futex op) or
   // kParkedRing (eventfd: wakers ring the doorbell).
   std::uint32_t parked_value() const noexcept;
-  // Before [P0] of a ring park in eventfd mode: publish the doorbell.
-  void prepare_park(::parkway::detail::ParkWord& pw) noexcept;
   // [R2] arm the ring's wait if it is not armed, [R3] sleep in
   // io_uring_enter until a CQE arrives, the earliest deadline of the
   // ring's operations passes, or (if timed) 1 ms has gone by. Called

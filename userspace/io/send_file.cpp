@@ -179,14 +179,22 @@ Task<Result<std::size_t>> send_file_loop(Descriptors d, std::uint64_t offset, st
     const std::uint64_t at = offset + done;
     // The next MiB if it is all cached, else the next 64 KiB if that is
     // (a cold file's earlier copy read brought pages in ahead of it).
+    // Both numbers stay open meanwhile (a close on another thread waits
+    // for the pins' end to close them); one closed already ends the call.
     std::size_t want = std::min(count - done, kSendfileChunk);
-    bool cached = direct && all_cached(d.file, at, want);
-    if (direct && !cached && want > kCopyChunk) {
-      want = kCopyChunk;
+    ssize_t n = -EAGAIN;
+    bool cached = false;
+    if (direct) {
+      const detail::DescriptorPin sock_pin(d.sock_scope.get()), file_pin(d.file_scope.get());
+      if (!sock_pin.ok() || !file_pin.ok()) co_return Error(ECANCELED, "send_file");
       cached = all_cached(d.file, at, want);
+      if (!cached && want > kCopyChunk) {
+        want = kCopyChunk;
+        cached = all_cached(d.file, at, want);
+      }
+      if (cached) n = sendfile_here(d.sock, d.file, at, want);
     }
     if (cached) {
-      const ssize_t n = sendfile_here(d.sock, d.file, at, want);
       if (n > 0) {
         done += std::size_t(n);
         continue;
