@@ -232,6 +232,75 @@ for target in '/fib/%31%30' '/fib//10' '/x/../fib/10'; do
 done
 r=$(printf 'GET /plaintext/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
 check "/plaintext/ -> 404 (another path)" status_is "$r" 404
+
+# ---- answers are not held back by a body still on its way --------------------------
+# The answer to the first request goes out while the second one's body
+# is awaited (before: only at the 1 s body timeout).
+r=$(printf 'GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\nPOST /plaintext HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\n' | raw 0.6)
+check "an answer goes out while the next request's body is awaited" bash -c '
+  grep -q "^Hello, World!<OPEN>$" <<<"$1" && [ "$(grep -c "^HTTP/1.1 " <<<"$1")" = 1 ]' _ "$r"
+if [ "$SAN" = 1 ]; then
+  skipped "a client that never reads, bodies split across sends: answers do not pile up in memory" \
+    "AddressSanitizer's quarantine keeps freed memory in the RSS"
+else
+python3 - "$PORT" "$PID" >"$TMP/paced" 2>&1 <<'PY'
+# A client that never reads sends, every 2 ms, 30 requests whose last
+# body byte comes in its next send (each send within the server's first
+# buffer, so each read ends inside a body): the answers must go out (into
+# the socket, where they wait for the client), not pile up in the
+# server's memory. Prints the server's RSS growth in KiB.
+import socket, sys, time
+port, pid = int(sys.argv[1]), sys.argv[2]
+def rss_kib():
+    for line in open("/proc/%s/status" % pid):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+req = b"GET /plaintext HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\n"
+s = socket.create_connection(("127.0.0.1", port))
+s.settimeout(2)
+before = rss_kib()
+sent = 0
+try:
+    s.sendall(req)
+    t0 = time.time()
+    while time.time() - t0 < 3:
+        s.sendall(b"x" + req * 30)
+        sent += 30
+        time.sleep(0.002)
+except OSError as e:
+    print("stopped:", e)
+time.sleep(0.2)
+print("requests", sent, "growth_kib", rss_kib() - before)
+s.close()
+PY
+check "a client that never reads, bodies split across sends: answers do not pile up in memory" bash -c '
+  g=$(sed -n "s/.*growth_kib //p" "$1"); [ -n "$g" ] && [ "$g" -lt 2048 ] || { cat "$1"; false; }' _ "$TMP/paced"
+  sed "s/^/  paced client: /" "$TMP/paced"
+fi
+
+# ---- a field of one value given twice is ignored (RFC 9110 13.1.3, 13.1.4, 14.2) ---------
+later='Sat, 01 Jan 2050 00:00:00 GMT'
+r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-Modified-Since: %s\r\nConnection: close\r\n\r\n' "$later" | raw 3)
+check "one If-Modified-Since after the file's date -> 304" status_is "$r" 304
+r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-Modified-Since: %s\r\nIf-Modified-Since: %s\r\nConnection: close\r\n\r\n' "$later" "$later" | raw 3)
+check "If-Modified-Since given twice -> ignored, 200" status_is "$r" 200
+r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-Unmodified-Since: Mon, 01 Jan 2001 00:00:00 GMT\r\nIf-Unmodified-Since: Mon, 01 Jan 2001 00:00:00 GMT\r\nConnection: close\r\n\r\n' | raw 3)
+check "If-Unmodified-Since given twice -> ignored, 200 (once: 412)" status_is "$r" 200
+r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=0-4\r\nRange: bytes=0-4\r\nConnection: close\r\n\r\n' | raw 3)
+check "Range given twice -> the whole file, 200" status_is "$r" 200
+
+# ---- other statuses ------------------------------------------------------------------
+r=$(printf '%s / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' "$(head -c 9000 /dev/zero | tr '\0' G)" | raw 3)
+check "a method longer than the request-line limit -> 501 (RFC 9112 3)" status_is "$r" 501
+r=$(printf 'HEAD /plaintext HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nab' | raw 3)
+check "HEAD whose body times out -> 408 with no content" bash -c '
+  head -n1 <<<"$1" | grep -q "^HTTP/1.1 408 " && grep -q "^<EOF>$" <<<"$1" && ! grep -q "Request Timeout<" <<<"$1" && [ "$(tail -n2 <<<"$1" | head -n1 | tr -d "\r")" = "" ]' _ "$r"
+if python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' "$ROOT/sock" 2>/dev/null; then
+  r=$(printf 'GET /sock HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
+  check "a Unix socket under the root -> 404" status_is "$r" 404
+else
+  skipped "a Unix socket under the root" "could not bind one"
+fi
 r=$(printf 'GET /fi%%62 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
 check "/fi%62 -> the file named fib (only /fib/N is the route)" bash -c 'head -n1 <<<"$1" | grep -q "^HTTP/1.1 200 " && grep -q "^a file named fib$" <<<"$1"' _ "$r"
 
@@ -382,7 +451,7 @@ fi
 # ---- /fib on a separate pool (--fib-pool) -----------------------------------------------
 # Each /fib request moves its coroutine to the pool and back (resume_on);
 # concurrent ones must all come back with the right value.
-"$BIN" --port 0 --workers 2 --fib-pool 2 >"$TMP/out3" 2>"$TMP/err3" &
+"$BIN" --port 0 --workers 2 --fib-pool 2 --access-log >"$TMP/out3" 2>"$TMP/err3" &
 PID3=$!
 for _ in $(seq 50); do grep -q listening "$TMP/out3" && break; sleep 0.1; done
 PORT3=$(sed -nE 's/^parkway-httpd: listening on 127\.0\.0\.1:([0-9]+) \(2 workers, \/fib on a separate pool\)$/\1/p' "$TMP/out3")
@@ -402,6 +471,12 @@ print(a)")
     tr -d '\r\n' <"$TMP/fib3.$i" | grep -q "HTTP/1.1 200 .*${want}HTTP/1.1 200 .*Hello, World!<EOF>" && good=$((good + 1))
   done
   check "--fib-pool: 8 concurrent /fib/19..26 right, each followed by /plaintext" test "$good" = 8
+  # The access log quotes the request line: a '"' in the target (which
+  # the parser allows) must not end the field and forge the rest.
+  r=$(printf 'GET /a"_200_"x\\y HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' |
+        python3 "$HERE/httpd/raw.py" "$PORT3" 3)
+  check "access log: '\"' and '\\\\' in a target are written \\xHH" \
+    grep -qF '"GET /a\x22_200_\x22x\x5Cy" 404' "$TMP/err3"
   stop_server "--fib-pool server: SIGTERM -> exit 0" "$PID3"
   [ "$STOPPED" = 1 ] && PID3=
   sanitizer_clean "--fib-pool server stderr: no sanitizer report" "$TMP/err3"

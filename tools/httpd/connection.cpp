@@ -160,6 +160,11 @@ Task<bool> Connection::discard_body(Clock::time_point deadline) {
       error_status_ = r.http_status;
       co_return false;
     }
+    // The answers before this request go out before the wait: a client
+    // that sends the rest of a body later would otherwise hold them back
+    // (and, request after request, grow them without bound).
+    const bool sent = co_await flush();
+    if (!sent) co_return false;
     const bool more = co_await read_more(o);
     if (!more) {
       if (Clock::now() >= deadline) error_status_ = 408;  // too slow: say so before closing
@@ -193,12 +198,29 @@ void Connection::free_for_idle() {
 
 // "METHOD target" of the request just parsed, for the access log (empty
 // when it is off). Copied out before the body is read, which may move the
-// bytes the parser's views point at.
+// bytes the parser's views point at. The log quotes it: '"', '\' and
+// bytes outside printable ASCII are written \xHH (the parser lets only
+// '"' and '\' of these into a request line), so a request cannot end
+// the quoted field early and forge the rest of the line.
 std::string Connection::request_line() const {
   if (!st_.config.access_log) return {};
-  std::string line(parser_->method());
+  std::string line;
+  auto append_escaped = [&line](std::string_view v) {
+    for (const char ch : v) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c == '"' || c == '\\' || c < 0x20 || c >= 0x7f) {
+        static constexpr char kHex[] = "0123456789ABCDEF";
+        line += "\\x";
+        line += kHex[c >> 4];
+        line += kHex[c & 15];
+      } else {
+        line += ch;
+      }
+    }
+  };
+  append_escaped(parser_->method());
   line += ' ';
-  line += parser_->target();
+  append_escaped(parser_->target());
   return line;
 }
 
@@ -244,7 +266,8 @@ Task<bool> Connection::answer_buffered() {
     if (!body_read) {
       if (error_status_ != 0) {
         log(line, error_status_);
-        out_.append(simple_response(error_status_, false).bytes);
+        // A HEAD's answer has no content, errors' included (RFC 9110 9.3.2)
+        out_.append(simple_response(error_status_, false, parser().method_id() == Method::Head).bytes);
         co_await flush(/*last=*/true);
         linger_ = true;
       }

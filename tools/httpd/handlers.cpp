@@ -107,10 +107,10 @@ std::optional<bool> list_field_has_star(const RequestParser& req, std::string_vi
 // RFC 9110 13.2.2 steps 1-2: If-Match, or If-Unmodified-Since when there
 // is none, says whether to answer 412. This server sends no entity tags,
 // so If-Match holds only as "*" (the file exists); an If-Unmodified-Since
-// that is not a date is ignored.
+// that is not one date (given twice, or no date) is ignored.
 bool precondition_failed(const RequestParser& req, std::time_t last_modified) {
   if (auto im = list_field_has_star(req, "If-Match")) return !*im;
-  if (auto ius = req.header("If-Unmodified-Since")) {
+  if (auto ius = req.only_header("If-Unmodified-Since")) {
     const auto t = parse_http_date(*ius);
     return t && last_modified > *t;
   }
@@ -118,11 +118,11 @@ bool precondition_failed(const RequestParser& req, std::time_t last_modified) {
 }
 
 // Steps 3-4, for GET and HEAD: If-None-Match, or If-Modified-Since when
-// there is none, says whether to answer 304. If-None-Match matches only
-// as "*" here.
+// there is none (one date: given twice it is ignored), says whether to
+// answer 304. If-None-Match matches only as "*" here.
 bool not_modified(const RequestParser& req, std::time_t last_modified) {
   if (auto inm = list_field_has_star(req, "If-None-Match")) return *inm;
-  if (auto ims = req.header("If-Modified-Since")) return not_modified_since(*ims, last_modified);
+  if (auto ims = req.only_header("If-Modified-Since")) return not_modified_since(*ims, last_modified);
   return false;
 }
 
@@ -134,10 +134,11 @@ bool not_modified(const RequestParser& req, std::time_t last_modified) {
 // Otherwise the whole file is the answer.
 std::optional<std::string_view> ranges_apply(const RequestParser& req, bool head, std::time_t last_modified,
                                              std::time_t now) {
-  auto range = req.header("Range");
+  auto range = req.only_header("Range");  // given twice: invalid, the whole file
   if (!range || head) return std::nullopt;
-  if (auto ir = req.header("If-Range")) {
-    const auto t = parse_http_date(*ir);
+  if (req.header("If-Range")) {
+    const auto ir = req.only_header("If-Range");
+    const auto t = ir ? parse_http_date(*ir) : std::nullopt;
     if (!t || *t != last_modified || last_modified >= now) return std::nullopt;
   }
   return range;

@@ -136,7 +136,8 @@ ParseResult RequestParser::limit_error() noexcept {
     case State::Start:
     case State::StartLF:
       return fail(400, "too many empty lines before the request");
-    case State::Method:
+    case State::Method:  // longer than any method this server knows (RFC 9112 3)
+      return fail(501, "method not implemented");
     case State::Target:
     case State::Version:
     case State::RequestLF:
@@ -393,6 +394,18 @@ std::optional<std::string_view> RequestParser::header(std::string_view name) con
   return std::nullopt;
 }
 
+std::optional<std::string_view> RequestParser::only_header(std::string_view name) const noexcept {
+  std::optional<std::string_view> found;
+  for (std::size_t i = 0; i < header_count_; ++i) {
+    const Slot& s = slot(i);
+    if (s.name_len == name.size() && iequals(view(s.name_off, s.name_len), name)) {
+      if (found) return std::nullopt;
+      found = view(s.value_off, s.value_len);
+    }
+  }
+  return found;
+}
+
 std::string_view RequestParser::path() const noexcept {
   if (path_is_root_) return "/";
   return view(path_off_, path_len_);
@@ -578,7 +591,7 @@ BodyStep ChunkedBody::step(std::string_view in) noexcept {
         if (is_ows(c)) {
           state_ = State::SizeBWS;
         } else if (c == ';') {
-          state_ = State::Ext;
+          state_ = State::ExtName;
         } else if (c == '\r') {
           state_ = State::SizeLF;
         } else if (c == '\n') {
@@ -589,26 +602,56 @@ BodyStep ChunkedBody::step(std::string_view in) noexcept {
         ++i;
         break;
       }
+      // chunk-ext = *( BWS ";" BWS name [ BWS "=" BWS value ] ), value a
+      // token or a quoted-string (RFC 9112 7.1.1): whitespace only before
+      // a ';', each extension named; read and ignored.
       case State::SizeBWS:
         if (c == ';') {
-          state_ = State::Ext;
-        } else if (c == '\r') {
-          state_ = State::SizeLF;
+          state_ = State::ExtName;
         } else if (c == '\n') {
           return fail(400, kBareLF, i);
         } else if (!is_ows(c)) {
-          return fail(400, "invalid chunk size", i);
+          return fail(400, "whitespace after a chunk size, not before a ';'", i);
         }
         ++i;
         break;
-      case State::Ext:  // chunk extensions: read and ignored
+      case State::ExtName:
+        if (is_token(c)) {
+          state_ = State::Ext;
+        } else if (c == '\n') {
+          return fail(400, kBareLF, i);
+        } else if (!is_ows(c)) {
+          return fail(400, "chunk extension without a name", i);
+        }
+        ++i;
+        break;
+      case State::Ext:
         if (c == '\r') {
           state_ = State::SizeLF;
         } else if (c == '\n') {
           return fail(400, kBareLF, i);
+        } else if (c == ';') {
+          state_ = State::ExtName;
+        } else if (c == '"') {
+          state_ = State::ExtQuoted;
         } else if (!is_field_byte(c)) {
           return fail(400, "control character in a chunk extension", i);
         }
+        ++i;
+        break;
+      case State::ExtQuoted:  // a ';' in here is not the next extension
+        if (c == '"') {
+          state_ = State::Ext;
+        } else if (c == '\\') {
+          state_ = State::ExtQuotedEsc;
+        } else if (!is_field_byte(c)) {
+          return fail(400, c == '\n' ? kBareLF : "control character in a chunk extension", i);
+        }
+        ++i;
+        break;
+      case State::ExtQuotedEsc:
+        if (!is_field_byte(c)) return fail(400, c == '\n' ? kBareLF : "control character in a chunk extension", i);
+        state_ = State::ExtQuoted;
         ++i;
         break;
       case State::SizeLF:
@@ -648,7 +691,17 @@ BodyStep ChunkedBody::step(std::string_view in) noexcept {
         } else if (!is_token(c)) {
           return fail(400, "invalid trailer field", i);
         } else {
+          state_ = State::TrailerName;
+        }
+        ++i;
+        break;
+      case State::TrailerName:  // a field line: name ":" value (RFC 9112 7.1.2, 5)
+        if (c == ':') {
           state_ = State::Trailer;
+        } else if (c == '\n') {
+          return fail(400, kBareLF, i);
+        } else if (!is_token(c)) {
+          return fail(400, "trailer field without a name and ':'", i);
         }
         ++i;
         break;

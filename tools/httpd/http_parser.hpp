@@ -98,6 +98,10 @@ class RequestParser {
   Header header_at(std::size_t i) const noexcept;
   // The first field named `name` (any case), or nullopt.
   std::optional<std::string_view> header(std::string_view name) const noexcept;
+  // The field named `name` when exactly one line has it; nullopt when
+  // none does or several do (a field of one value, such as a date, given
+  // twice is invalid: RFC 9110 5.3, 13.1.3, 13.1.4).
+  std::optional<std::string_view> only_header(std::string_view name) const noexcept;
 
  private:
   enum class State : std::uint8_t {
@@ -200,8 +204,8 @@ class ChunkedBody {
 
  private:
   enum class State : std::uint8_t {
-    Size, SizeMore, SizeBWS, Ext, SizeLF, Data, DataEnd, DataLF,
-    TrailerStart, TrailerEndLF, Trailer, TrailerLF, Done, Error,
+    Size, SizeMore, SizeBWS, ExtName, Ext, ExtQuoted, ExtQuotedEsc, SizeLF, Data, DataEnd, DataLF,
+    TrailerStart, TrailerEndLF, TrailerName, Trailer, TrailerLF, Done, Error,
   };
   BodyStep fail(int status, std::string_view reason, std::size_t at) noexcept;
   void end_size_line() noexcept;

@@ -192,6 +192,8 @@ int open_error_status(int neg_errno) noexcept {
     case EXDEV:
     case ENAMETOOLONG:
     case EINVAL:
+    case ENXIO:   // a Unix socket (or a device with nothing behind it) under the root
+    case ENODEV:
       return 404;
     case EACCES:
     case EPERM:
