@@ -65,7 +65,8 @@ class Connection {
   std::string_view buffered() const { return {reinterpret_cast<const char*>(buf_.get()) + begin_, end_ - begin_}; }
   Task<bool> read_more(io::OpOptions o);
   void free_for_idle();
-  Task<bool> flush(bool last = false, bool more = false);
+  // deadline: the send's, instead of idle_timeout per step (a body's).
+  Task<bool> flush(bool last = false, bool more = false, Clock::time_point deadline = {});
   Task<bool> discard_body(Clock::time_point deadline);
   void skip_empty_lines();
   Task<bool> write_response(Response& r);
@@ -124,9 +125,10 @@ Task<bool> Connection::read_more(io::OpOptions o) {
 // last flush (`last`): once the grace period of a shutdown is over every
 // operation carrying `abort` fails at once, so the last answer (a 503 for
 // a computation that stopped) goes out with a short timeout of its own.
-Task<bool> Connection::flush(bool last, bool more) {
+Task<bool> Connection::flush(bool last, bool more, Clock::time_point deadline) {
   if (out_.empty()) co_return true;
   io::OpOptions o{.timeout = st_.config.idle_timeout, .cancel = &st_.abort};
+  if (deadline != Clock::time_point{}) o = {.deadline = deadline, .cancel = &st_.abort};
   if (last && st_.abort.cancelled()) o = {.timeout = std::chrono::milliseconds(500)};
   auto r = co_await sock_.send_all({reinterpret_cast<const std::byte*>(out_.data()), out_.size()}, o,
                                    more ? MSG_NOSIGNAL | MSG_MORE : MSG_NOSIGNAL);
@@ -162,8 +164,9 @@ Task<bool> Connection::discard_body(Clock::time_point deadline) {
     }
     // The answers before this request go out before the wait: a client
     // that sends the rest of a body later would otherwise hold them back
-    // (and, request after request, grow them without bound).
-    const bool sent = co_await flush();
+    // (and, request after request, grow them without bound). Within the
+    // body's deadline: a client that reads nothing is closed by then.
+    const bool sent = co_await flush(/*last=*/false, /*more=*/false, deadline);
     if (!sent) co_return false;
     const bool more = co_await read_more(o);
     if (!more) {

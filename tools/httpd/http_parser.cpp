@@ -591,7 +591,7 @@ BodyStep ChunkedBody::step(std::string_view in) noexcept {
         if (is_ows(c)) {
           state_ = State::SizeBWS;
         } else if (c == ';') {
-          state_ = State::ExtName;
+          state_ = State::ExtPreName;
         } else if (c == '\r') {
           state_ = State::SizeLF;
         } else if (c == '\n') {
@@ -603,45 +603,59 @@ BodyStep ChunkedBody::step(std::string_view in) noexcept {
         break;
       }
       // chunk-ext = *( BWS ";" BWS name [ BWS "=" BWS value ] ), value a
-      // token or a quoted-string (RFC 9112 7.1.1): whitespace only before
-      // a ';', each extension named; read and ignored.
+      // token or a quoted-string (RFC 9112 7.1.1): whitespace only around
+      // ';' and '=', each extension named, a value after each '='; read
+      // and ignored.
       case State::SizeBWS:
+      case State::ExtPostName:
+      case State::ExtPostValue:
         if (c == ';') {
-          state_ = State::ExtName;
+          state_ = State::ExtPreName;
+        } else if (c == '=' && state_ == State::ExtPostName) {
+          state_ = State::ExtPreValue;
         } else if (c == '\n') {
           return fail(400, kBareLF, i);
         } else if (!is_ows(c)) {
-          return fail(400, "whitespace after a chunk size, not before a ';'", i);
+          return fail(400, "whitespace in a chunk-size line, not around a ';' or '='", i);
+        }
+        ++i;
+        break;
+      case State::ExtPreName:
+      case State::ExtPreValue:
+        if (is_token(c)) {
+          state_ = state_ == State::ExtPreName ? State::ExtName : State::ExtValue;
+        } else if (c == '"' && state_ == State::ExtPreValue) {
+          state_ = State::ExtQuoted;
+        } else if (c == '\n') {
+          return fail(400, kBareLF, i);
+        } else if (!is_ows(c)) {
+          return fail(400, state_ == State::ExtPreName ? "chunk extension without a name" : "chunk extension without a value after '='", i);
         }
         ++i;
         break;
       case State::ExtName:
-        if (is_token(c)) {
-          state_ = State::Ext;
-        } else if (c == '\n') {
-          return fail(400, kBareLF, i);
-        } else if (!is_ows(c)) {
-          return fail(400, "chunk extension without a name", i);
-        }
-        ++i;
-        break;
-      case State::Ext:
-        if (c == '\r') {
-          state_ = State::SizeLF;
-        } else if (c == '\n') {
-          return fail(400, kBareLF, i);
+      case State::ExtValue:
+      case State::ExtEndQuoted:
+        if (is_token(c) && state_ != State::ExtEndQuoted) {
+          // more of the name or the value
+        } else if (c == '=' && state_ == State::ExtName) {
+          state_ = State::ExtPreValue;
         } else if (c == ';') {
-          state_ = State::ExtName;
-        } else if (c == '"') {
-          state_ = State::ExtQuoted;
-        } else if (!is_field_byte(c)) {
-          return fail(400, "control character in a chunk extension", i);
+          state_ = State::ExtPreName;
+        } else if (c == '\r') {
+          state_ = State::SizeLF;
+        } else if (is_ows(c)) {
+          state_ = state_ == State::ExtName ? State::ExtPostName : State::ExtPostValue;
+        } else if (c == '\n') {
+          return fail(400, kBareLF, i);
+        } else {
+          return fail(400, "invalid chunk extension", i);
         }
         ++i;
         break;
       case State::ExtQuoted:  // a ';' in here is not the next extension
         if (c == '"') {
-          state_ = State::Ext;
+          state_ = State::ExtEndQuoted;
         } else if (c == '\\') {
           state_ = State::ExtQuotedEsc;
         } else if (!is_field_byte(c)) {

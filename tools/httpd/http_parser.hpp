@@ -204,7 +204,8 @@ class ChunkedBody {
 
  private:
   enum class State : std::uint8_t {
-    Size, SizeMore, SizeBWS, ExtName, Ext, ExtQuoted, ExtQuotedEsc, SizeLF, Data, DataEnd, DataLF,
+    Size, SizeMore, SizeBWS, ExtPreName, ExtName, ExtPostName, ExtPreValue, ExtValue, ExtQuoted, ExtQuotedEsc,
+    ExtEndQuoted, ExtPostValue, SizeLF, Data, DataEnd, DataLF,
     TrailerStart, TrailerEndLF, TrailerName, Trailer, TrailerLF, Done, Error,
   };
   BodyStep fail(int status, std::string_view reason, std::size_t at) noexcept;

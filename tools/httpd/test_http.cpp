@@ -706,6 +706,7 @@ TEST(Chunked, ExtensionsHexAndLineEnds) {
   EXPECT_EQ(dechunk("5 ; a=\"q;uoted\"\r\nhello\r\n0\r\n\r\n").body, "hello");
   EXPECT_EQ(dechunk("5\t;x\r\nhello\r\n0\r\n\r\n").body, "hello");
   EXPECT_EQ(dechunk("5; x = \"a\\\"b;\" ;y=z\r\nhello\r\n0\r\n\r\n").body, "hello");  // BWS, quoted ';' and '"'
+  EXPECT_EQ(dechunk("5;a=b;c ;d=\"\";e\r\nhello\r\n0\r\nX:\r\n\r\n").body, "hello");
   EXPECT_EQ(dechunk("A\r\n0123456789\r\na\r\nabcdefghij\r\n0\r\n\r\n").body,
             "0123456789abcdefghij");
   EXPECT_EQ(dechunk("00000003\r\nabc\r\n000\r\n\r\n").body, "abc");
@@ -741,7 +742,9 @@ TEST(Chunked, Errors) {
   for (const char* loose : {"5 \r\nhello\r\n0\r\n\r\n", "5\t\r\nhello\r\n0\r\n\r\n", "5;\r\nhello\r\n0\r\n\r\n",
                             "5;=v\r\nhello\r\n0\r\n\r\n", "5;a;\r\nhello\r\n0\r\n\r\n", "5; ;a\r\nhello\r\n0\r\n\r\n",
                             "5;a=\"x\r\nhello\r\n0\r\n\r\n", "0\r\nfoo bar\r\n\r\n", "0\r\nfoo\r\n\r\n",
-                            "0\r\nX : 1\r\n\r\n"})
+                            "0\r\nX : 1\r\n\r\n", "5;a b\r\nhello\r\n0\r\n\r\n", "5;a=\r\nhello\r\n0\r\n\r\n",
+                            "5;a==b\r\nhello\r\n0\r\n\r\n", "5;a=b c\r\nhello\r\n0\r\n\r\n", "5;a\"q\"\r\nhello\r\n0\r\n\r\n",
+                            "5;a=\"x\"y\r\nhello\r\n0\r\n\r\n", "5;a \r\nhello\r\n0\r\n\r\n", "5;a=b \r\nhello\r\n0\r\n\r\n"})
     EXPECT_EQ(dechunk(loose).http_status, 400) << loose;
   EXPECT_EQ(dechunk("0\r\n\rX").http_status, 400);
   const Decoded d = dechunk("3\r\nabc\r\nzz\r\n");
