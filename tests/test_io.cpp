@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -26,6 +27,7 @@
 #include <memory>
 #include <span>
 #include <mutex>
+#include <new>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -1875,11 +1877,19 @@ TEST(Io, AChildForkedByAContinuationLeavesTheParentsRingAlone) {
   constexpr int kSleepers = 300;
   std::atomic<int> started{0}, resumed{0}, forked{0};
   std::atomic<int> child_status{-1};
+  // Counted in both processes (a shared mapping): a continuation the child
+  // ran would be counted twice.
+  auto* ran_anywhere = static_cast<std::atomic<int>*>(
+      ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(ran_anywhere, MAP_FAILED);
+  new (ran_anywhere) std::atomic<int>(0);
   const auto at = std::chrono::steady_clock::now() + 150ms;
   auto sleeper = [](std::chrono::steady_clock::time_point at, std::atomic<int>* started, std::atomic<int>* resumed,
-                    std::atomic<int>* forked, std::atomic<int>* child_status) -> Task<void> {
+                    std::atomic<int>* forked, std::atomic<int>* child_status,
+                    std::atomic<int>* ran_anywhere) -> Task<void> {
     started->fetch_add(1);
     (void)co_await io::sleep_until(at);
+    ran_anywhere->fetch_add(1);
     if (forked->fetch_add(1) == 30) {
       const pid_t p = ::fork();
       if (p == 0) co_return;  // the child: back into the worker loop, which ends
@@ -1897,7 +1907,8 @@ TEST(Io, AChildForkedByAContinuationLeavesTheParentsRingAlone) {
     }(p.a));
     ASSERT_TRUE(got) << got.error().message();
   }
-  for (int i = 0; i < kSleepers; ++i) parkway::detach(sleeper(at, &started, &resumed, &forked, &child_status), rt);
+  for (int i = 0; i < kSleepers; ++i)
+    parkway::detach(sleeper(at, &started, &resumed, &forked, &child_status, ran_anywhere), rt);
   ASSERT_TRUE(eventually([&] { return started.load() == kSleepers; }));
   std::this_thread::sleep_for(20ms);  // the worker parks in its ring: the sleeps are in the kernel
   rt.submit([at] { std::this_thread::sleep_until(at + 50ms); }).get();  // they end meanwhile
@@ -1905,6 +1916,8 @@ TEST(Io, AChildForkedByAContinuationLeavesTheParentsRingAlone) {
       << resumed.load() << " of " << kSleepers << " sleepers resumed in the parent";
   const int st = child_status.load();
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the child's status: " << st;
+  EXPECT_EQ(ran_anywhere->load(), kSleepers) << "the child ran continuations of the parent's";
+  ::munmap(ran_anywhere, 4096);
   // The ring's buffer pool (made by the first owned receive, before the
   // fork) is still registered: owned receives still get their bytes.
   for (int round = 0; round < 2; ++round) {

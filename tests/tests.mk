@@ -181,6 +181,15 @@ test-io-eventfd: $(TEST_BIN)
 
 TEST_SUITES += test-io-eventfd
 
+# The I/O tests again on rings set up without SINGLE_ISSUER and
+# DEFER_TASKRUN (COOP_TASKRUN: the kernel posts completions as they
+# happen), the setup kernels before 6.1 fall back to, forced on this one.
+.PHONY: test-io-coop
+test-io-coop: $(TEST_BIN)
+	@PARKWAY_IO_SETUP=coop bash tests/run-gtest.sh $(TEST_BIN) --gtest_filter='Io*'
+
+TEST_SUITES += test-io-coop
+
 # The in-process trace (PARKWAY_TRACE) and `parkway trace`: a program with
 # a known schedule whose report must show it, the format's robustness
 # (truncated and corrupt files), the exports, the messages. build/parkway

@@ -100,6 +100,11 @@ bool Worker::io_point() noexcept {
 unsigned Worker::run_ready_batch() noexcept {
   unsigned ran = 0;
   for (std::uint32_t n = io_ready_.size(); n != 0; --n) {
+    // A continuation that forked returns here in the child too: the rest
+    // of the batch is the parent's (loop() ends the thread), and so is
+    // the ring, whose completion queue between_tasks would reap.
+    if (ran != 0 && rt_.forked()) [[unlikely]]
+      break;
     Task* c = io_ready_.take();
     if (!c) break;  // thieves took the rest
     if (ran != 0) between_tasks();  // between two continuations: urgent SQEs go within a few

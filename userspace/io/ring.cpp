@@ -103,10 +103,21 @@ WakeMode process_wake_mode(io_uring* probe_ring) noexcept {
   return mode;
 }
 
+// PARKWAY_IO_SETUP=coop: skip SINGLE_ISSUER | DEFER_TASKRUN, as a kernel
+// before 6.1 must (the COOP_TASKRUN ring is then tested on this one).
+static std::size_t first_setup_try() noexcept {
+  static const std::size_t first = [] {
+    const char* e = std::getenv("PARKWAY_IO_SETUP");
+    return e && std::strcmp(e, "coop") == 0 ? std::size_t(1) : std::size_t(0);
+  }();
+  return first;
+}
+
 IoRing::IoRing(Worker& w) : w_(w), ready_(w.io_ready()) {
   const Options& o = w.runtime().opts;
   int rc = -EINVAL;
-  for (unsigned flags : kSetupTries) {
+  for (std::size_t t = first_setup_try(); t < std::size(kSetupTries); ++t) {
+    const unsigned flags = kSetupTries[t];
     io_uring_params p{};
     p.flags = flags | IORING_SETUP_CQSIZE;
     p.cq_entries = o.io_cq_entries ? o.io_cq_entries : std::min(4 * o.io_sq_entries, 65536u);
