@@ -540,63 +540,94 @@ int connect_raw(const io::Listener& l) {
 }
 
 // Each kind of awaitable (and Socket::connect's Task) is made with a
-// source, which is then destroyed, and a cancelled source is made where
-// it was (as in a reused stack slot); then it is awaited, with what it
-// waits for already there. It must not look at that address: each one
-// succeeds.
-Task<std::string> made_then_source_replaced(io::Socket* s, int peer, io::Listener* l) {
+// source from `src`, then src->between() ends that source, then it is
+// awaited, with what it waits for already there; a line each, "kind:
+// outcome".
+template <class Sources>
+Task<std::string> each_awaitable(io::Socket* s, int peer, io::Listener* l, Sources* src) {
   std::string out;
-  SourceSlot slot;
-  auto replace = [&slot](io::CancelSource* first) {
-    first->~CancelSource();
-    slot.make()->cancel();
-  };
-  auto drop = [&slot] { std::launder(reinterpret_cast<io::CancelSource*>(slot.mem))->~CancelSource(); };
+  auto line = [&out](const char* kind, const auto& r) { out += std::string(kind) + ": " + outcome(r) + "\n"; };
   std::byte b[1] = {std::byte{7}};
   {
-    auto op = s->recv(b, {.cancel = slot.make()});
-    replace(std::launder(reinterpret_cast<io::CancelSource*>(slot.mem)));
+    auto op = s->recv(b, {.cancel = src->make()});
+    src->between();
     if (::send(peer, "x", 1, 0) != 1) std::abort();
-    out += "Socket::recv: " + outcome(co_await op) + "\n";
-    drop();
+    auto r = co_await op;
+    line("Socket::recv", r);
   }
   {
-    auto op = s->send(b, {.cancel = slot.make()});
-    replace(std::launder(reinterpret_cast<io::CancelSource*>(slot.mem)));
-    out += "Socket::send: " + outcome(co_await op) + "\n";
-    drop();
+    auto op = s->send(b, {.cancel = src->make()});
+    src->between();
+    auto r = co_await op;
+    line("Socket::send", r);
   }
   {
-    auto op = io::sleep_for(1ms, slot.make());
-    replace(std::launder(reinterpret_cast<io::CancelSource*>(slot.mem)));
-    out += "io::sleep_for: " + outcome(co_await op) + "\n";
-    drop();
+    auto op = io::sleep_for(1ms, src->make());
+    src->between();
+    auto r = co_await op;
+    line("io::sleep_for", r);
   }
   {
-    auto op = l->accept({.cancel = slot.make()});
-    replace(std::launder(reinterpret_cast<io::CancelSource*>(slot.mem)));
+    auto op = l->accept({.cancel = src->make()});
+    src->between();
     const int c = connect_raw(*l);
-    out += "Listener::accept: " + outcome(co_await op) + "\n";
+    auto r = co_await op;
+    line("Listener::accept", r);
     ::close(c);
-    drop();
   }
   {
     auto stream = l->stream();
-    auto next = stream.next({.cancel = slot.make()});
-    replace(std::launder(reinterpret_cast<io::CancelSource*>(slot.mem)));
+    auto next = stream.next({.cancel = src->make()});
+    src->between();
     const int c = connect_raw(*l);
-    out += "AcceptStream::next: " + outcome(co_await next) + "\n";
+    auto r = co_await next;
+    line("AcceptStream::next", r);
     ::close(c);
-    drop();
   }
   {
-    auto connecting = io::Socket::connect(l->local_address(), {.cancel = slot.make()});
-    replace(std::launder(reinterpret_cast<io::CancelSource*>(slot.mem)));
-    out += "Socket::connect: " + outcome(co_await std::move(connecting)) + "\n";
-    drop();
+    auto connecting = io::Socket::connect(l->local_address(), {.cancel = src->make()});
+    src->between();
+    auto r = co_await std::move(connecting);
+    line("Socket::connect", r);
   }
   co_return out;
 }
+
+// The source is destroyed and a cancelled one made where it was (as in
+// a reused stack slot): the awaitable must not look at that address.
+struct ReplacedAtItsAddress {
+  SourceSlot slot;
+  bool live = false;  // a source is in the slot
+  io::CancelSource* at() { return std::launder(reinterpret_cast<io::CancelSource*>(slot.mem)); }
+  void drop() {
+    if (live) at()->~CancelSource();
+    live = false;
+  }
+  io::CancelSource* make() {
+    drop();  // the cancelled one the last between() left
+    live = true;
+    return slot.make();
+  }
+  void between() {
+    drop();
+    make()->cancel();
+  }
+  ~ReplacedAtItsAddress() { drop(); }
+};
+
+// The source is cancelled, then freed (under ASAN a read of its address
+// is a heap-use-after-free): the awaitable holds its state.
+struct CancelledThenFreed {
+  std::unique_ptr<io::CancelSource> source;
+  io::CancelSource* make() {
+    source = std::make_unique<io::CancelSource>();
+    return source.get();
+  }
+  void between() {
+    source->cancel();
+    source.reset();
+  }
+};
 
 TEST(IoContract, AnAwaitableDoesNotReadItsSourcesAddressAtItsCoAwait) {
   pwtest::Watchdog wd("IoContract.AnAwaitableDoesNotReadItsSourcesAddressAtItsCoAwait", 60);
@@ -604,7 +635,8 @@ TEST(IoContract, AnAwaitableDoesNotReadItsSourcesAddressAtItsCoAwait) {
   TcpPair p(rt);
   auto l = io::Listener::bind(io::Address::loopback(0));
   ASSERT_TRUE(l);
-  EXPECT_EQ(parkway::sync_wait(rt, made_then_source_replaced(&p.out, p.in, &*l)),
+  ReplacedAtItsAddress sources;
+  EXPECT_EQ(parkway::sync_wait(rt, each_awaitable(&p.out, p.in, &*l, &sources)),
             "Socket::recv: ok\n"
             "Socket::send: ok\n"
             "io::sleep_for: ok\n"
@@ -613,66 +645,14 @@ TEST(IoContract, AnAwaitableDoesNotReadItsSourcesAddressAtItsCoAwait) {
             "Socket::connect: ok\n");
 }
 
-// A source cancelled and then freed before the co_await: the awaitable
-// still ends with ECANCELED (it holds the source's state, not its
-// address; under ASAN a read of the address is a heap-use-after-free).
-Task<std::string> cancelled_then_source_freed(io::Socket* s, io::Listener* l) {
-  std::string out;
-  std::byte b[1] = {};
-  auto fresh = [] { return std::make_unique<io::CancelSource>(); };
-  {
-    auto src = fresh();
-    auto op = s->recv(b, {.cancel = src.get()});
-    src->cancel();
-    src.reset();
-    out += "Socket::recv: " + outcome(co_await op) + "\n";
-  }
-  {
-    auto src = fresh();
-    auto op = s->send(b, {.cancel = src.get()});
-    src->cancel();
-    src.reset();
-    out += "Socket::send: " + outcome(co_await op) + "\n";
-  }
-  {
-    auto src = fresh();
-    auto op = io::sleep_for(10s, src.get());
-    src->cancel();
-    src.reset();
-    out += "io::sleep_for: " + outcome(co_await op) + "\n";
-  }
-  {
-    auto src = fresh();
-    auto op = l->accept({.cancel = src.get()});
-    src->cancel();
-    src.reset();
-    out += "Listener::accept: " + outcome(co_await op) + "\n";
-  }
-  {
-    auto stream = l->stream();
-    auto src = fresh();
-    auto next = stream.next({.cancel = src.get()});
-    src->cancel();
-    src.reset();
-    out += "AcceptStream::next: " + outcome(co_await next) + "\n";
-  }
-  {
-    auto src = fresh();
-    auto connecting = io::Socket::connect(l->local_address(), {.cancel = src.get()});
-    src->cancel();
-    src.reset();
-    out += "Socket::connect: " + outcome(co_await std::move(connecting)) + "\n";
-  }
-  co_return out;
-}
-
 TEST(IoContract, ASourceCancelledThenFreedBeforeTheCoAwaitStillCancels) {
   pwtest::Watchdog wd("IoContract.ASourceCancelledThenFreedBeforeTheCoAwaitStillCancels", 60);
   parkway::Runtime rt(parkway::Options{.workers = 1});
   TcpPair p(rt);
   auto l = io::Listener::bind(io::Address::loopback(0));
   ASSERT_TRUE(l);
-  EXPECT_EQ(parkway::sync_wait(rt, cancelled_then_source_freed(&p.out, &*l)),
+  CancelledThenFreed sources;
+  EXPECT_EQ(parkway::sync_wait(rt, each_awaitable(&p.out, p.in, &*l, &sources)),
             "Socket::recv: ECANCELED\n"
             "Socket::send: ECANCELED\n"
             "io::sleep_for: ECANCELED\n"
