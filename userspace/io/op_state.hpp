@@ -24,6 +24,7 @@
 #include <chrono>
 #include <coroutine>
 #include <cstdint>
+#include <optional>
 
 #include "io/deadline_heap.hpp"
 #include "parkway/io.hpp"
@@ -134,6 +135,14 @@ int start_op(OpState* st, IoRing& ring, OpScope* owner, OpScope* cancel, const O
 
 // The continuation task's function (op.cpp): resumes the awaiter.
 bool resume_continuation(::parkway::detail::Task* t) noexcept;
+
+// A call of many steps (send_all, send_file, Socket::connect), in its
+// coroutine: o's CancelSource becomes `held`, one of the frame's own on
+// the scope `cancel` the call took (io.hpp: the caller's may be gone
+// before the steps run); none if the call was given none.
+inline void hold_source(OpOptions& o, std::optional<CancelSource>& held, ScopeRef&& cancel) noexcept {
+  o.cancel = cancel ? &held.emplace(std::move(cancel)) : nullptr;
+}
 
 // Whether o's time has passed already (a negative timeout, a deadline at
 // or before the clock): such an operation, or a step of a call of many,

@@ -214,8 +214,7 @@ namespace detail {
 Task<Result<std::size_t>> send_all_steps(int fd, ScopeRef owner, std::span<const std::byte> buf, OpOptions o,
                                          ScopeRef cancel, int flags) {
   std::optional<CancelSource> held;  // in this frame: each step's OpOptions points at it
-  o.cancel = nullptr;
-  if (cancel) o.cancel = &held.emplace(std::move(cancel));
+  hold_source(o, held, std::move(cancel));
   std::size_t done = 0;
   while (done < buf.size()) {
     if (owner && scope_cancelled(owner.get())) co_return Error(ECANCELED, "send");

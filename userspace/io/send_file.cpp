@@ -163,8 +163,7 @@ Task<Result<std::size_t>> send_file_loop(Descriptors d, std::uint64_t offset, st
   if (offset > std::uint64_t(INT64_MAX)) co_return Error(EINVAL, "send_file");
   count = std::size_t(std::min<std::uint64_t>(count, std::uint64_t(INT64_MAX) - offset));
   std::optional<CancelSource> held;  // in this frame: each step's OpOptions points at it
-  o.cancel = nullptr;
-  if (cancel) o.cancel = &held.emplace(std::move(cancel));
+  hold_source(o, held, std::move(cancel));
   if (o.cancel != nullptr && o.cancel->cancelled()) co_return Error(ECANCELED, "send_file");  // came first
   if (detail::time_passed(o)) co_return Error(ETIMEDOUT, "send_file");  // passed already
   bool direct = count > 0 && is_nonblocking(d.sock);

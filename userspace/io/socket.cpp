@@ -121,8 +121,7 @@ namespace {
 // source may be gone by the co_await).
 Task<Result<Socket>> connect_from_scope(Address a, OpOptions o, detail::ScopeRef cancel) {
   std::optional<CancelSource> held;
-  o.cancel = nullptr;
-  if (cancel) o.cancel = &held.emplace(std::move(cancel));
+  hold_source(o, held, std::move(cancel));
   int fd = ::socket(a.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) co_return Error(errno, "socket");
   Socket s(fd);
