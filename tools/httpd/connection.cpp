@@ -69,7 +69,10 @@ class Connection {
   Task<bool> flush(bool last = false, bool more = false, Clock::time_point deadline = {});
   Task<bool> discard_body(Clock::time_point deadline);
   void skip_empty_lines();
-  Task<bool> write_response(Response& r);
+  // Batches r's head, with "Connection: close" if it is the connection's
+  // `last` answer, and its body in memory.
+  void append_answer(const Response& r, bool last);
+  Task<bool> write_response(Response& r, bool last);
   std::string request_line() const;
   void log(const std::string& request_line, int status) const;
 
@@ -176,12 +179,18 @@ Task<bool> Connection::discard_body(Clock::time_point deadline) {
   }
 }
 
+void Connection::append_answer(const Response& r, bool last) {
+  out_.append(r.fields);
+  out_.append(response_head_end(/*keep_alive=*/!last));
+  out_.append(r.body);
+}
+
 // Batches the response. A file body goes after the batch by
 // io::send_file (sendfile(2) when the file is cached), the batch sent
 // first with MSG_MORE, so that a head and a small body leave in one
 // segment.
-Task<bool> Connection::write_response(Response& r) {
-  out_.append(r.bytes);
+Task<bool> Connection::write_response(Response& r, bool last) {
+  append_answer(r, last);
   if (!r.file.is_open()) co_return true;
   const bool head_sent = co_await flush(/*last=*/false, /*more=*/true);
   if (!head_sent) co_return false;
@@ -247,18 +256,17 @@ Task<bool> Connection::answer_buffered() {
     ParseResult p = parser().parse(buffered());
     if (p.status == ParseStatus::NeedMore) co_return true;
     if (p.status == ParseStatus::Error) {
-      Response r = simple_response(p.http_status, false);
+      Response r = simple_response(p.http_status);
       log("-", r.status);
-      out_.append(r.bytes);
+      append_answer(r, /*last=*/true);
       co_await flush(/*last=*/true);
       linger_ = true;  // the rest of what the client sent is unread
       co_return false;
     }
     begin_ += p.consumed;
-    const bool keep_alive = parser().keep_alive() && !st_.idle.cancelled();
     // The answer first, while the head is where the parser's views say;
     // the body read that follows may move or overwrite it.
-    Response r = co_await handle_request(parser(), keep_alive, cfg.handler);
+    Response r = co_await handle_request(parser(), cfg.handler);
     // The body's deadline counts from the answer (a /fib may take longer
     // than the body timeout), and only for a request with a body: no
     // clock read for most.
@@ -270,30 +278,30 @@ Task<bool> Connection::answer_buffered() {
       if (error_status_ != 0) {
         log(line, error_status_);
         // A HEAD's answer has no content, errors' included (RFC 9110 9.3.2)
-        out_.append(simple_response(error_status_, false, parser().method_id() == Method::Head).bytes);
+        append_answer(simple_response(error_status_, parser().method_id() == Method::Head), /*last=*/true);
         co_await flush(/*last=*/true);
         linger_ = true;
       }
       co_return false;
     }
-    // Once shutdown has begun, the request in hand when it began (or the
-    // first one read after) is the connection's last: those pipelined
-    // behind it are left for the client to retry (RFC 9112 9.3.2). An
-    // answer made before (a long /fib) says so too: decided here, at its
-    // writing, so that a keep-alive answer is never the last one.
-    if (!r.closes && st_.idle.cancelled()) close_after(r);
+    // The connection's last answer: the request asked to close, the
+    // handler's answer closes (a /fib stopped by the shutdown), or the
+    // shutdown has begun. Then the request in hand when it began (or the
+    // first one read after) is the last: those pipelined behind it are
+    // left for the client to retry (RFC 9112 9.3.2). Decided here, as the
+    // head's Connection field is written, so that an answer made before
+    // the shutdown and sent after (a long /fib) says "close" too, and a
+    // connection never closes after an answer that said keep-alive.
+    const bool last = r.closes || !parser().keep_alive() || st_.idle.cancelled();
     log(line, r.status);
-    const bool written = co_await write_response(r);
+    const bool written = co_await write_response(r, last);
     if (!written) co_return false;
     parser().reset();
     first_ = false;
     // A pipelined head already begun has header_timeout from here; with
     // nothing buffered, start_request() starts the next head's clock.
     if (begin_ != end_) head_deadline_ = Clock::now() + cfg.header_timeout;
-    // The connection's last answer: the request asked to close, the
-    // handler's answer closes (a /fib stopped by the shutdown), or the
-    // shutdown had begun when it was written.
-    if (r.closes) {
+    if (last) {
       co_await flush(/*last=*/true);
       (void)co_await sock_.shutdown(SHUT_WR);
       wr_shut_ = true;
@@ -323,7 +331,7 @@ Task<bool> Connection::serve_until_idle() {
       // Slow or stalled head: say so, then close (a client that closed
       // mid-head hears nothing).
       if (peer_closed_) co_return false;
-      out_.append(simple_response(408, false).bytes);
+      append_answer(simple_response(408), /*last=*/true);
       co_await flush(/*last=*/true);
       linger_ = true;
       co_return false;

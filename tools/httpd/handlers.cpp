@@ -28,20 +28,18 @@ std::string_view strip_query(std::string_view path) {
 Response head_only(ResponseHead h, std::uint64_t body_length) {
   Response r;
   r.status = h.status;
-  r.closes = !h.keep_alive;
   h.content_length = body_length;
-  append_response_head(h, r.bytes);
+  append_response_fields(h, r.fields);
   return r;
 }
 
-Response text_response(int status, std::string_view body, bool keep_alive, bool head, std::string_view extra = {}) {
+Response text_response(int status, std::string_view body, bool head, std::string_view extra = {}) {
   ResponseHead h;
   h.status = status;
   h.content_type = "text/plain; charset=utf-8";
-  h.keep_alive = keep_alive;
   h.extra = extra;
   Response r = head_only(h, body.size());
-  if (!head) r.bytes.append(body);
+  if (!head) r.body = body;
   return r;
 }
 
@@ -56,9 +54,9 @@ int fib_argument(std::string_view arg) {
   return n;
 }
 
-Task<Response> fib_response(std::string_view arg, bool keep_alive, bool head, const HandlerConfig& cfg) {
+Task<Response> fib_response(std::string_view arg, bool head, const HandlerConfig& cfg) {
   const int n = fib_argument(arg);
-  if (n < 0) co_return text_response(400, "fib: N must be an integer from 0 to 40\n", keep_alive, head);
+  if (n < 0) co_return text_response(400, "fib: N must be an integer from 0 to 40\n", head);
   std::uint64_t v = 0;
   if (cfg.fib_pool != nullptr) {
     co_await parkway::resume_on(*cfg.fib_pool);
@@ -67,9 +65,12 @@ Task<Response> fib_response(std::string_view arg, bool keep_alive, bool head, co
   } else {
     v = parallel_fib(n, cfg.abort);
   }
-  if (cfg.abort != nullptr && cfg.abort->cancelled())  // v may be short: the computation stopped early
-    co_return text_response(503, "shutting down\n", false, head);
-  co_return text_response(200, std::to_string(v), keep_alive, head);
+  if (cfg.abort != nullptr && cfg.abort->cancelled()) {  // v may be short: the computation stopped early
+    Response r = text_response(503, "shutting down\n", head);
+    r.closes = true;
+    co_return r;
+  }
+  co_return text_response(200, std::to_string(v), head);
 }
 
 // fstat of a file open_beneath just opened. Synchronous like the open:
@@ -182,14 +183,14 @@ int open_for_serving(int root_fd, std::string_view relative) {
 
 // A file (or a directory's index.html) under the root.
 // `p`: the target's path, resolved (and valid).
-Task<Response> file_response(const RequestParser& req, PathResult p, bool keep_alive, bool head,
+Task<Response> file_response(const RequestParser& req, PathResult p, bool head,
                              const HandlerConfig& cfg) {
   // openat2 is synchronous (the ring has no RESOLVE_BENEATH open): a path
   // lookup under the root, no wait on a peer.
   int fd = open_for_serving(cfg.root_fd, p.relative);
   if (fd < 0) {
     int st = open_error_status(fd);
-    co_return text_response(st, std::string(reason_phrase(st)) + "\n", keep_alive, head);
+    co_return text_response(st, std::string(reason_phrase(st)) + "\n", head);
   }
   io::File f(fd);
   auto info = stat_open_file(f.fd());
@@ -200,22 +201,22 @@ Task<Response> file_response(const RequestParser& req, PathResult p, bool keep_a
     // against "/" by the browser.
     if (!p.trailing_slash && !p.relative.empty()) {
       const std::string extra = "Location: " + directory_location(p.relative, req.target()) + "\r\n";
-      co_return text_response(301, "Moved Permanently\n", keep_alive, head, extra);
+      co_return text_response(301, "Moved Permanently\n", head, extra);
     }
     p.relative += p.relative.empty() ? "index.html" : "/index.html";
     fd = open_for_serving(cfg.root_fd, p.relative);
     if (fd < 0) {
       int st = open_error_status(fd);
-      co_return text_response(st, std::string(reason_phrase(st)) + "\n", keep_alive, head);
+      co_return text_response(st, std::string(reason_phrase(st)) + "\n", head);
     }
     f = io::File(fd);
     info = stat_open_file(f.fd());
   }
-  if (!info) co_return text_response(500, "stat failed\n", keep_alive, head);
+  if (!info) co_return text_response(500, "stat failed\n", head);
   // "/a.txt/" names a directory that is not there (a file before a slash).
   if (!S_ISREG(info->mode) || (p.trailing_slash && !S_ISDIR(first_mode)))
-    co_return text_response(404, "Not Found\n", keep_alive, head);
-  if (::fcntl(f.fd(), F_SETFL, 0) != 0) co_return text_response(500, "fcntl failed\n", keep_alive, head);
+    co_return text_response(404, "Not Found\n", head);
+  if (::fcntl(f.fd(), F_SETFL, 0) != 0) co_return text_response(500, "fcntl failed\n", head);
 
   const std::uint64_t size = info->size;
   // A modification time in the future is announced as now (RFC 9110
@@ -226,9 +227,8 @@ Task<Response> file_response(const RequestParser& req, PathResult p, bool keep_a
   h.content_type = mime_type(p.relative);
   h.last_modified = last_modified;
   h.accept_ranges = true;
-  h.keep_alive = keep_alive;
   if (precondition_failed(req, last_modified))
-    co_return text_response(412, "Precondition Failed\n", keep_alive, head);
+    co_return text_response(412, "Precondition Failed\n", head);
   if (not_modified(req, last_modified)) {
     // Only the fields a 200 would have sent that describe no
     // representation (RFC 9110 15.4.5): no Content-Type, no Accept-Ranges.
@@ -237,8 +237,7 @@ Task<Response> file_response(const RequestParser& req, PathResult p, bool keep_a
     h.accept_ranges = false;
     Response r;
     r.status = 304;
-    r.closes = !h.keep_alive;
-    append_response_head(h, r.bytes);  // no Content-Length: 304 has no body
+    append_response_fields(h, r.fields);  // no Content-Length: 304 has no body
     co_return r;
   }
   std::uint64_t first = 0, length = size;
@@ -282,15 +281,15 @@ std::uint64_t parallel_fib(int n, const io::CancelSource* stop) {
   return a + b;
 }
 
-Response simple_response(int status, bool keep_alive, bool head, std::string_view extra) {
-  return text_response(status, std::string(reason_phrase(status)) + "\n", keep_alive, head, extra);
+Response simple_response(int status, bool head, std::string_view extra) {
+  return text_response(status, std::string(reason_phrase(status)) + "\n", head, extra);
 }
 
-Task<Response> handle_request(const RequestParser& req, bool keep_alive, const HandlerConfig& cfg) {
+Task<Response> handle_request(const RequestParser& req, const HandlerConfig& cfg) {
   const Method m = req.method_id();
   if (m != Method::Get && m != Method::Head) {
-    if (m == Method::Other) co_return simple_response(501, keep_alive);
-    co_return simple_response(405, keep_alive, false, "Allow: GET, HEAD\r\n");
+    if (m == Method::Other) co_return simple_response(501);
+    co_return simple_response(405, false, "Allow: GET, HEAD\r\n");
   }
   const bool head = m == Method::Head;
   // The routes' own spellings first, with no decoding (the benchmarks'
@@ -299,30 +298,19 @@ Task<Response> handle_request(const RequestParser& req, bool keep_alive, const H
   // too, through the decoded and normalized path the files are found by,
   // as nginx matches its locations.
   const std::string_view path = strip_query(req.path());
-  if (path == "/plaintext") co_return text_response(200, "Hello, World!", keep_alive, head);
+  if (path == "/plaintext") co_return text_response(200, "Hello, World!", head);
   if (path.starts_with("/fib/") && fib_argument(path.substr(5)) >= 0)
-    co_return co_await fib_response(path.substr(5), keep_alive, head, cfg);
+    co_return co_await fib_response(path.substr(5), head, cfg);
   PathResult p = resolve_target_path(req.target());
-  if (!p.ok()) co_return text_response(p.status, std::string(p.reason) + "\n", keep_alive, head);
-  if (p.relative == "plaintext" && !p.trailing_slash) co_return text_response(200, "Hello, World!", keep_alive, head);
+  if (!p.ok()) co_return text_response(p.status, std::string(p.reason) + "\n", head);
+  if (p.relative == "plaintext" && !p.trailing_slash) co_return text_response(200, "Hello, World!", head);
   if (p.relative.starts_with("fib/") || (p.relative == "fib" && p.trailing_slash)) {
     // "/fib/" and "/fib/N/" are not integers: 400 ("/fib" is a file's name)
     const std::string arg = p.relative.size() > 4 && !p.trailing_slash ? p.relative.substr(4) : "/";
-    co_return co_await fib_response(arg, keep_alive, head, cfg);
+    co_return co_await fib_response(arg, head, cfg);
   }
-  if (cfg.root_fd >= 0) co_return co_await file_response(req, std::move(p), keep_alive, head, cfg);
-  co_return simple_response(404, keep_alive, head);
-}
-
-void close_after(Response& r) {
-  if (r.closes) return;
-  r.closes = true;
-  // The field append_response_head wrote, in the head (none in a head it
-  // could not write: the connection closes all the same).
-  constexpr std::string_view kKeep = "\r\nConnection: keep-alive\r\n";
-  const std::size_t at = r.bytes.find(kKeep);
-  if (at != std::string::npos && at < r.bytes.find("\r\n\r\n"))
-    r.bytes.replace(at, kKeep.size(), "\r\nConnection: close\r\n");
+  if (cfg.root_fd >= 0) co_return co_await file_response(req, std::move(p), head, cfg);
+  co_return simple_response(404, head);
 }
 
 }  // namespace httpd

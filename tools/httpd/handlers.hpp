@@ -1,9 +1,10 @@
 // handlers.hpp -- what parkway-httpd answers to a parsed GET or HEAD (or any
 // other method): /plaintext, /fib/N and static files under the root.
 //
-// A handler never touches the socket: it returns a Response, the head (and a
-// small body) as bytes plus, for a file, the open File and the byte range
-// still to send. The connection (connection.hpp) writes it.
+// A handler never touches the socket: it returns a Response, the head but
+// its Connection field and a small body as bytes, plus, for a file, the
+// open File and the byte range still to send. The connection
+// (connection.hpp) writes it, and decides then whether it is its last.
 #pragma once
 
 #include <cstdint>
@@ -17,11 +18,15 @@ namespace httpd {
 
 struct Response {
   int status = 200;
-  std::string bytes;          // the head, then the body when it is in memory
+  // The status line and the fields, but not the Connection field and the
+  // empty line: the connection writes those when it sends the answer
+  // (response_head_end), once it knows whether the answer is its last.
+  std::string fields;
+  std::string body;           // the body when it is in memory
   parkway::io::File file;     // open: the body is file[offset, offset + length)
   std::uint64_t file_offset = 0;
   std::uint64_t file_length = 0;
-  bool closes = false;        // its head says "Connection: close": the connection's last answer
+  bool closes = false;        // the connection ends after it, whatever the request asked (a stopped /fib)
 };
 
 struct HandlerConfig {
@@ -36,18 +41,12 @@ struct HandlerConfig {
   const parkway::io::CancelSource* abort = nullptr;
 };
 
-// The answer to the request `req` has just parsed. `keep_alive` is what the
-// response head announces.
-parkway::Task<Response> handle_request(const RequestParser& req, bool keep_alive, const HandlerConfig& cfg);
-
-// Makes r the connection's last answer (r.closes, and its head says
-// "Connection: close" instead of keep-alive): for a keep-alive answer made
-// before the shutdown began and sent after.
-void close_after(Response& r);
+// The answer to the request `req` has just parsed.
+parkway::Task<Response> handle_request(const RequestParser& req, const HandlerConfig& cfg);
 
 // A complete response with a short text body (errors, 405, ...). `extra`:
 // raw field lines, each ending in CRLF.
-Response simple_response(int status, bool keep_alive, bool head_only = false, std::string_view extra = {});
+Response simple_response(int status, bool head_only = false, std::string_view extra = {});
 
 // fib(n) computed in parallel with a parkway::TaskGroup on the calling
 // worker's runtime (/fib/N: the server's, or cfg.fib_pool). Once `stop`

@@ -343,7 +343,7 @@ ByteRange parse_range(std::string_view value, std::uint64_t size) noexcept {
   return {RangeKind::Satisfiable, a, std::min(b, size - 1)};
 }
 
-std::size_t write_response_head(const ResponseHead& head, char* out, std::size_t cap) noexcept {
+std::size_t write_response_fields(const ResponseHead& head, char* out, std::size_t cap) noexcept {
   HeadWriter w(out, cap);
   w.put("HTTP/1.1 ");
   w.num(static_cast<std::uint64_t>(head.status));
@@ -377,19 +377,21 @@ std::size_t write_response_head(const ResponseHead& head, char* out, std::size_t
     w.num(head.complete_length);
     w.put("\r\n");
   }
-  w.field("Connection", head.keep_alive ? "keep-alive" : "close");
   w.put(head.extra);
-  w.put("\r\n");
   return w.ok() ? w.size() : 0;
 }
 
-void append_response_head(const ResponseHead& head, std::string& out) {
+void append_response_fields(const ResponseHead& head, std::string& out) {
   // Every field but the caller's strings fits in 512 bytes.
   const std::size_t bound = 512 + head.date.size() + head.server.size() +
                             head.content_type.size() + head.extra.size();
   const std::size_t old = out.size();
   out.resize(old + bound);
-  out.resize(old + write_response_head(head, out.data() + old, bound));
+  out.resize(old + write_response_fields(head, out.data() + old, bound));
+}
+
+std::string_view response_head_end(bool keep_alive) noexcept {
+  return keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
 }
 
 }  // namespace httpd

@@ -47,7 +47,7 @@ bool not_modified_since(std::string_view ims, std::time_t mtime) noexcept;
 // The formatted current date, formatted again only when the second changes.
 // One per thread (cached_http_date()) or one per worker. The view is into
 // the cache: copy it before the second can change or the calling task can
-// move to another thread (write_response_head copies it at once).
+// move to another thread (write_response_fields copies it at once).
 class DateCache {
  public:
   std::string_view get(std::time_t now) noexcept;
@@ -92,14 +92,18 @@ struct ResponseHead {
   // 206: "Content-Range: bytes first-last/size"; 416: "bytes */size".
   std::optional<ByteRange> content_range;
   std::uint64_t complete_length = 0;  // the size in Content-Range
-  bool keep_alive = true;         // "Connection: keep-alive" or "close"
   std::string_view extra;         // raw field lines, each ending in CRLF, written as they are
 };
 
-// Writes the head, with the empty line that ends it, into out[0..cap).
-// Returns its length, or 0 when it does not fit (nothing useful written).
-std::size_t write_response_head(const ResponseHead& head, char* out, std::size_t cap) noexcept;
-// Appends the head to `out`.
-void append_response_head(const ResponseHead& head, std::string& out);
+// Writes the status line and the fields into out[0..cap): all of the head
+// but its Connection field and the empty line that ends it, which
+// response_head_end() gives when the answer is sent (whether it is the
+// connection's last is known only then). Returns the length, or 0 when it
+// does not fit (nothing useful written).
+std::size_t write_response_fields(const ResponseHead& head, char* out, std::size_t cap) noexcept;
+// Appends them to `out`.
+void append_response_fields(const ResponseHead& head, std::string& out);
+// "Connection: keep-alive" or "Connection: close", and the empty line.
+std::string_view response_head_end(bool keep_alive) noexcept;
 
 }  // namespace httpd

@@ -1057,7 +1057,7 @@ TEST(Response, HeadFields) {
   h.last_modified = kRfcExample;
   h.accept_ranges = true;
   char buf[512];
-  const std::size_t n = write_response_head(h, buf, sizeof buf);
+  const std::size_t n = write_response_fields(h, buf, sizeof buf);
   EXPECT_EQ(std::string_view(buf, n),
             "HTTP/1.1 200 OK\r\n"
             "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
@@ -1065,15 +1065,16 @@ TEST(Response, HeadFields) {
             "Content-Type: text/html; charset=utf-8\r\n"
             "Content-Length: 1234\r\n"
             "Last-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
-            "Accept-Ranges: bytes\r\n"
-            "Connection: keep-alive\r\n"
-            "\r\n");
+            "Accept-Ranges: bytes\r\n");
   std::string s = "prefix";
-  append_response_head(h, s);
+  append_response_fields(h, s);
   EXPECT_EQ(s, "prefix" + std::string(buf, n));
   // Too small: nothing.
-  EXPECT_EQ(write_response_head(h, buf, n - 1), 0u);
-  EXPECT_EQ(write_response_head(h, buf, n), n);
+  EXPECT_EQ(write_response_fields(h, buf, n - 1), 0u);
+  EXPECT_EQ(write_response_fields(h, buf, n), n);
+  // The head's end, written when the answer is sent.
+  EXPECT_EQ(response_head_end(true), "Connection: keep-alive\r\n\r\n");
+  EXPECT_EQ(response_head_end(false), "Connection: close\r\n\r\n");
 }
 
 TEST(Response, RangesAndSpecialStatuses) {
@@ -1084,22 +1085,20 @@ TEST(Response, RangesAndSpecialStatuses) {
   h.content_length = 500;
   h.content_range = parse_range("bytes=500-", 1000);
   h.complete_length = 1000;
-  h.keep_alive = false;
   std::string s;
-  append_response_head(h, s);
+  append_response_fields(h, s);
   EXPECT_EQ(s,
             "HTTP/1.1 206 Partial Content\r\nDate: D\r\nContent-Length: 500\r\n"
-            "Content-Range: bytes 500-999/1000\r\nConnection: close\r\n\r\n");
+            "Content-Range: bytes 500-999/1000\r\n");
 
   h.status = 416;
   h.content_length = 0;
   h.content_range = parse_range("bytes=2000-", 1000);
-  h.keep_alive = true;
   s.clear();
-  append_response_head(h, s);
+  append_response_fields(h, s);
   EXPECT_EQ(s,
             "HTTP/1.1 416 Range Not Satisfiable\r\nDate: D\r\nContent-Length: 0\r\n"
-            "Content-Range: bytes */1000\r\nConnection: keep-alive\r\n\r\n");
+            "Content-Range: bytes */1000\r\n");
 
   ResponseHead nc;
   nc.date = "D";
@@ -1107,14 +1106,12 @@ TEST(Response, RangesAndSpecialStatuses) {
   nc.content_length = 0;
   nc.extra = "Allow: GET, HEAD\r\n";
   s.clear();
-  append_response_head(nc, s);
-  EXPECT_EQ(s,
-            "HTTP/1.1 204 No Content\r\nDate: D\r\nServer: parkway-httpd\r\n"
-            "Connection: keep-alive\r\nAllow: GET, HEAD\r\n\r\n");
+  append_response_fields(nc, s);
+  EXPECT_EQ(s, "HTTP/1.1 204 No Content\r\nDate: D\r\nServer: parkway-httpd\r\nAllow: GET, HEAD\r\n");
 
   ResponseHead dflt;  // the Date field from the cache
   s.clear();
-  append_response_head(dflt, s);
+  append_response_fields(dflt, s);
   ASSERT_EQ(s.rfind("HTTP/1.1 200 OK\r\nDate: ", 0), 0u);
   EXPECT_TRUE(parse_http_date(s.substr(23, kHttpDateLength)).has_value()) << s;
   EXPECT_EQ(kContinueResponse, "HTTP/1.1 100 Continue\r\n\r\n");
