@@ -34,9 +34,10 @@ if ! command -v python3 >/dev/null; then skipped "all checks" "python3 missing";
 HAVE_CURL=1; command -v curl >/dev/null || HAVE_CURL=0
 
 TMP=$(mktemp -d)
-PID=; PID2=; PID3=
+PID=; PID2=; PID3=; PID5=
 cleanup() {
   [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
+  [ -n "$PID5" ] && kill -KILL "$PID5" 2>/dev/null
   [ -n "$PID2" ] && kill -KILL "$PID2" 2>/dev/null
   [ -n "$PID3" ] && kill -KILL "$PID3" 2>/dev/null
   rm -rf "$TMP"
@@ -152,8 +153,13 @@ get_status() {
 get_status "If-Modified-Since with Range -> 304" 304 \
   'Range: bytes=0-1\r\nIf-Modified-Since: Thu, 02 Jan 2020 03:04:05 GMT\r\n'
 get_status "If-None-Match: * -> 304" 304 'If-None-Match: *\r\n'
-get_status "If-None-Match over two lines, * in the second -> 304" 304 'If-None-Match: "a"\r\nIf-None-Match: "b", *\r\n'
-get_status "If-Match over two lines, * in the second -> 200" 200 'If-Match: "a"\r\nIf-Match: *\r\n'
+get_status "If-None-Match: * after an empty line -> 304" 304 'If-None-Match:\r\nIf-None-Match: *\r\n'
+# "*" is the whole value or nothing: within a list of tags (its lines taken
+# together) or inside a tag's quotes it is no wildcard (RFC 9110 13.1.2).
+get_status "If-None-Match over two lines, * in the second (a list) -> 200" 200 'If-None-Match: "a"\r\nIf-None-Match: *\r\n'
+get_status "If-Match over two lines, * in the second (a list) -> 412" 412 'If-Match: "a"\r\nIf-Match: *\r\n'
+get_status "If-None-Match with a tag holding \", *,\" -> 200" 200 'If-None-Match: "a, *, b"\r\n'
+get_status "If-Match with a tag holding \", *,\" -> 412" 412 'If-Match: "a, *, b"\r\n'
 get_status "If-None-Match present: If-Modified-Since ignored -> 200" 200 \
   'If-None-Match: "x"\r\nIf-Modified-Since: Thu, 02 Jan 2020 03:04:05 GMT\r\n'
 r=$(printf 'HEAD /hello.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=0-3\r\nConnection: close\r\n\r\n' | raw 3)
@@ -480,6 +486,46 @@ print(a)")
   stop_server "--fib-pool server: SIGTERM -> exit 0" "$PID3"
   [ "$STOPPED" = 1 ] && PID3=
   sanitizer_clean "--fib-pool server stderr: no sanitizer report" "$TMP/err3"
+fi
+
+# ---- permissions ---------------------------------------------------------------------------
+# A directory that may be searched but not read (no read bit for anyone)
+# serves its index.html and redirects its name without the slash, as a
+# readable one does; a file nobody may read is a 403. The server runs as
+# nobody when this script runs as root, for whom no permission bit counts.
+PERM=$TMP/perm
+mkdir -p "$PERM/xonly"
+printf 'index of a searchable directory\n' > "$PERM/xonly/index.html"
+printf 'unreadable\n' > "$PERM/locked.txt"
+chmod 0644 "$PERM/xonly/index.html"; chmod 0311 "$PERM/xonly"; chmod 0000 "$PERM/locked.txt"; chmod 0755 "$PERM"
+AS=()
+if [ "$(id -u)" = 0 ]; then
+  AS=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+  chmod 0711 "$TMP"  # nobody may pass through to the root
+fi
+if [ "${#AS[@]}" -gt 0 ] && ! command -v setpriv >/dev/null; then
+  skipped "permission checks" "running as root and setpriv (util-linux) is missing"
+else
+  "${AS[@]}" "$BIN" --port 0 --root "$PERM" --workers 1 >"$TMP/out5" 2>"$TMP/err5" &
+  PID5=$!
+  for _ in $(seq 50); do grep -q listening "$TMP/out5" && break; sleep 0.1; done
+  PORT5=$(sed -nE 's/^parkway-httpd: listening on 127\.0\.0\.1:([0-9]+) .*/\1/p' "$TMP/out5")
+  if [ -z "$PORT5" ]; then
+    bad "permissions server started" "$(cat "$TMP/out5" "$TMP/err5")"
+  else
+    raw5() { printf 'GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' "$1" | python3 "$HERE/httpd/raw.py" "$PORT5" 3; }
+    r=$(raw5 /xonly/)
+    check "a directory without read permission: its index.html -> 200" bash -c '
+      grep -q "^HTTP/1.1 200 " <<<"$1" && grep -q "^index of a searchable directory" <<<"$1"' _ "$r"
+    r=$(raw5 /xonly)
+    check "a directory without read permission, no slash -> 301 to /xonly/" bash -c '
+      grep -q "^HTTP/1.1 301 " <<<"$1" && grep -q "^Location: /xonly/" <<<"$1"' _ "$r"
+    r=$(raw5 /locked.txt)
+    check "a file without read permission -> 403" status_is "$r" 403
+    stop_server "permissions server: SIGTERM -> exit 0" "$PID5"
+    [ "$STOPPED" = 1 ] && PID5=
+    sanitizer_clean "permissions server stderr: no sanitizer report" "$TMP/err5"
+  fi
 fi
 
 finish

@@ -2,6 +2,7 @@
 #include "handlers.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <algorithm>
@@ -83,26 +84,29 @@ io::Result<io::FileInfo> stat_open_file(int fd) {
   return io::FileInfo{std::uint64_t(sb.st_size), std::int64_t(sb.st_mtim.tv_sec), std::uint32_t(sb.st_mode)};
 }
 
-// Whether a list field `name` (If-Match, If-None-Match) is present, and
-// then whether "*" is one of its members: its lines form one
-// comma-separated list (RFC 9110 5.3). nullopt when no line has it.
-std::optional<bool> list_field_has_star(const RequestParser& req, std::string_view name) {
-  std::optional<bool> star;
+// Whether a field `name` (If-Match, If-None-Match) is present, and then
+// whether it is "*". Its value is "*" or a list of entity tags (RFC 9110
+// 13.1.1, 13.1.2), whose quotes may hold commas and '*': so the field is
+// "*" only when its value, all of its lines taken together (5.3), is "*"
+// alone. Anything else is a list of tags, none of which matches (this
+// server sends none). nullopt when no line has it.
+std::optional<bool> field_is_star(const RequestParser& req, std::string_view name) {
+  bool present = false;
+  int lines = 0;  // with a value (an empty line adds no member)
+  bool star = false;
   for (std::size_t i = 0; i < req.header_count(); ++i) {
     const Header h = req.header_at(i);
     if (!iequals(h.name, name)) continue;
-    if (!star) star = false;
-    std::string_view rest = h.value;
-    while (!rest.empty()) {
-      const std::size_t comma = rest.find(',');
-      std::string_view member = rest.substr(0, comma);
-      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-      while (!member.empty() && (member.front() == ' ' || member.front() == '\t')) member.remove_prefix(1);
-      while (!member.empty() && (member.back() == ' ' || member.back() == '\t')) member.remove_suffix(1);
-      if (member == "*") star = true;
-    }
+    present = true;
+    std::string_view v = h.value;
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    if (v.empty()) continue;
+    ++lines;
+    star = v == "*";
   }
-  return star;
+  if (!present) return std::nullopt;
+  return lines == 1 && star;
 }
 
 // RFC 9110 13.2.2 steps 1-2: If-Match, or If-Unmodified-Since when there
@@ -110,7 +114,7 @@ std::optional<bool> list_field_has_star(const RequestParser& req, std::string_vi
 // so If-Match holds only as "*" (the file exists); an If-Unmodified-Since
 // that is not one date (given twice, or no date) is ignored.
 bool precondition_failed(const RequestParser& req, std::time_t last_modified) {
-  if (auto im = list_field_has_star(req, "If-Match")) return !*im;
+  if (auto im = field_is_star(req, "If-Match")) return !*im;
   if (auto ius = req.only_header("If-Unmodified-Since")) {
     const auto t = parse_http_date(*ius);
     return t && last_modified > *t;
@@ -122,7 +126,7 @@ bool precondition_failed(const RequestParser& req, std::time_t last_modified) {
 // there is none (one date: given twice it is ignored), says whether to
 // answer 304. If-None-Match matches only as "*" here.
 bool not_modified(const RequestParser& req, std::time_t last_modified) {
-  if (auto inm = list_field_has_star(req, "If-None-Match")) return *inm;
+  if (auto inm = field_is_star(req, "If-None-Match")) return *inm;
   if (auto ims = req.only_header("If-Modified-Since")) return not_modified_since(*ims, last_modified);
   return false;
 }
@@ -169,6 +173,15 @@ std::string directory_location(std::string_view relative, std::string_view targe
   return loc;
 }
 
+// Whether `relative` names a directory under the root, opened as a path
+// only (O_PATH needs no permission on the directory itself).
+bool is_directory_beneath(int root_fd, std::string_view relative) {
+  const int fd = open_beneath(root_fd, relative, O_PATH | O_DIRECTORY);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
 // Opens a file or directory beneath the root without waiting on it: a
 // FIFO or device opened plainly would block the worker until a writer
 // came. O_NONBLOCK comes off again for a regular file (one fcntl), whose
@@ -188,12 +201,19 @@ Task<Response> file_response(const RequestParser& req, PathResult p, bool head,
   // openat2 is synchronous (the ring has no RESOLVE_BENEATH open): a path
   // lookup under the root, no wait on a peer.
   int fd = open_for_serving(cfg.root_fd, p.relative);
-  if (fd < 0) {
+  // A directory one may search but not list (mode 711) does not open for
+  // reading; its index.html may still be served.
+  const bool searchable_dir = fd == -EACCES && is_directory_beneath(cfg.root_fd, p.relative);
+  if (fd < 0 && !searchable_dir) {
     int st = open_error_status(fd);
     co_return text_response(st, std::string(reason_phrase(st)) + "\n", head);
   }
-  io::File f(fd);
-  auto info = stat_open_file(f.fd());
+  io::File f;
+  io::Result<io::FileInfo> info = io::FileInfo{.mode = S_IFDIR};
+  if (!searchable_dir) {
+    f = io::File(fd);
+    info = stat_open_file(f.fd());
+  }
   const std::uint32_t first_mode = info ? info->mode : 0;
   if (info && S_ISDIR(info->mode)) {
     // "/sub" is answered by a redirect to "/sub/", as other servers do: a

@@ -9,8 +9,9 @@
 // server's choice: the result says whether the path ended in one.
 //
 // open_beneath() then opens that path relative to a directory fd with
-// openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS): a symlink that points
-// outside the root fails (404), one that stays inside is followed. Where
+// openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS): a relative symlink
+// that stays inside the root is followed; one that leads outside fails
+// (404), and so does every absolute one, even one naming a path inside. Where
 // openat2 is missing it walks the path one component at a time with
 // O_NOFOLLOW, so there every symlink fails.
 #pragma once
