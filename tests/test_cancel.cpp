@@ -478,6 +478,34 @@ TEST(Cancel, CoroutineIoInFlightIsCancelledWithItsGroup) {
   }
 }
 
+// The same with another group's operation in flight: the cancelled
+// group's last operation ends after the cancel took the group out of the
+// registry, and its reaper must not read the group's scope, which that end
+// frees, to look the group up among the others (a use after free under
+// ASAN, once the registry is not empty). The other sleep ends in full.
+TEST(Cancel, AGroupsLastOperationEndingAfterItsCancelBesideAnotherGroup) {
+  pwtest::Watchdog w("Cancel.AGroupsLastOperationEndingAfterItsCancelBesideAnotherGroup", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  std::atomic<int> sleeping{0};
+  std::atomic<int> kept_error{-1}, cancelled_error{-1};
+  auto sleeper = [&](std::chrono::milliseconds d, std::atomic<int>* error) -> parkway::Task<void> {
+    sleeping.fetch_add(1, std::memory_order_release);
+    parkway::io::Result<void> r = co_await parkway::io::sleep_for(d);
+    error->store(r ? 0 : r.error().value());
+  };
+  parkway::TaskGroup kept(rt), cancelled(rt);
+  kept.spawn([&] { parkway::sync_wait(*parkway::Runtime::current(), sleeper(300ms, &kept_error)); });
+  cancelled.spawn([&] { parkway::sync_wait(*parkway::Runtime::current(), sleeper(30s, &cancelled_error)); });
+  for (int i = 0; i < 10000 && sleeping.load(std::memory_order_acquire) < 2; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(sleeping.load(), 2);
+  std::this_thread::sleep_for(30ms);  // both operations in flight, both groups registered
+  cancelled.cancel();
+  EXPECT_NO_THROW(cancelled.wait());
+  EXPECT_EQ(cancelled_error.load(), ECANCELED);
+  EXPECT_NO_THROW(kept.wait());
+  EXPECT_EQ(kept_error.load(), 0);
+}
+
 // A group cancelled just as one of its coroutines starts an operation: the
 // cancel must reach it wherever it lands, between the operation's look at
 // the group and its entry in the group's registry included (chaos points

@@ -65,8 +65,13 @@ void group_scope_remove(OpState* st) noexcept {
   if (!st->in_group.load(std::memory_order_relaxed)) return;
   st->in_group.store(false, std::memory_order_relaxed);
   OpScope* s = st->links[2].scope;
-  scope_remove(st, 2);  // drops the operation's reference; an entry still holds one
-  auto it = g_scopes.find(s->group);
+  // The group is read first: once a cancel has taken the scope out of the
+  // registry (cancel_group_io), the operations held its only references,
+  // and this one's, dropped next, may be the last.
+  const TaskGroup* g = s->group;
+  scope_remove(st, 2);
+  auto it = g_scopes.find(g);
+  // Found: the entry's reference keeps s alive.
   if (it != g_scopes.end() && it->second == s && s->head == nullptr) {
     g_scopes.erase(it);
     release_scope(s);
