@@ -210,6 +210,11 @@ io_uring_sqe* IoRing::get_sqe(unsigned need) noexcept {
   return nullptr;
 }
 
+io_uring_sqe* IoRing::get_sqe_without_reap() noexcept {
+  if (io_uring_sq_space_left(&ring_) == 0) (void)io_uring_submit(&ring_);
+  return io_uring_sq_space_left(&ring_) != 0 ? io_uring_get_sqe(&ring_) : nullptr;
+}
+
 int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
   io_uring_sqe* sqe = get_sqe();
   if (!sqe) return -EBUSY;
@@ -305,8 +310,10 @@ void IoRing::drain_mailbox() noexcept {
 
 void IoRing::cancel_everything() noexcept {
   if (ops_ == 0 || ops_at_cancel_ == submitted_) return;
-  ops_at_cancel_ = submitted_;
-  if (io_uring_sqe* sqe = get_sqe()) {
+  // Called by a parking worker after its recheck: no reap here. With no
+  // SQE the next park tries again.
+  if (io_uring_sqe* sqe = get_sqe_without_reap()) {
+    ops_at_cancel_ = submitted_;
     io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
     io_uring_sqe_set_data64(sqe, kTagInternal);
     ++cancels_;
@@ -420,7 +427,8 @@ unsigned IoRing::reap() noexcept {
   unsigned head, seen = 0;
   io_uring_cqe* cqe;
   // A CQE queues at most one continuation: stop while the ready queue can
-  // take it, so none spills onto the LIFO deque.
+  // take it, so none spills onto the LIFO deque (but for held receives
+  // that end at their resubmission below, cancelled or refused: rare).
   unsigned room = ready_.room();
   io_uring_for_each_cqe(&ring_, head, cqe) {
     if (pushed_ == room) break;
@@ -576,11 +584,9 @@ void IoRing::submit_receives_held() noexcept {
 int IoRing::submit_owned_recv_again(OpState* st) noexcept {
   if (st->timed_out || st->cancel.posted.load(std::memory_order_acquire) || ops_at_cancel_ != kNoCancelYet)
     return -ECANCELED;  // complete() makes it ETIMEDOUT if its deadline passed
-  // No reap from inside this one (get_sqe may reap to make room): flush
-  // the SQ once if it is full. A kernel that takes no submissions while
-  // its CQ overflows leaves it full: the receive fails with EBUSY.
-  if (io_uring_sq_space_left(&ring_) == 0) (void)io_uring_submit(&ring_);
-  io_uring_sqe* sqe = io_uring_sq_space_left(&ring_) != 0 ? io_uring_get_sqe(&ring_) : nullptr;
+  // No reap from inside this one. A kernel that takes no submissions
+  // while its CQ overflows leaves the SQ full: the receive fails with EBUSY.
+  io_uring_sqe* sqe = get_sqe_without_reap();
   if (!sqe) return -EBUSY;
   w_.count_io_recv_pool_empty();
   prep_pool_recv(sqe, st);
@@ -590,8 +596,11 @@ int IoRing::submit_owned_recv_again(OpState* st) noexcept {
 }
 
 void IoRing::park(ParkWord& pw, bool timed) noexcept {
+  // Nothing is reaped between the worker's recheck [P2] and the sleep: a
+  // continuation queued here would wait in the ready queue for the next
+  // CQE or wake (a single one wakes no sibling).
   if (!armed_) {  // [R2]
-    if (io_uring_sqe* sqe = get_sqe()) {
+    if (io_uring_sqe* sqe = get_sqe_without_reap()) {
       if (mode_ == WakeMode::kFutexOp)
         prep_futex_wait(sqe, &pw.word, ::parkway::detail::kParked);
       else
@@ -599,7 +608,7 @@ void IoRing::park(ParkWord& pw, bool timed) noexcept {
       io_uring_sqe_set_data64(sqe, kTagRingWait);
       armed_ = true;
     } else {
-      timed = true;  // no SQE for the wait: do not sleep past 1 ms
+      timed = true;  // no SQE for the wait (the kernel refused the flush): do not sleep past 1 ms
     }
   }
   w_.count_ring_park();

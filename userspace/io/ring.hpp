@@ -139,6 +139,10 @@ class IoRing {
   static constexpr unsigned kFlushTicks = 4;  // continuations that may queue SQEs before a flush
   static constexpr unsigned kDeadlineTicks = 64;  // between_tasks() calls per look at the clock
   io_uring_sqe* get_sqe(unsigned need = 1) noexcept;
+  // An SQE without reaping, for callers that must not queue continuations
+  // (a parking worker, a reap in progress): a full SQ is flushed once;
+  // nullptr if the kernel refused that flush.
+  io_uring_sqe* get_sqe_without_reap() noexcept;
   unsigned reap() noexcept;
   void drain_mailbox() noexcept;
   void complete(OpState* st) noexcept;
