@@ -1824,9 +1824,10 @@ TEST(Io, AnOperationAwaitedAfterItsSocketClosedIsCancelled) {
 // An open of a FIFO with nobody at the other end ends by its timeout or
 // cancel, whatever the kernel does with it: io_uring tries an open
 // without blocking first, so on Linux 6.18 a read-only open returns at
-// once and a write-only one fails with ENXIO; a kernel that waited would
-// have to end it with ETIMEDOUT or ECANCELED (io.hpp, File::open), not
-// EINTR or a hang.
+// once and a write-only one fails with ENXIO; with O_CREAT the kernel
+// opens it in its worker thread, where it waits, and a timeout or cancel
+// interrupts it. Those end with ETIMEDOUT or ECANCELED (io.hpp,
+// File::open), not the kernel's restart code (512), EINTR or a hang.
 TEST(Io, AFifoOpenEndsByItsTimeoutOrCancel) {
   pwtest::Watchdog wd("Io.AFifoOpenEndsByItsTimeoutOrCancel", 60);
   parkway::Runtime rt(parkway::Options{.workers = 1});
@@ -1855,6 +1856,17 @@ TEST(Io, AFifoOpenEndsByItsTimeoutOrCancel) {
   const std::string wc = parkway::sync_wait(rt, open_it(path.c_str(), O_WRONLY, {.cancel = &cs}));
   canceller.join();
   EXPECT_TRUE(wc == "ENXIO" || wc == "ECANCELED") << wc;
+  // Waiting in the kernel's thread.
+  const std::string cw = parkway::sync_wait(rt, open_it(path.c_str(), O_WRONLY | O_CREAT, {.timeout = 50ms}));
+  EXPECT_EQ(cw, "ETIMEDOUT");
+  io::CancelSource cs2;
+  std::thread canceller2([&] {
+    std::this_thread::sleep_for(50ms);
+    cs2.cancel();
+  });
+  const std::string cr = parkway::sync_wait(rt, open_it(path.c_str(), O_RDONLY | O_CREAT, {.cancel = &cs2}));
+  canceller2.join();
+  EXPECT_EQ(cr, "ECANCELED");
   EXPECT_LT(ms_since(t0), 3000.0);
   ::unlink(path.c_str());
   ::rmdir(dir);

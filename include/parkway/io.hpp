@@ -619,9 +619,11 @@ class PARKWAY_API File : public detail::Descriptor {
   // openat(dir_fd, path, flags, mode) on the ring (AT_FDCWD: relative to
   // the working directory). O_CLOEXEC is added. An open waiting on a slow
   // file system (NFS) ends at its timeout or cancel like any operation.
-  // A FIFO does not make it wait: the ring tries the open without
+  // A FIFO with nobody at the other end: the ring tries the open without
   // blocking first, so one for reading returns at once and one for
-  // writing with no reader fails with ENXIO.
+  // writing fails with ENXIO; with O_CREAT or O_TRUNC the kernel opens
+  // it in a thread of its own, where it waits for the other end, its
+  // timeout (ETIMEDOUT) or its cancel (ECANCELED).
   static OpenOp open(const char* path, int flags = O_RDONLY, mode_t mode = 0644, int dir_fd = -100 /* AT_FDCWD */,
                      OpOptions o = {});
   // io::read/io::write at `offset`: one past 2^63 - 1 (or that the bytes

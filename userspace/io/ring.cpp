@@ -487,6 +487,12 @@ void IoRing::on_cqe(const io_uring_cqe* cqe) noexcept {
 void IoRing::complete(OpState* st) noexcept {
   --ops_;
   deadlines_.erase(st);
+  // An operation the kernel ran in its worker thread (an open that
+  // blocked) and a cancel interrupted ends with one of the kernel's
+  // restart codes (ERESTARTSYS 512 .. ERESTART_RESTARTBLOCK 516), which
+  // are not errnos: it was cancelled.
+  if (st->res <= -512 && st->res >= -516) [[unlikely]]
+    st->res = -ECANCELED;
   // Cancelled because its deadline passed: say so.
   if (st->res == -ECANCELED && st->timed_out) st->res = -ETIMEDOUT;
   ::parkway::detail::trace::on_io_complete(st->res);
