@@ -1872,6 +1872,65 @@ TEST(Io, AFifoOpenEndsByItsTimeoutOrCancel) {
   ::rmdir(dir);
 }
 
+// Socket::connect to a Unix listener whose backlog is full waits, as a
+// TCP connect does, for room (an accept 200 ms later), its timeout
+// (ETIMEDOUT) or its cancel (ECANCELED). A non-blocking Unix connect
+// fails with EAGAIN at once instead: the call returned that in 0 ms.
+TEST(Io, AUnixConnectWaitsForRoomInAFullBacklog) {
+  pwtest::Watchdog wd("Io.AUnixConnectWaitsForRoomInAFullBacklog", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  const std::string path = "/tmp/parkway-full-backlog-" + std::to_string(::getpid()) + ".sock";
+  ::unlink(path.c_str());
+  const auto un = io::Address::unix_path(path);
+  ASSERT_TRUE(un);
+  EXPECT_EQ(un->to_string(), "unix:" + path);
+  EXPECT_FALSE(io::Address::unix_path(std::string(200, 'x')));
+  auto l = io::Listener::bind(*un, {.backlog = 1});
+  ASSERT_TRUE(l) << l.error().message();
+  std::vector<int> fill;  // non-blocking connects until the backlog refuses one
+  for (int i = 0; i < 8; ++i) {
+    int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (::connect(c, un->get(), un->size()) != 0) {
+      EXPECT_EQ(errno, EAGAIN);
+      ::close(c);
+      break;
+    }
+    fill.push_back(c);
+  }
+  ASSERT_FALSE(fill.empty());
+  auto outcome = [](io::Result<io::Socket> r) -> std::string {
+    if (r) return "connected";
+    if (r.error() == std::errc::timed_out) return "ETIMEDOUT";
+    if (r.error() == std::errc::operation_canceled) return "ECANCELED";
+    return r.error().message();
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(outcome(parkway::sync_wait(rt, io::Socket::connect(*un, {.timeout = 100ms}))), "ETIMEDOUT");
+  EXPECT_GE(ms_since(t0), 90.0);
+  io::CancelSource cs;
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(100ms);
+    cs.cancel();
+  });
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(outcome(parkway::sync_wait(rt, io::Socket::connect(*un, {.cancel = &cs}))), "ECANCELED");
+  EXPECT_GE(ms_since(t0), 90.0);
+  canceller.join();
+  std::thread acceptor([&] {
+    std::this_thread::sleep_for(200ms);
+    int a = ::accept4(l->fd(), nullptr, nullptr, SOCK_CLOEXEC);  // makes room
+    if (a >= 0) ::close(a);
+  });
+  t0 = std::chrono::steady_clock::now();
+  auto s = parkway::sync_wait(rt, io::Socket::connect(*un, {.timeout = 5s}));
+  acceptor.join();
+  ASSERT_TRUE(s) << s.error().message();
+  EXPECT_GE(ms_since(t0), 150.0);
+  EXPECT_NE(::fcntl(s->fd(), F_GETFL) & O_NONBLOCK, 0);  // made non-blocking like the others
+  for (int c : fill) ::close(c);
+  ::unlink(path.c_str());
+}
+
 // A child forked by a continuation returns into the worker loop, which
 // ends there (the runtime is the parent's) and drops the child's copy of
 // the ring. The ring's queues are mappings shared with the parent: the

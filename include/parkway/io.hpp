@@ -63,6 +63,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -219,6 +220,7 @@ struct OpArgs {
   // the ring (arguments no kernel call may be given, such as an offset
   // past 2^63 - 1).
   int fail = 0;
+  std::uint8_t sqe_flags = 0;  // IOSQE_ASYNC: straight to the kernel's worker thread
 };
 
 // The awaiter part every operation shares (userspace/io/op.cpp).
@@ -447,13 +449,16 @@ class PARKWAY_API Address {
   // "127.0.0.1", "::1", ... and a port; nullopt if ip is not an address.
   static std::optional<Address> parse(const char* ip, std::uint16_t port) noexcept;
   static Address loopback(std::uint16_t port) noexcept;  // 127.0.0.1:port
+  // A Unix domain socket's path; nullopt if it is empty or too long
+  // (sockaddr_un holds 107 bytes and the NUL).
+  static std::optional<Address> unix_path(std::string_view path) noexcept;
   const sockaddr* get() const noexcept { return reinterpret_cast<const sockaddr*>(&ss_); }
   sockaddr* get() noexcept { return reinterpret_cast<sockaddr*>(&ss_); }
   socklen_t size() const noexcept { return len_; }
   socklen_t* size_ptr() noexcept { return &len_; }
   int family() const noexcept { return ss_.ss_family; }
   std::uint16_t port() const noexcept;
-  std::string to_string() const;  // "127.0.0.1:8080", "[::1]:8080"
+  std::string to_string() const;  // "127.0.0.1:8080", "[::1]:8080", "unix:/run/x.sock"
 
  private:
   sockaddr_storage ss_{};
@@ -497,7 +502,11 @@ class File;
 class PARKWAY_API Socket : public detail::Descriptor {
  public:
   using Descriptor::Descriptor;
-  // Makes a socket of a's family (non-blocking, close-on-exec) and connects it.
+  // Makes a socket of a's family (non-blocking, close-on-exec) and
+  // connects it. To a Unix socket whose listener's backlog is full it
+  // waits for room, its timeout or its cancel, as TCP's does (a
+  // non-blocking Unix connect, io::connect's on such a socket, fails with
+  // EAGAIN instead).
   static Task<Result<Socket>> connect(Address a, OpOptions o = {});
   detail::SizeOp recv(std::span<std::byte> buf, OpOptions o = {}, int flags = 0);
   // io::recv_owned on this socket: no memory held while it waits.

@@ -220,6 +220,7 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
   if (!sqe) return -EBUSY;
   io_uring_prep_rw(a.opcode, sqe, a.fd, reinterpret_cast<const void*>(a.addr), a.len, a.off);
   sqe->rw_flags = int(a.op_flags);
+  sqe->flags |= a.sqe_flags;
   if (a.addr2) sqe->addr2 = a.addr2;
   if (a.opcode == IORING_OP_TIMEOUT) {  // a sleep: off holds nanoseconds (absolute with IORING_TIMEOUT_ABS)
     st->ts.tv_sec = std::int64_t(a.off / 1000000000u);
@@ -487,11 +488,15 @@ void IoRing::on_cqe(const io_uring_cqe* cqe) noexcept {
 void IoRing::complete(OpState* st) noexcept {
   --ops_;
   deadlines_.erase(st);
-  // An operation the kernel ran in its worker thread (an open that
-  // blocked) and a cancel interrupted ends with one of the kernel's
-  // restart codes (ERESTARTSYS 512 .. ERESTART_RESTARTBLOCK 516), which
-  // are not errnos: it was cancelled.
+  // An operation the kernel ran in its worker thread (an open or a Unix
+  // connect that blocked) and a cancel interrupted ends with one of the
+  // kernel's restart codes (ERESTARTSYS 512 .. ERESTART_RESTARTBLOCK
+  // 516), which are not errnos, or with the EINTR io_uring makes of one
+  // (a connect's): it was cancelled.
   if (st->res <= -512 && st->res >= -516) [[unlikely]]
+    st->res = -ECANCELED;
+  if (st->res == -EINTR && (st->timed_out || st->cancel.posted.load(std::memory_order_acquire) ||
+                            ops_at_cancel_ != kNoCancelYet)) [[unlikely]]
     st->res = -ECANCELED;
   // Cancelled because its deadline passed: say so.
   if (st->res == -ECANCELED && st->timed_out) st->res = -ETIMEDOUT;

@@ -2,14 +2,18 @@
 // Their operations are the raw ones (ops.cpp) in the descriptor's scope,
 // so that closing it cancels them first.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <liburing.h>
 #include <linux/stat.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -55,6 +59,17 @@ std::optional<Address> Address::parse(const char* ip, std::uint16_t port) noexce
 
 Address Address::loopback(std::uint16_t port) noexcept { return *parse("127.0.0.1", port); }
 
+std::optional<Address> Address::unix_path(std::string_view path) noexcept {
+  Address a;
+  auto* un = reinterpret_cast<sockaddr_un*>(a.get());
+  if (path.empty() || path.size() >= sizeof un->sun_path || path.find('\0') != std::string_view::npos)
+    return std::nullopt;
+  un->sun_family = AF_UNIX;
+  std::memcpy(un->sun_path, path.data(), path.size());
+  a.len_ = socklen_t(offsetof(sockaddr_un, sun_path) + path.size() + 1);
+  return a;
+}
+
 std::uint16_t Address::port() const noexcept {
   if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(get())->sin_port);
   if (family() == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(get())->sin6_port);
@@ -70,6 +85,12 @@ std::string Address::to_string() const {
   if (family() == AF_INET6) {
     inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(get())->sin6_addr, buf, sizeof buf);
     return "[" + std::string(buf) + "]:" + std::to_string(port());
+  }
+  if (family() == AF_UNIX) {
+    const auto* un = reinterpret_cast<const sockaddr_un*>(get());
+    const std::size_t max = len_ > offsetof(sockaddr_un, sun_path) ? len_ - offsetof(sockaddr_un, sun_path) : 0;
+    const std::string_view path(un->sun_path, strnlen(un->sun_path, std::min(max, sizeof un->sun_path)));
+    return path.empty() ? "unix:(unnamed)" : "unix:" + std::string(path);
   }
   return "(no address)";
 }
@@ -122,11 +143,20 @@ namespace {
 Task<Result<Socket>> connect_from_scope(Address a, OpOptions o, detail::ScopeRef cancel) {
   std::optional<CancelSource> held;
   hold_source(o, held, std::move(cancel));
-  int fd = ::socket(a.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  // A non-blocking Unix connect fails with EAGAIN while the listener's
+  // backlog is full, where TCP's waits: a Unix socket connects blocking,
+  // in the kernel's worker thread (IOSQE_ASYNC), which waits for room
+  // until the timeout's or cancel's interruption; it is made
+  // non-blocking, as the others are, after.
+  const bool unix_socket = a.family() == AF_UNIX;
+  int fd = ::socket(a.family(), SOCK_STREAM | (unix_socket ? 0 : SOCK_NONBLOCK) | SOCK_CLOEXEC, 0);
   if (fd < 0) co_return Error(errno, "socket");
   Socket s(fd);
-  Result<void> r = co_await detail::VoidOp(detail::connect_args(fd, a), o, scope_of(s));  // found by ADL (a friend of Descriptor)
+  detail::OpArgs args = detail::connect_args(fd, a);
+  if (unix_socket) args.sqe_flags = IOSQE_ASYNC;
+  Result<void> r = co_await detail::VoidOp(args, o, scope_of(s));  // scope_of found by ADL (a friend of Descriptor)
   if (!r) co_return r.error();
+  if (unix_socket && ::fcntl(fd, F_SETFL, O_NONBLOCK) != 0) co_return Error(errno, "fcntl");
   co_return std::move(s);
 }
 }  // namespace
