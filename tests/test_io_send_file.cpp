@@ -103,6 +103,35 @@ TEST(IoSendFile, TheEndOfTheFileEndsItShort) {
   EXPECT_EQ(*none, 0u);
 }
 
+// A count past the end of the file ("what is left of it") goes by
+// sendfile too: the pages past the end, never cached, are not asked
+// about. A cached 4 KiB file with a count of 1 MiB, and a 200,000-byte
+// file's tail window, went by the copy path before (0 sendfile calls).
+TEST(IoSendFile, ACountPastTheEndOfACachedFileGoesBySendfile) {
+  REQUIRE_CACHESTAT();
+  for (const std::size_t size : {std::size_t(4096), std::size_t(200000), std::size_t(1 << 20) + 5000}) {
+    TempFile tf(size);
+    io::File f(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(f.is_open());
+    std::vector<char> warm(size);
+    ASSERT_EQ(::pread(f.fd(), warm.data(), size, 0), ssize_t(size));  // every page cached
+    parkway::Runtime rt(parkway::Options{.workers = 1});
+    TcpPair p(rt);
+    std::atomic<long> bad{-2};
+    std::thread reader([&] { bad = read_and_check(p.in, size, 0); });
+    const parkway::Stats before = rt.stats();
+    auto r = parkway::sync_wait(rt, send_range(&p.out, &f, 0, size + (1 << 20)));
+    reader.join();
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(*r, size);
+    EXPECT_EQ(bad.load(), 0) << size;
+    const parkway::Stats after = rt.stats();
+    EXPECT_GE(after.total.io_sendfile - before.total.io_sendfile, 1u) << size << " bytes";
+    // The copy path reads the file (at the co_await, the pages being cached).
+    EXPECT_EQ(after.total.io_read_now - before.total.io_read_now, 0u) << size << " bytes: some went by the copy path";
+  }
+}
+
 TEST(IoSendFile, ARangeNotInThePageCacheIsReadAndSent) {
   constexpr std::size_t kSize = 48 * 1024;  // one piece of the copy path
   TempFile tf(kSize);

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -187,6 +188,16 @@ Task<Result<std::size_t>> send_file_loop(Descriptors d, std::uint64_t offset, st
       const detail::DescriptorPin sock_pin(d.sock_scope.get()), file_pin(d.file_scope.get());
       if (!sock_pin.ok() || !file_pin.ok()) co_return Error(ECANCELED, "send_file");
       cached = all_cached(d.file, at, want);
+      if (!cached) {
+        // Pages past the end are never cached: a count past the end of
+        // the file asks again about what the file holds.
+        struct stat sb;
+        if (::fstat(d.file, &sb) == 0 && S_ISREG(sb.st_mode) && std::uint64_t(sb.st_size) < at + want) {
+          if (std::uint64_t(sb.st_size) <= at) break;  // the file ends here
+          want = std::size_t(std::uint64_t(sb.st_size) - at);
+          cached = all_cached(d.file, at, want);
+        }
+      }
       if (!cached && want > kCopyChunk) {
         want = kCopyChunk;
         cached = all_cached(d.file, at, want);
