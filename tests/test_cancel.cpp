@@ -1,7 +1,9 @@
 // test_cancel.cpp -- cancellation: TaskGroup::cancel and the first
 // exception, nested groups, parallel_for's stop, coroutines at co_await,
 // and Runtime::shutdown(deadline) (docs/design/cancellation.md).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -504,6 +506,44 @@ TEST(Cancel, AGroupsLastOperationEndingAfterItsCancelBesideAnotherGroup) {
   EXPECT_EQ(cancelled_error.load(), ECANCELED);
   EXPECT_NO_THROW(kept.wait());
   EXPECT_EQ(kept_error.load(), 0);
+}
+
+// io::close in a coroutine of a cancelled group still closes: a close
+// that threw Cancelled at its co_await (as every other co_await there
+// does) would leave the descriptor open, and nobody would know to close it.
+TEST(Cancel, AnIoCloseRunsInACancelledGroup) {
+  pwtest::Watchdog w("Cancel.AnIoCloseRunsInACancelledGroup", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  std::atomic<bool> running{false}, cancelled{false};
+  std::atomic<int> outcome{-1};  // 0: closed; else the errno; -2: Cancelled thrown
+  parkway::TaskGroup g(rt);
+  // The coroutine is running when its group is cancelled (one started
+  // after would not start at all).
+  auto closer = [](int fd, std::atomic<bool>* running, std::atomic<bool>* cancelled,
+                   std::atomic<int>* out) -> parkway::Task<void> {
+    running->store(true, std::memory_order_release);
+    while (!cancelled->load(std::memory_order_acquire)) std::this_thread::yield();
+    try {
+      parkway::io::Result<void> r = co_await parkway::io::close(fd);
+      out->store(r ? 0 : r.error().value());
+    } catch (const parkway::Cancelled&) {
+      out->store(-2);
+      throw;
+    }
+  };
+  g.spawn([&] { parkway::sync_wait(*parkway::Runtime::current(), closer(fds[0], &running, &cancelled, &outcome)); });
+  ASSERT_TRUE(wait_for(running));
+  g.cancel();
+  cancelled.store(true, std::memory_order_release);
+  EXPECT_NO_THROW(g.wait());
+  EXPECT_EQ(outcome.load(), 0) << "-2: Cancelled thrown at the close's co_await";
+  errno = 0;
+  EXPECT_EQ(::fcntl(fds[0], F_GETFD), -1) << "the descriptor is still open";
+  EXPECT_EQ(errno, EBADF);
+  if (outcome.load() != 0) ::close(fds[0]);
+  ::close(fds[1]);
 }
 
 // A group cancelled just as one of its coroutines starts an operation: the

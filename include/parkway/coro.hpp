@@ -143,12 +143,18 @@ struct PromiseBase {
   // cannot be moved).
   template <class A>
   decltype(auto) await_transform(A&& a) {
-    if (cancellation_active()) [[unlikely]]
-      throw_if_stopped(group);
-    if constexpr (requires { static_cast<A&&>(a).operator co_await(); })
-      return static_cast<A&&>(a).operator co_await();
-    else
-      return AwaiterRef<std::remove_reference_t<A>>{a, group};
+    // An operation that must run whatever the group (io::close): no
+    // Cancelled, and not in the group's scope.
+    if constexpr (requires { std::remove_reference_t<A>::kRunsWhenCancelled; }) {
+      return AwaiterRef<std::remove_reference_t<A>>{a, nullptr};
+    } else {
+      if (cancellation_active()) [[unlikely]]
+        throw_if_stopped(group);
+      if constexpr (requires { static_cast<A&&>(a).operator co_await(); })
+        return static_cast<A&&>(a).operator co_await();
+      else
+        return AwaiterRef<std::remove_reference_t<A>>{a, group};
+    }
   }
 
   // The end of a coroutine (h, whose promise is p): frees a detached one,

@@ -293,6 +293,15 @@ class VoidOp : public OpBase {
   }
 };
 
+// io::close's: it runs in a coroutine of a cancelled TaskGroup too (no
+// Cancelled at its co_await, not in the group's scope), since a close
+// that never ran would leave the descriptor open.
+class CloseOp : public VoidOp {
+ public:
+  using VoidOp::VoidOp;
+  static constexpr bool kRunsWhenCancelled = true;
+};
+
 }  // namespace detail
 
 // Bytes a receive owns: size() of them at data(), in a block of
@@ -380,7 +389,10 @@ PARKWAY_API detail::SizeOp writev(int fd, std::span<const iovec> iov, std::int64
 PARKWAY_API detail::SizeOp sendmsg(int fd, const msghdr& msg, OpOptions o = {}, int flags = 0);
 PARKWAY_API detail::SizeOp recvmsg(int fd, msghdr& msg, OpOptions o = {}, int flags = 0);
 PARKWAY_API detail::VoidOp shutdown(int fd, int how, OpOptions o = {});
-PARKWAY_API detail::VoidOp close(int fd);
+// close(2) on the ring. It runs also in a coroutine whose TaskGroup was
+// cancelled (its co_await throws no Cancelled): a close that never ran
+// would leave the descriptor open.
+PARKWAY_API detail::CloseOp close(int fd);
 // Sends all of buf, looping over short writes. The error names "send";
 // bytes sent before it are not reported. MSG_MORE in flags: more follows
 // (the last piece is held back for it). `o` applies to each step (a

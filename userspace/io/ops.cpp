@@ -194,7 +194,9 @@ SizeOp recvmsg(int fd, msghdr& msg, OpOptions o, int flags) { return SizeOp(deta
 
 VoidOp shutdown(int fd, int how, OpOptions o) { return VoidOp(detail::shutdown_args(fd, how), o, nullptr); }
 
-VoidOp close(int fd) { return VoidOp(OpArgs{.name = "close", .opcode = IORING_OP_CLOSE, .fd = fd}, {}, nullptr); }
+detail::CloseOp close(int fd) {
+  return detail::CloseOp(OpArgs{.name = "close", .opcode = IORING_OP_CLOSE, .fd = fd}, {}, nullptr);
+}
 
 detail::PollOp poll(int fd, unsigned events, OpOptions o) { return detail::PollOp(detail::poll_args(fd, events), o, nullptr); }
 
