@@ -1214,6 +1214,85 @@ TEST(Io, ShutdownCancelsIoAWaitingTaskNeeds) {
   EXPECT_TRUE(f.get());
 }
 
+namespace {
+// Destroys *rt on another thread. True if that had not returned after
+// `limit`; then a byte written to `unblock` completes the receive that
+// held it, so a test that fails does not hang.
+bool shutdown_hangs(std::unique_ptr<parkway::Runtime>& rt, int unblock, std::chrono::milliseconds limit) {
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    rt.reset();
+    done.store(true);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!done.load() && std::chrono::steady_clock::now() - t0 < limit) std::this_thread::sleep_for(5ms);
+  const bool hung = !done.load();
+  if (hung) (void)!::write(unblock, "x", 1);
+  t.join();
+  return hung;
+}
+}  // namespace
+
+// With two workers, the receive a task waits for is on the ring of the
+// waiting worker P (asleep in it, inside the wait), and the other worker
+// Q parked in its main loop after P. Shutdown's one wake [X2] goes to Q,
+// which may not leave (P is not quiet) and parks again: P must still be
+// woken to cancel its ring's operations ([X1b]). All three runs hung
+// before.
+TEST(Io, ShutdownReachesAWorkerWaitingInsideATaskInItsRing) {
+  pwtest::Watchdog wd("Io.ShutdownReachesAWorkerWaitingInsideATaskInItsRing", 60);
+  int hangs = 0;
+  for (int run = 0; run < 3; ++run) {
+    Pair p;
+    auto rt = std::make_unique<parkway::Runtime>(parkway::Options{.workers = 2});
+    std::atomic<int> stage{0};
+    auto q = rt->submit([&] {  // Q: busy 200 ms, then parks last
+      stage.store(1);
+      std::this_thread::sleep_for(200ms);
+    });
+    while (stage.load() != 1) std::this_thread::sleep_for(1ms);
+    auto f = rt->submit([&] {  // P: waits, helping, for a receive on its own ring
+      auto r = parkway::spawn(recv_once(p.a, {})).get();
+      return r ? 0 : int(r.error().value());
+    });
+    q.get();
+    std::this_thread::sleep_for(100ms);
+    hangs += shutdown_hangs(rt, p.b, 3000ms);
+    EXPECT_EQ(f.get(), ECANCELED) << "run " << run;
+  }
+  EXPECT_EQ(hangs, 0) << hangs << " of 3 shutdowns hung";
+}
+
+// The receive is on the ring of worker P, parked in its main loop; the
+// other worker Q waits for it inside a task and parked after P. [X2]'s
+// wake goes to Q, which is not in its main loop and parks again: P must
+// still come round to cancel. All three runs hung before.
+TEST(Io, ShutdownReachesARingWhoseAwaiterWaitsOnAnotherWorker) {
+  pwtest::Watchdog wd("Io.ShutdownReachesARingWhoseAwaiterWaitsOnAnotherWorker", 60);
+  int hangs = 0;
+  for (int run = 0; run < 3; ++run) {
+    Pair p;
+    auto rt = std::make_unique<parkway::Runtime>(parkway::Options{.workers = 2});
+    std::atomic<int> stage{0};
+    std::unique_ptr<parkway::Spawned<io::Result<std::size_t>>> s;
+    auto q = rt->submit([&] {
+      stage.store(1);
+      std::this_thread::sleep_for(200ms);
+      while (stage.load() != 2) std::this_thread::sleep_for(1ms);
+      auto r = s->get();  // Q waits, helping, and parks after P
+      return r ? 0 : int(r.error().value());
+    });
+    while (stage.load() != 1) std::this_thread::sleep_for(1ms);
+    // Runs on P (Q is busy), whose receive then sleeps in P's ring.
+    s = std::make_unique<parkway::Spawned<io::Result<std::size_t>>>(parkway::spawn(recv_once(p.a, {}), *rt));
+    stage.store(2);
+    std::this_thread::sleep_for(400ms);
+    hangs += shutdown_hangs(rt, p.b, 3000ms);
+    EXPECT_EQ(q.get(), ECANCELED) << "run " << run;
+  }
+  EXPECT_EQ(hangs, 0) << hangs << " of 3 shutdowns hung";
+}
+
 // The same echo with every send on the ring (Options::io_send_first =
 // false): the ring's send path, not only the one a full socket takes.
 TEST(Io, EchoWithEverySendOnTheRing) {

@@ -83,7 +83,12 @@ struct alignas(64) ParkWord {
   // Returns true if a wake was issued. [C4] (a completion), [M2] (a
   // cancel posted to the owner's ring).
   bool notify() noexcept {
-    std::uint32_t v = word.load(std::memory_order_relaxed);
+    // seq_cst, though it may be the only access: a poster that returns on
+    // a token it reads here (a cancel's [M2] after its mailbox CAS) must
+    // read it before the owner's next [P0], whose [R1] then sees the
+    // mailbox; a relaxed load may be satisfied early (on Arm) and read a
+    // token the owner has already taken.
+    std::uint32_t v = word.load(std::memory_order_seq_cst);
     do {
       if (v == kNotified || v == kHandedOff) return false;
     } while (!word.compare_exchange_weak(v, kNotified, std::memory_order_seq_cst,

@@ -286,6 +286,13 @@ void RuntimeImpl::stop_workers() {
   closing.store(true, std::memory_order_seq_cst);
   while (injecting.load(std::memory_order_seq_cst) != 0) sched_yield();
   stop.store(true, std::memory_order_seq_cst);  // [X1]
+  // [X1b] A token on every worker's word: a worker asleep in its ring
+  // with I/O in flight (in its main loop, or inside a task's wait) must
+  // come round to cancel it, and [X2]'s one wake and the exit chain may
+  // never reach it (they pick main-loop parkers, and one that may not
+  // leave parks again). To any other worker it is one spurious look.
+  for (unsigned i = 0; i < workers.size(); ++i)
+    if (const std::uint32_t id = parking.park_id(i); id != Parking::kNoParkId) park_word(id).notify();
   // [X2] Wake one quiet worker (the most recently parked in its main
   // loop), if nobody searches: it comes to [E1] and, once every other
   // worker is quiet, leaves and wakes the next ([E3], the exit chain).
