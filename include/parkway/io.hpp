@@ -375,7 +375,8 @@ PARKWAY_API detail::OwnedRecvOp recv_owned(int fd, std::size_t max, OpOptions o 
 // (offset + the bytes asked for), fails with EINVAL, named for the
 // operation ("read", "write", "readv", "writev"), without the kernel. A
 // read of a regular file returns fewer bytes than asked only at the end
-// of the file (0 past it). A read at an offset of 0 or more whose data is
+// of the file (0 past it), or when more than 0x7ffff000 bytes (2 GiB
+// less 4 KiB) are asked: the kernel reads at most that in one call. A read at an offset of 0 or more whose data is
 // in the page cache is done at its co_await, without the ring
 // (Options::io_read_first); one that finds only the first part cached and
 // the file going on goes to the ring whole.
