@@ -9,6 +9,8 @@
 // The whole suite also runs with PARKWAY_IO_WAKE=eventfd (make
 // test-io-eventfd), the wake path of kernels without IORING_OP_FUTEX_WAIT.
 #include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <gtest/gtest.h>
@@ -1949,6 +1951,31 @@ TEST(Io, AFifoOpenEndsByItsTimeoutOrCancel) {
   EXPECT_LT(ms_since(t0), 3000.0);
   ::unlink(path.c_str());
   ::rmdir(dir);
+}
+
+// Address: what parse() takes and refuses, and what to_string() prints
+// for each family (IPv6 zones by name or index, Unix paths).
+TEST(IoAddress, ParseAndPrint) {
+  auto text = [](const char* ip, std::uint16_t port) -> std::string {
+    auto a = io::Address::parse(ip, port);
+    return a ? a->to_string() : "nullopt";
+  };
+  EXPECT_EQ(text("127.0.0.1", 8080), "127.0.0.1:8080");
+  EXPECT_EQ(text("::1", 80), "[::1]:80");
+  EXPECT_EQ(text("::ffff:10.0.0.1", 1), "[::ffff:10.0.0.1]:1");
+  EXPECT_EQ(text("fe80::1%lo", 80), "[fe80::1%lo]:80");
+  EXPECT_EQ(text("fe80::1%1", 80), "[fe80::1%lo]:80");  // index 1 is lo
+  const auto scoped = io::Address::parse("fe80::1%lo", 80);
+  ASSERT_TRUE(scoped);
+  EXPECT_EQ(reinterpret_cast<const sockaddr_in6*>(scoped->get())->sin6_scope_id, if_nametoindex("lo"));
+  for (const char* bad : {"", "localhost", "1.2.3", "256.0.0.1", "::1%", "fe80::1%no-such-interface", "fe80::1%0",
+                          "fe80::1%99999999999", "1.2.3.4%lo", "[::1]"})
+    EXPECT_EQ(text(bad, 1), "nullopt") << bad;
+  EXPECT_EQ(io::Address::loopback(7).to_string(), "127.0.0.1:7");
+  EXPECT_EQ(io::Address().to_string(), "(no address)");
+  EXPECT_EQ(io::Address::unix_path("/run/x.sock")->to_string(), "unix:/run/x.sock");
+  EXPECT_FALSE(io::Address::unix_path(""));
+  EXPECT_FALSE(io::Address::unix_path(std::string("a\0b", 3)));
 }
 
 // Socket::connect to a Unix listener whose backlog is full waits, as a

@@ -459,7 +459,9 @@ PARKWAY_API SleepOp sleep_until(std::chrono::steady_clock::time_point t, CancelS
 class PARKWAY_API Address {
  public:
   Address() noexcept = default;
-  // "127.0.0.1", "::1", ... and a port; nullopt if ip is not an address.
+  // "127.0.0.1", "::1", "fe80::1%eth0" (a zone: an interface's name or
+  // index), ... and a port; nullopt if ip is not an address (or names no
+  // interface).
   static std::optional<Address> parse(const char* ip, std::uint16_t port) noexcept;
   static Address loopback(std::uint16_t port) noexcept;  // 127.0.0.1:port
   // A Unix domain socket's path; nullopt if it is empty or too long
@@ -471,7 +473,7 @@ class PARKWAY_API Address {
   socklen_t* size_ptr() noexcept { return &len_; }
   int family() const noexcept { return ss_.ss_family; }
   std::uint16_t port() const noexcept;
-  std::string to_string() const;  // "127.0.0.1:8080", "[::1]:8080", "unix:/run/x.sock"
+  std::string to_string() const;  // "127.0.0.1:8080", "[::1]:8080", "[fe80::1%eth0]:80", "unix:/run/x.sock"
 
  private:
   sockaddr_storage ss_{};

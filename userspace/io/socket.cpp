@@ -2,6 +2,7 @@
 // Their operations are the raw ones (ops.cpp) in the descriptor's scope,
 // so that closing it cancels them first.
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <fcntl.h>
 #include <liburing.h>
 #include <linux/stat.h>
@@ -15,6 +16,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -47,14 +49,34 @@ std::optional<Address> Address::parse(const char* ip, std::uint16_t port) noexce
     a.len_ = sizeof(sockaddr_in);
     return a;
   }
+  // IPv6, with a zone after '%' for a link-local address: an interface's
+  // name ("fe80::1%eth0") or index ("fe80::1%2").
   auto* v6 = reinterpret_cast<sockaddr_in6*>(a.get());
-  if (inet_pton(AF_INET6, ip, &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(port);
-    a.len_ = sizeof(sockaddr_in6);
-    return a;
+  const char* zone = std::strchr(ip, '%');
+  char addr[INET6_ADDRSTRLEN];
+  const std::size_t addr_len = zone ? std::size_t(zone - ip) : std::strlen(ip);
+  if (addr_len >= sizeof addr) return std::nullopt;
+  std::memcpy(addr, ip, addr_len);
+  addr[addr_len] = '\0';
+  if (inet_pton(AF_INET6, addr, &v6->sin6_addr) != 1) return std::nullopt;
+  if (zone) {
+    const char* z = zone + 1;
+    unsigned index = 0;
+    const std::size_t zlen = std::strlen(z);
+    if (zlen == 0) return std::nullopt;
+    if (std::strspn(z, "0123456789") == zlen) {
+      if (zlen > 9) return std::nullopt;
+      index = unsigned(std::strtoul(z, nullptr, 10));
+    } else {
+      index = if_nametoindex(z);
+    }
+    if (index == 0) return std::nullopt;
+    v6->sin6_scope_id = index;
   }
-  return std::nullopt;
+  v6->sin6_family = AF_INET6;
+  v6->sin6_port = htons(port);
+  a.len_ = sizeof(sockaddr_in6);
+  return a;
 }
 
 Address Address::loopback(std::uint16_t port) noexcept { return *parse("127.0.0.1", port); }
@@ -83,8 +105,14 @@ std::string Address::to_string() const {
     return std::string(buf) + ":" + std::to_string(port());
   }
   if (family() == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(get())->sin6_addr, buf, sizeof buf);
-    return "[" + std::string(buf) + "]:" + std::to_string(port());
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(get());
+    inet_ntop(AF_INET6, &v6->sin6_addr, buf, sizeof buf);
+    std::string zone;
+    if (v6->sin6_scope_id != 0) {
+      char name[IF_NAMESIZE];
+      zone = "%" + std::string(if_indextoname(v6->sin6_scope_id, name) ? name : std::to_string(v6->sin6_scope_id));
+    }
+    return "[" + std::string(buf) + zone + "]:" + std::to_string(port());
   }
   if (family() == AF_UNIX) {
     const auto* un = reinterpret_cast<const sockaddr_un*>(get());
