@@ -65,20 +65,44 @@ PARKWAY_API Runtime& runtime_for_spawn();
 inline void* const kCoroDone = reinterpret_cast<void*>(std::uintptr_t(1));
 
 // An awaitable that is its own awaiter, by reference (await_transform).
-// The coroutine's group is this thread's current group while the
-// operation is submitted: an I/O operation joins the group's scope there,
-// so that cancelling the group cancels it (userspace/io/group_scope.cpp).
+// `scope`: the group an I/O operation joins while it is submitted, so
+// that cancelling the group cancels it (userspace/io/group_scope.cpp);
+// nullptr for one that runs whatever the group (io::close). `group`: the
+// coroutine's own, made this thread's current group again when it
+// resumes, whoever resumed it (an I/O completion runs on a worker's loop,
+// or inside a wait of another group's task).
 template <class A>
 struct AwaiterRef {
   A& a;
   TaskGroup* group;
+  TaskGroup* scope;
   decltype(auto) await_ready() { return a.await_ready(); }
   template <class H>
   decltype(auto) await_suspend(H h) {
-    GroupScope in(group);
+    GroupScope in(scope);
     return a.await_suspend(h);
   }
-  decltype(auto) await_resume() { return a.await_resume(); }
+  decltype(auto) await_resume() {
+    tls_group = group;
+    return a.await_resume();
+  }
+};
+
+// The awaiter an awaitable's operator co_await made (await_transform),
+// held by value, with the same restoring of the coroutine's group.
+template <class W>
+struct GroupAwaiter {
+  W w;
+  TaskGroup* group;
+  decltype(auto) await_ready() { return w.await_ready(); }
+  template <class H>
+  decltype(auto) await_suspend(H h) {
+    return w.await_suspend(h);
+  }
+  decltype(auto) await_resume() {
+    tls_group = group;
+    return w.await_resume();
+  }
 };
 
 template <class T>
@@ -146,14 +170,15 @@ struct PromiseBase {
     // An operation that must run whatever the group (io::close): no
     // Cancelled, and not in the group's scope.
     if constexpr (requires { std::remove_reference_t<A>::kRunsWhenCancelled; }) {
-      return AwaiterRef<std::remove_reference_t<A>>{a, nullptr};
+      return AwaiterRef<std::remove_reference_t<A>>{a, group, nullptr};
     } else {
       if (cancellation_active()) [[unlikely]]
         throw_if_stopped(group);
       if constexpr (requires { static_cast<A&&>(a).operator co_await(); })
-        return static_cast<A&&>(a).operator co_await();
+        return GroupAwaiter<decltype(static_cast<A&&>(a).operator co_await())>{static_cast<A&&>(a).operator co_await(),
+                                                                             group};
       else
-        return AwaiterRef<std::remove_reference_t<A>>{a, group};
+        return AwaiterRef<std::remove_reference_t<A>>{a, group, group};
     }
   }
 
@@ -197,6 +222,7 @@ struct PromiseBase {
       if (std::exception_ptr refused = refuse_start(st->promise->group)) {
         PromiseBase& p = *st->promise;
         *p.error_slot = std::move(refused);
+        GroupScope keep(tls_group);  // the joiner makes its own group current; this thread's comes back after
         finish(p, st->h).resume();
         return true;
       }

@@ -113,7 +113,10 @@ bool guard_fired(::parkway::detail::Task* t) noexcept {
     }
   }
   q->unlock();
-  if (h) h.resume();
+  if (h) {
+    ::parkway::detail::GroupScope keep(::parkway::detail::tls_group);  // as resume_continuation (op.cpp)
+    h.resume();
+  }
   q->unref();
   unref(st);
   return true;
