@@ -546,6 +546,203 @@ TEST(Cancel, AnIoCloseRunsInACancelledGroup) {
   ::close(fds[1]);
 }
 
+// A coroutine of group g resumed by its I/O completion on a worker's main
+// loop runs under g again: parkway::cancelled() is true once g is
+// cancelled (as its next co_await's Cancelled says), a TaskGroup made
+// there is g's child, and a coroutine spawned there is g's (it does not
+// start). Before, the resumption left the thread's group (none) current:
+// all three said otherwise.
+TEST(Cancel, ACoroutineResumedByItsIoRunsUnderItsGroup) {
+  pwtest::Watchdog w("Cancel.ACoroutineResumedByItsIoRunsUnderItsGroup", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  std::atomic<bool> sleeping{false}, done{false};
+  std::atomic<int> saw_cancelled{-1}, child_group_cancelled{-1}, child_started{-1}, next_await_threw{-1};
+  auto child = [&]() -> parkway::Task<void> {
+    child_started.store(1);
+    co_return;
+  };
+  auto c = [&]() -> parkway::Task<void> {
+    sleeping.store(true, std::memory_order_release);
+    parkway::io::Result<void> r = co_await parkway::io::sleep_for(30s);
+    (void)r;
+    saw_cancelled.store(parkway::cancelled() ? 1 : 0);
+    {
+      parkway::TaskGroup k;
+      child_group_cancelled.store(k.is_cancelled() ? 1 : 0);
+    }
+    child_started.store(0);
+    try {
+      parkway::Spawned<void> s = parkway::spawn(child());
+      next_await_threw.store(0);
+      co_await std::move(s);
+    } catch (const parkway::Cancelled&) {
+      next_await_threw.store(1);
+    }
+    done.store(true, std::memory_order_release);
+  };
+  parkway::TaskGroup g(rt);
+  g.spawn([&] {
+    parkway::Spawned<void> s = parkway::spawn(c());  // another worker takes it: this one spins
+    while (!done.load(std::memory_order_acquire)) std::this_thread::yield();
+    s.get();
+  });
+  ASSERT_TRUE(wait_for(sleeping));
+  std::this_thread::sleep_for(20ms);
+  g.cancel();
+  ASSERT_TRUE(wait_for(done));
+  EXPECT_NO_THROW(g.wait());
+  EXPECT_EQ(next_await_threw.load(), 1);
+  EXPECT_EQ(saw_cancelled.load(), 1) << "parkway::cancelled() false in a coroutine of a cancelled group";
+  EXPECT_EQ(child_group_cancelled.load(), 1) << "a group made in the coroutine is not its group's child";
+  EXPECT_EQ(child_started.load(), 0) << "a coroutine spawned there started although its spawner's group is cancelled";
+}
+
+// A detached coroutine (no group) whose I/O completes while a task of
+// group x waits on the same worker is resumed inside that wait, and must
+// not take x for its own: it does not see x's cancellation, and a
+// coroutine it spawns is in no group and runs. Before, it saw x's
+// cancellation and its child was refused with x's Cancelled.
+TEST(Cancel, ACoroutineResumedInsideAnotherGroupsWaitDoesNotJoinIt) {
+  pwtest::Watchdog w("Cancel.ACoroutineResumedInsideAnotherGroupsWaitDoesNotJoinIt", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  parkway::Runtime rt2(parkway::Options{.workers = 1});
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  std::atomic<bool> reading{false}, done{false}, inner_running{false}, release{false}, t_waiting{false};
+  std::atomic<int> saw_cancelled{-1}, child_outcome{-1};  // 0: ran, 1: Cancelled
+  auto child = []() -> parkway::Task<void> { co_return; };
+  auto c = [&]() -> parkway::Task<void> {
+    std::byte b[1];
+    reading.store(true, std::memory_order_release);
+    auto r = co_await parkway::io::read(p[0], b, -1);
+    (void)r;
+    saw_cancelled.store(parkway::cancelled() ? 1 : 0);
+    parkway::Spawned<void> s = parkway::spawn(child());
+    try {
+      co_await std::move(s);
+      child_outcome.store(0);
+    } catch (const parkway::Cancelled&) {
+      child_outcome.store(1);
+    }
+    done.store(true, std::memory_order_release);
+  };
+  parkway::detach(c(), rt);
+  ASSERT_TRUE(wait_for(reading));
+  std::this_thread::sleep_for(20ms);  // the read is in flight
+  parkway::TaskGroup x(rt);
+  x.spawn([&] {
+    parkway::TaskGroup inner(rt2);  // its task runs on rt2: this worker helps while it waits
+    inner.spawn([&] {
+      inner_running.store(true, std::memory_order_release);
+      while (!release.load(std::memory_order_acquire)) std::this_thread::yield();
+    });
+    t_waiting.store(true, std::memory_order_release);
+    inner.wait();
+  });
+  ASSERT_TRUE(wait_for(inner_running));
+  ASSERT_TRUE(wait_for(t_waiting));
+  std::this_thread::sleep_for(20ms);
+  x.cancel();
+  ASSERT_EQ(::write(p[1], "x", 1), 1);
+  ASSERT_TRUE(wait_for(done));
+  release.store(true, std::memory_order_release);
+  EXPECT_NO_THROW(x.wait());
+  EXPECT_EQ(saw_cancelled.load(), 0) << "a coroutine of no group saw another group's cancellation";
+  EXPECT_EQ(child_outcome.load(), 0) << "its child was refused with the other group's Cancelled";
+  ::close(p[0]);
+  ::close(p[1]);
+}
+
+// The same resumption, then x ends and is freed while the coroutine the
+// detached one spawned sleeps: had that child taken x for its group, its
+// sleep would sit in x's registry entry, and another group's cancel()
+// would walk the freed x (a use after free under ASAN, before).
+TEST(Cancel, AGroupFreedAfterACoroutineResumedInItsWaitIsNotReferenced) {
+  pwtest::Watchdog w("Cancel.AGroupFreedAfterACoroutineResumedInItsWaitIsNotReferenced", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  parkway::Runtime rt2(parkway::Options{.workers = 1});
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  std::atomic<bool> reading{false}, done{false}, inner_running{false}, release{false}, t_waiting{false},
+      d_sleeping{false};
+  auto d = [&]() -> parkway::Task<void> {
+    d_sleeping.store(true, std::memory_order_release);
+    auto r = co_await parkway::io::sleep_for(300ms);
+    (void)r;
+  };
+  auto c = [&]() -> parkway::Task<void> {
+    std::byte b[1];
+    reading.store(true, std::memory_order_release);
+    auto r = co_await parkway::io::read(p[0], b, -1);
+    (void)r;
+    parkway::Spawned<void> s = parkway::spawn(d());
+    co_await std::move(s);
+    done.store(true, std::memory_order_release);
+  };
+  parkway::detach(c(), rt);
+  ASSERT_TRUE(wait_for(reading));
+  std::this_thread::sleep_for(20ms);
+  auto* x = new parkway::TaskGroup(rt);
+  x->spawn([&] {
+    parkway::TaskGroup inner(rt2);
+    inner.spawn([&] {
+      inner_running.store(true, std::memory_order_release);
+      while (!release.load(std::memory_order_acquire)) std::this_thread::yield();
+    });
+    t_waiting.store(true, std::memory_order_release);
+    inner.wait();
+  });
+  ASSERT_TRUE(wait_for(inner_running));
+  ASSERT_TRUE(wait_for(t_waiting));
+  std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(::write(p[1], "x", 1), 1);
+  ASSERT_TRUE(wait_for(d_sleeping));  // d started inside x's task, its sleep joined x's scope
+  std::this_thread::sleep_for(20ms);
+  release.store(true, std::memory_order_release);
+  x->wait();
+  delete x;  // x's task has returned; nothing of x's should remain
+  parkway::TaskGroup y(rt);
+  y.cancel();  // walks the registry: x's entry is still there
+  y.wait();
+  ASSERT_TRUE(wait_for(done));
+  ::close(p[0]);
+  ::close(p[1]);
+}
+
+// A cancel() that overlaps the group's wait() marks the group, and its
+// call into the I/O registry (cancel_group_io) may come after the wait
+// has cleared the mark and the group has started a new round. That late
+// call must leave the new round's operations alone. The late call is made
+// here directly, as the racing thread would; before, the new round's
+// sleep ended with ECANCELED at once, with no Cancelled.
+TEST(Cancel, ALateCancelOfAWaitedGroupLeavesItsNextRoundsIoAlone) {
+  pwtest::Watchdog w("Cancel.ALateCancelOfAWaitedGroupLeavesItsNextRoundsIoAlone", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  parkway::TaskGroup g(rt);
+  g.spawn([] {});
+  g.cancel();
+  try {
+    g.wait();  // the mark is cleared: g may be used again
+  } catch (const parkway::Cancelled&) {
+  }
+  EXPECT_FALSE(g.is_cancelled());
+  std::atomic<bool> sleeping{false};
+  std::atomic<int> sleep_error{-1};
+  g.spawn([&] {
+    parkway::sync_wait(*parkway::Runtime::current(), [](std::atomic<bool>* sleeping,
+                                                        std::atomic<int>* error) -> parkway::Task<void> {
+      sleeping->store(true, std::memory_order_release);
+      parkway::io::Result<void> r = co_await parkway::io::sleep_for(200ms);
+      error->store(r ? 0 : r.error().value());
+    }(&sleeping, &sleep_error));
+  });
+  ASSERT_TRUE(wait_for(sleeping));
+  std::this_thread::sleep_for(20ms);  // the sleep is in flight, in g's registry entry
+  parkway::detail::cancel_group_io(&g);  // the first round's cancel(), late
+  EXPECT_NO_THROW(g.wait());
+  EXPECT_EQ(sleep_error.load(), 0) << "the new round's sleep was cancelled by the old round's cancel";
+}
+
 // A group cancelled just as one of its coroutines starts an operation: the
 // cancel must reach it wherever it lands, between the operation's look at
 // the group and its entry in the group's registry included (chaos points

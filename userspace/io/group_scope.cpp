@@ -85,6 +85,11 @@ namespace parkway::detail {
 void cancel_group_io(const TaskGroup* g) noexcept {
   using namespace ::parkway::io::detail;
   std::lock_guard<std::mutex> l(g_mu);
+  // A cancel() that overlapped the group's wait() may come here after the
+  // wait cleared the mark and the group went on to a new round: that
+  // round's operations are not cancelled (their group_scope_add, under
+  // this lock, came after the clearing, which this load then sees).
+  if (!g->is_cancelled()) return;
   for (auto it = g_scopes.begin(); it != g_scopes.end();) {
     if (group_within(it->first, g)) {
       cancel_scope(it->second);
