@@ -160,6 +160,12 @@ get_status "If-None-Match over two lines, * in the second (a list) -> 200" 200 '
 get_status "If-Match over two lines, * in the second (a list) -> 412" 412 'If-Match: "a"\r\nIf-Match: *\r\n'
 get_status "If-None-Match with a tag holding \", *,\" -> 200" 200 'If-None-Match: "a, *, b"\r\n'
 get_status "If-Match with a tag holding \", *,\" -> 412" 412 'If-Match: "a, *, b"\r\n'
+# The answer to a HEAD whose head is malformed has no content either
+# (RFC 9110 9.3.2): a 400 for the missing Host, then the close.
+no_body_then_close() { [[ "$1" == *$'\r\n\r\n<EOF>' ]]; }
+r=$(printf 'HEAD /hello.txt HTTP/1.1\r\n\r\n' | raw 3)
+check "HEAD with no Host -> 400, no body" bash -c 'grep -q "^HTTP/1.1 400 " <<<"$1"' _ "$r"
+check "HEAD with no Host: the head, then the close" no_body_then_close "$r"
 get_status "If-None-Match present: If-Modified-Since ignored -> 200" 200 \
   'If-None-Match: "x"\r\nIf-Modified-Since: Thu, 02 Jan 2020 03:04:05 GMT\r\n'
 r=$(printf 'HEAD /hello.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=0-3\r\nConnection: close\r\n\r\n' | raw 3)
@@ -357,6 +363,7 @@ check "unknown method -> 501" status_is "$r" 501
 # head (the body read reuses the buffer the head was parsed in), and a
 # body trickled slower than --body-timeout (1 s) is answered 408.
 py_checks "$HERE/httpd/bodies.py" "$PORT"
+py_checks "$HERE/httpd/empty_lines.py" "$PORT" 5
 
 # File bodies larger than the socket buffers (io::send_file waits for
 # room), a Range inside one, pipelined, one not in the page cache, and

@@ -93,6 +93,9 @@ class Connection {
   bool linger_ = false;              // closing after an answer while the client may still send
   bool first_ = true;                // no request answered yet
   Clock::time_point head_deadline_;  // the head being received must be complete by then
+  // The idle wait's end, from the last answer: waits that brought only
+  // empty lines keep it (epoch: none yet, the next wait sets it).
+  Clock::time_point idle_deadline_{};
 };
 
 // Appends what recv gives to the buffer (compacting it first, and
@@ -256,7 +259,9 @@ Task<bool> Connection::answer_buffered() {
     ParseResult p = parser().parse(buffered());
     if (p.status == ParseStatus::NeedMore) co_return true;
     if (p.status == ParseStatus::Error) {
-      Response r = simple_response(p.http_status);
+      // A HEAD's answer has no content, errors' included (RFC 9110 9.3.2);
+      // the method is known once its token is read, before the error.
+      Response r = simple_response(p.http_status, parser().method() == "HEAD");
       log("-", r.status);
       append_answer(r, /*last=*/true);
       co_await flush(/*last=*/true);
@@ -298,6 +303,7 @@ Task<bool> Connection::answer_buffered() {
     if (!written) co_return false;
     parser().reset();
     first_ = false;
+    idle_deadline_ = {};  // the next idle wait counts from here
     // A pipelined head already begun has header_timeout from here; with
     // nothing buffered, start_request() starts the next head's clock.
     if (begin_ != end_) head_deadline_ = Clock::now() + cfg.header_timeout;
@@ -384,7 +390,10 @@ io::OpOptions Connection::start_idle_wait() {
     o.deadline = head_deadline_;
     o.cancel = &st_.abort;
   } else {
-    o.timeout = st_.config.idle_timeout;
+    // From the last answer: a client sending only empty lines (which
+    // skip_empty_lines drops) does not begin the wait again.
+    if (idle_deadline_ == Clock::time_point{}) idle_deadline_ = Clock::now() + st_.config.idle_timeout;
+    o.deadline = idle_deadline_;
     o.cancel = &st_.idle;
   }
   return o;

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+# empty_lines.py PORT IDLE_TIMEOUT -- against a parkway-httpd on
+# 127.0.0.1:PORT started with --idle-timeout IDLE_TIMEOUT (seconds). Prints
+# PASS/FAIL lines:
+#   - a keep-alive connection that, after its answer, sends only empty
+#     lines (CRLF, which RFC 9112 2.2 lets a client send between requests)
+#     every 1.5 s is closed once IDLE_TIMEOUT has passed since the answer:
+#     the empty lines do not start the idle wait again;
+#   - one that sends a real request after an empty line is answered.
+import socket
+import sys
+import time
+
+from verdict import verdict
+
+PORT, IDLE = int(sys.argv[1]), float(sys.argv[2])
+REQ = b"GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n"
+
+
+def answered(s):
+    got = b""
+    while b"Hello, World!" not in got:
+        x = s.recv(4096)
+        if not x:
+            return False
+        got += x
+    return True
+
+
+s = socket.create_connection(("127.0.0.1", PORT), timeout=IDLE + 5)
+s.sendall(REQ)
+ok_first = answered(s)
+t0, closed = time.time(), False
+s.settimeout(1.5)
+while time.time() - t0 < IDLE + 4:
+    try:
+        s.sendall(b"\r\n")
+    except OSError:
+        closed = True
+        break
+    try:
+        if not s.recv(4096):
+            closed = True
+            break
+    except socket.timeout:
+        pass
+    except ConnectionResetError:
+        closed = True
+        break
+took = time.time() - t0
+s.close()
+verdict(ok_first and closed and took < IDLE + 2,
+        "empty lines every 1.5 s after an answer: closed %g s after it (the idle timeout), not kept open" % IDLE,
+        "answered=%s closed=%s after %.1f s" % (ok_first, closed, took))
+
+s = socket.create_connection(("127.0.0.1", PORT), timeout=5)
+s.sendall(REQ)
+first = answered(s)
+s.sendall(b"\r\n")
+time.sleep(0.3)
+s.sendall(REQ)
+second = answered(s)
+s.close()
+verdict(first and second, "an empty line, then a request on the same connection: answered", "%s %s" % (first, second))
