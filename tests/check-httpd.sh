@@ -2,7 +2,8 @@
 # check-httpd.sh BINARY -- end-to-end checks of parkway-httpd: starts it on
 # 127.0.0.1 (port 0) with a temporary document root and talks to it with
 # curl and raw sockets (python3), a fuzz client (tests/httpd/fuzz.py, about
-# 10 s), bodies apart from their heads (tests/httpd/bodies.py), large
+# 10 s), bodies apart from their heads (tests/httpd/bodies.py), empty lines
+# between requests (tests/httpd/empty_lines.py, about 6 s), large
 # and uncached files (tests/httpd/large_files.py) and wrk
 # (when installed); then a server shut down under load
 # (tests/httpd/shutdown.py), and one under `ulimit -n 64` that gets more
