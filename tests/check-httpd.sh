@@ -41,6 +41,7 @@ cleanup() {
   [ -n "$PID5" ] && kill -KILL "$PID5" 2>/dev/null
   [ -n "$PID2" ] && kill -KILL "$PID2" 2>/dev/null
   [ -n "$PID3" ] && kill -KILL "$PID3" 2>/dev/null
+  chmod -R u+rwx "$TMP" 2>/dev/null  # the permission checks' directory that may not be read
   rm -rf "$TMP"
 }
 trap cleanup EXIT

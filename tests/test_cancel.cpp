@@ -3,6 +3,7 @@
 // and Runtime::shutdown(deadline) (docs/design/cancellation.md).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -741,6 +742,62 @@ TEST(Cancel, ALateCancelOfAWaitedGroupLeavesItsNextRoundsIoAlone) {
   parkway::detail::cancel_group_io(&g);  // the first round's cancel(), late
   EXPECT_NO_THROW(g.wait());
   EXPECT_EQ(sleep_error.load(), 0) << "the new round's sleep was cancelled by the old round's cancel";
+}
+
+// The other side of that resumption: a detached coroutine waiting for a
+// connection on an accept stream is resumed (resume_taker) inside the
+// wait of a task of group x, then suspends again. x's task must go on
+// under x: after its wait x is still its thread's group, and it sees x's
+// cancellation. Before, the taker's group (none) stayed current.
+TEST(Cancel, AnAcceptStreamTakerResumedInsideAGroupsWaitGivesTheGroupBack) {
+  pwtest::Watchdog w("Cancel.AnAcceptStreamTakerResumedInsideAGroupsWaitGivesTheGroupBack", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  parkway::Runtime rt2(parkway::Options{.workers = 1});
+  auto l = parkway::io::Listener::bind(parkway::io::Address::loopback(0));
+  ASSERT_TRUE(l) << l.error().message();
+  std::atomic<bool> taking{false}, resumed{false}, inner_running{false}, release{false}, t_waiting{false};
+  std::atomic<int> x_current_after{-1}, cancelled_after{-1};
+  auto taker = [&]() -> parkway::Task<void> {
+    parkway::io::AcceptStream st = l->stream();
+    taking.store(true, std::memory_order_release);
+    auto c = co_await st.next();
+    (void)c;
+    resumed.store(true, std::memory_order_release);
+    auto r = co_await parkway::io::sleep_for(1s);  // suspends again: back to whoever resumed it
+    (void)r;
+  };
+  parkway::detach(taker(), rt);
+  ASSERT_TRUE(wait_for(taking));
+  std::this_thread::sleep_for(30ms);
+  parkway::TaskGroup x(rt);
+  x.spawn([&] {
+    parkway::TaskGroup inner(rt2);  // its task runs on rt2: this worker helps while it waits
+    inner.spawn([&] {
+      inner_running.store(true, std::memory_order_release);
+      while (!release.load(std::memory_order_acquire)) std::this_thread::yield();
+    });
+    t_waiting.store(true, std::memory_order_release);
+    inner.wait();
+    x_current_after.store(parkway::detail::tls_group == &x ? 1 : 0);
+    cancelled_after.store(parkway::cancelled() ? 1 : 0);
+  });
+  ASSERT_TRUE(wait_for(inner_running));
+  ASSERT_TRUE(wait_for(t_waiting));
+  std::this_thread::sleep_for(30ms);
+  int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const parkway::io::Address a = l->local_address();
+  ASSERT_EQ(::connect(c, a.get(), a.size()), 0);
+  ASSERT_TRUE(wait_for(resumed));
+  std::this_thread::sleep_for(30ms);
+  x.cancel();
+  release.store(true, std::memory_order_release);
+  try {
+    x.wait();
+  } catch (const parkway::Cancelled&) {
+  }
+  EXPECT_EQ(x_current_after.load(), 1) << "x's task went on under another group after its wait";
+  EXPECT_EQ(cancelled_after.load(), 1) << "x's task did not see x's cancellation";
+  ::close(c);
 }
 
 // A group cancelled just as one of its coroutines starts an operation: the

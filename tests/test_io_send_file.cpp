@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -130,6 +131,29 @@ TEST(IoSendFile, ACountPastTheEndOfACachedFileGoesBySendfile) {
     // The copy path reads the file (at the co_await, the pages being cached).
     EXPECT_EQ(after.total.io_read_now - before.total.io_read_now, 0u) << size << " bytes: some went by the copy path";
   }
+}
+
+// A regular file whose size reads 0 but which has content (/proc's):
+// send_file sends what a read gives, not nothing because of the size.
+TEST(IoSendFile, AFileWhoseSizeReadsZeroIsSentAsReadGivesIt) {
+  io::File f(::open("/proc/self/status", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(f.is_open());
+  struct stat sb;
+  ASSERT_EQ(::fstat(f.fd(), &sb), 0);
+  if (sb.st_size != 0) GTEST_SKIP() << "SKIP: /proc/self/status reports a size here";
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  TcpPair p(rt);
+  auto r = parkway::sync_wait(rt, send_range(&p.out, &f, 0, 1 << 20));
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_GT(*r, 0u) << "nothing sent from a file with content";
+  std::string got(*r, '\0');
+  std::size_t n = 0;
+  while (n < got.size()) {
+    const ssize_t k = ::read(p.in, got.data() + n, got.size() - n);
+    ASSERT_GT(k, 0);
+    n += std::size_t(k);
+  }
+  EXPECT_EQ(got.rfind("Name:", 0), 0u) << got.substr(0, 40);
 }
 
 TEST(IoSendFile, ARangeNotInThePageCacheIsReadAndSent) {

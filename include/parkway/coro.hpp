@@ -27,9 +27,11 @@
 // (spawn/sync_wait from inside a group's task; an inline co_await passes
 // the awaiting coroutine's group on; detach() and the outside of any group
 // give none). Once that group, or a group it was made under, is cancelled,
-// every co_await in the coroutine throws parkway::Cancelled before it
-// suspends; past Runtime::shutdown's deadline, RuntimeShutdown. A coroutine
-// dropped unstarted by that shutdown completes with RuntimeShutdown.
+// every co_await in the coroutine but io::close's throws
+// parkway::Cancelled before it suspends; past Runtime::shutdown's
+// deadline, RuntimeShutdown. A coroutine dropped unstarted by that
+// shutdown completes with RuntimeShutdown. After every co_await the
+// coroutine runs under its own group again, whoever resumed it.
 // docs/design/cancellation.md.
 #pragma once
 

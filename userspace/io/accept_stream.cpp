@@ -69,7 +69,12 @@ bool resume_taker(::parkway::detail::Task* t) noexcept {
   q->lock();
   const std::coroutine_handle<> h = std::exchange(q->resuming, {});
   q->unlock();
-  if (h) h.resume();  // the taker's next wait comes after this
+  if (h) {
+    // The taker makes its own group current; this thread's comes back
+    // after (as in resume_continuation, op.cpp).
+    ::parkway::detail::GroupScope keep(::parkway::detail::tls_group);
+    h.resume();  // the taker's next wait comes after this
+  }
   q->unref();
   return true;
 }

@@ -493,7 +493,7 @@ void IoRing::complete(OpState* st) noexcept {
   // kernel's restart codes (ERESTARTSYS 512 .. ERESTART_RESTARTBLOCK
   // 516), which are not errnos, or with the EINTR io_uring makes of one
   // (a connect's): it was cancelled.
-  if (st->res <= -512 && st->res >= -516) [[unlikely]]
+  if (st->res <= -512 && st->res >= -516 && st->res != -515) [[unlikely]]  // 515: ENOIOCTLCMD, no restart code
     st->res = -ECANCELED;
   if (st->res == -EINTR && (st->timed_out || st->cancel.posted.load(std::memory_order_acquire) ||
                             ops_at_cancel_ != kNoCancelYet)) [[unlikely]]

@@ -190,9 +190,12 @@ Task<Result<std::size_t>> send_file_loop(Descriptors d, std::uint64_t offset, st
       cached = all_cached(d.file, at, want);
       if (!cached) {
         // Pages past the end are never cached: a count past the end of
-        // the file asks again about what the file holds.
+        // the file asks again about what the file holds. A size of 0 may
+        // be no size at all (/proc, some FUSE files): the copy path reads
+        // what there is.
         struct stat sb;
-        if (::fstat(d.file, &sb) == 0 && S_ISREG(sb.st_mode) && std::uint64_t(sb.st_size) < at + want) {
+        if (::fstat(d.file, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
+            std::uint64_t(sb.st_size) < at + want) {
           if (std::uint64_t(sb.st_size) <= at) break;  // the file ends here
           want = std::size_t(std::uint64_t(sb.st_size) - at);
           cached = all_cached(d.file, at, want);
