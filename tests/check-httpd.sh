@@ -7,7 +7,9 @@
 # and uncached files (tests/httpd/large_files.py) and wrk
 # (when installed); then a server shut down under load
 # (tests/httpd/shutdown.py), and one under `ulimit -n 64` that gets more
-# connections than it has descriptors (tests/httpd/exhaust.py). One line per check, then
+# connections than it has descriptors (tests/httpd/exhaust.py); then
+# permissions (as nobody), signals (a closed stderr pipe, a second
+# SIGTERM, PARKWAY_TRACE on) and a runtime that cannot start. One line per check, then
 # "N passed, N failed, N skipped"; exits non-zero when a check failed.
 #
 # HTTPD_CHECK_SANITIZER=1: BINARY is built with -fsanitize=address,undefined;
@@ -35,8 +37,9 @@ if ! command -v python3 >/dev/null; then skipped "all checks" "python3 missing";
 HAVE_CURL=1; command -v curl >/dev/null || HAVE_CURL=0
 
 TMP=$(mktemp -d)
-PID=; PID2=; PID3=; PID5=
+PID=; PID2=; PID3=; PID5=; PID6=
 cleanup() {
+  [ -n "$PID6" ] && kill -KILL "$PID6" 2>/dev/null
   [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
   [ -n "$PID5" ] && kill -KILL "$PID5" 2>/dev/null
   [ -n "$PID2" ] && kill -KILL "$PID2" 2>/dev/null
@@ -535,6 +538,76 @@ else
     [ "$STOPPED" = 1 ] && PID5=
     sanitizer_clean "permissions server stderr: no sanitizer report" "$TMP/err5"
   fi
+fi
+
+# ---- signals and start-up errors -----------------------------------------------------------
+# start_server NAME OUT ERR ARGS...: starts BIN with ARGS (stdout to OUT,
+# stderr to ERR unless ERR is -), sets SPID and SPORT (empty if it did not
+# come up).
+start_server() {
+  local name=$1 out=$2 err=$3; shift 3
+  if [ "$err" = - ]; then "$BIN" --port 0 "$@" >"$out" & else "$BIN" --port 0 "$@" >"$out" 2>"$err" & fi
+  SPID=$!
+  for _ in $(seq 50); do grep -q listening "$out" && break; sleep 0.1; done
+  SPORT=$(sed -nE 's/^parkway-httpd: listening on 127\.0\.0\.1:([0-9]+) .*/\1/p' "$out")
+  [ -n "$SPORT" ] || bad "$name server started" "$(cat "$out")"
+}
+get6() { printf 'GET /plaintext HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | python3 "$HERE/httpd/raw.py" "$SPORT" 3; }
+
+# The access log on a pipe whose reader is gone: its writes fail (EPIPE),
+# the server goes on answering (no SIGPIPE).
+start_server "closed-pipe" "$TMP/out6" - --workers 1 --access-log 2> >(exit 0)
+PID6=$SPID
+if [ -n "$SPORT" ]; then
+  sleep 0.3  # the pipe's reader has gone
+  r=$(get6); r2=$(get6)
+  check "stderr a pipe nobody reads, access log on: answered, twice" bash -c 'grep -q "^HTTP/1.1 200 " <<<"$1" && grep -q "^HTTP/1.1 200 " <<<"$2"' _ "$r" "$r2"
+  stop_server "closed-pipe server: SIGTERM -> exit 0" "$PID6"
+  [ "$STOPPED" = 1 ] || kill -KILL "$PID6" 2>/dev/null; PID6=
+fi
+
+# A second signal ends the grace period at once: a request whose body
+# never comes would hold a 60 s grace period.
+start_server "grace" "$TMP/out7" "$TMP/err7" --workers 1 --shutdown-timeout 60 --body-timeout 60
+PID6=$SPID
+if [ -n "$SPORT" ]; then
+  python3 -c 'import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"POST /plaintext HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n")
+time.sleep(12)' "$SPORT" &
+  HOLD=$!
+  sleep 0.3
+  kill -TERM "$PID6"
+  sleep 0.5
+  check "one SIGTERM with a request in hand: in its grace period" kill -0 "$PID6"
+  stop_server "a second signal ends the grace period: exit 0 within 8 s" "$PID6"  # its SIGTERM is the second
+  [ "$STOPPED" = 1 ] || kill -KILL "$PID6" 2>/dev/null; PID6=
+  kill "$HOLD" 2>/dev/null; wait "$HOLD" 2>/dev/null
+  sanitizer_clean "grace server stderr: no sanitizer report" "$TMP/err7"
+fi
+
+# With the trace recorder on (PARKWAY_TRACE), SIGTERM still reaches the
+# server's signalfd, not the recorder's thread (whose default action
+# would end the process: status 143).
+export PARKWAY_TRACE=$TMP/httpd.pwt
+start_server "traced" "$TMP/out8" "$TMP/err8" --workers 1
+unset PARKWAY_TRACE
+PID6=$SPID
+if [ -n "$SPORT" ]; then
+  r=$(get6)
+  check "traced server: answered" status_is "$r" 200
+  stop_server "traced server: SIGTERM -> exit 0" "$PID6"
+  [ "$STOPPED" = 1 ] || kill -KILL "$PID6" 2>/dev/null; PID6=
+fi
+
+# A runtime that cannot start its threads (4096 workers in 1 GB of
+# address space) is an error message and status 1, not an abort.
+if [ "$SAN" = 1 ]; then
+  skipped "a runtime that cannot start: status 1" "the sanitizers' shadow memory needs more address space than the limit"
+else
+  ( ulimit -v 1000000 && exec "$BIN" --port 0 --workers 4096 ) >"$TMP/out9" 2>"$TMP/err9"
+  rc=$?
+  check "a runtime that cannot start: status 1 and a message (got $rc)" bash -c '[ "$1" = 1 ] && grep -q "^parkway-httpd: " "$2"' _ "$rc" "$TMP/err9"
 fi
 
 finish

@@ -51,9 +51,11 @@ const char kUsage[] =
     "                      (default 10)\n"
     "  --idle-timeout S    seconds a keep-alive connection may stay idle (default 30)\n"
     "  --shutdown-timeout S  on SIGTERM or SIGINT, seconds busy connections may take to\n"
-    "                      finish the request in hand (default 5)\n"
+    "                      finish the request in hand (default 5; a second signal\n"
+    "                      ends it at once)\n"
     "  --fib-pool N        compute /fib/N on a separate pool of N threads, not on the\n"
-    "                      server's workers (a baseline for measurements; default off)\n";
+    "                      server's workers (a baseline for measurements; without it,\n"
+    "                      /fib runs on the workers)\n";
 
 [[noreturn]] void usage_error(const char* what) {
   std::fprintf(stderr, "parkway-httpd: %s\n%s", what, kUsage);
@@ -105,30 +107,42 @@ Task<void> accept_loop(io::Listener& l, httpd::ServerState& st, io::CancelSource
   done.store(true, std::memory_order_release);
 }
 
-// Runs the server until SIGTERM or SIGINT arrives on `sigfd`, then shuts down.
+// The next SIGTERM or SIGINT on `sigfd`: true when one came, false when
+// the read failed (cancelled at the runtime's end).
+Task<bool> next_signal(int sigfd) {
+  signalfd_siginfo si{};
+  for (;;) {
+    auto n = co_await io::read(sigfd, {reinterpret_cast<std::byte*>(&si), sizeof si}, -1);
+    if (n && *n == sizeof si) co_return true;
+    if (!n && n.error() != std::errc::interrupted) co_return false;
+  }
+}
+
+// Runs the server until SIGTERM or SIGINT arrives on `sigfd`, then shuts
+// down: no new connections, idle ones closed, busy ones given the grace
+// period (--shutdown-timeout), which a second signal ends at once.
 Task<void> run_server(io::Listener& l, httpd::ServerState& st, int sigfd) {
   io::CancelSource stop;
   std::atomic<bool> accept_done{false};
   parkway::detach(accept_loop(l, st, stop, accept_done));
 
-  signalfd_siginfo si{};
-  for (;;) {
-    auto n = co_await io::read(sigfd, {reinterpret_cast<std::byte*>(&si), sizeof si}, -1);
-    if (n && *n == sizeof si) break;
-    if (!n && n.error() != std::errc::interrupted) break;
-  }
+  co_await next_signal(sigfd);
 
   stop.cancel();     // no new connections
   st.idle.cancel();  // connections between requests close now
+  // A second signal ends the grace period at once.
+  parkway::detach([](int fd, httpd::ServerState* s) -> Task<void> {
+    if (co_await next_signal(fd)) s->abort.cancel();
+  }(sigfd, &st));
   const auto deadline = std::chrono::steady_clock::now() + st.config.shutdown_timeout;
+  auto in_grace = [&] { return std::chrono::steady_clock::now() < deadline && !st.abort.cancelled(); };
   // Close the listening socket once the accept loop has left it (its
   // accept cancelled): a client that connects now is refused at once
   // rather than queued in a backlog nobody takes from.
-  while (!accept_done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline)
-    (void)co_await io::sleep_for(1ms);
+  while (!accept_done.load(std::memory_order_acquire) && in_grace()) (void)co_await io::sleep_for(1ms);
   if (accept_done.load(std::memory_order_acquire)) l.close();  // else main closes it at the end
   while ((st.connections.load(std::memory_order_acquire) > 0 || !accept_done.load(std::memory_order_acquire)) &&
-         std::chrono::steady_clock::now() < deadline)
+         in_grace())
     (void)co_await io::sleep_for(10ms);
   st.abort.cancel();  // the grace period is over
   const auto hard = std::chrono::steady_clock::now() + 1s;
@@ -182,13 +196,19 @@ int main(int argc, char** argv) {
   auto addr = io::Address::parse(bind_addr, std::uint16_t(port));
   if (!addr) usage_error("--bind: not an IP address");
 
+  // A client or log reader that is gone is an error value, not the end of
+  // the process (sockets send with MSG_NOSIGNAL; the access log's writes
+  // to a closed pipe would raise SIGPIPE).
+  ::signal(SIGPIPE, SIG_IGN);
   // Blocked before the workers start, so every thread inherits the mask.
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGINT);
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
-  int sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  // A blocking signalfd: its read goes through the ring, which waits for
+  // a signal by polling (a non-blocking one could fail with EAGAIN there).
+  int sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
   if (sigfd < 0) {
     std::perror("parkway-httpd: signalfd");
     return 1;
@@ -200,7 +220,7 @@ int main(int argc, char** argv) {
                  listener.error().message().c_str());
     return 1;
   }
-  {
+  try {
     // Declared first, so it outlives every connection of the server's runtime.
     std::optional<parkway::Runtime> pool;
     if (fib_pool > 0) pool.emplace(parkway::Options{.workers = unsigned(fib_pool), .name = "fibpool"});
@@ -215,6 +235,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     parkway::sync_wait(rt, run_server(*listener, *st, sigfd));
     listener->close();
+  } catch (const std::exception& e) {  // a runtime that could not start its threads
+    std::fprintf(stderr, "parkway-httpd: %s\n", e.what());
+    return 1;
   }
   ::close(sigfd);
   if (st->config.handler.root_fd >= 0) ::close(st->config.handler.root_fd);

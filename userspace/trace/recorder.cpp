@@ -21,6 +21,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #if defined(__x86_64__)
@@ -467,7 +468,16 @@ void start() noexcept {
   iovec v{&h, sizeof h};
   write_all(&v, 1);
   if (g_rec.write_failed) return;
-  if (int err = pthread_create(&g_rec.writer, nullptr, &writer_main, nullptr); err != 0) {
+  // The writer takes no signal: it is made before main() (from a static
+  // constructor, with no signal blocked), so a program that blocks
+  // SIGTERM in main and reads it from a signalfd would have the signal
+  // delivered to this thread, whose default action ends the process.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const int err = pthread_create(&g_rec.writer, nullptr, &writer_main, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (err != 0) {
     std::fprintf(stderr, "parkway: PARKWAY_TRACE: cannot start the writer thread: %s; tracing is off\n",
                  std::strerror(err));
     ::close(g_rec.fd);
