@@ -22,7 +22,8 @@
 // Every operation is an awaitable to co_await from a coroutine running on
 // a parkway worker (Task<T> spawned, detached or sync_wait'ed). It goes to
 // the calling worker's ring; the worker that reaps its completion resumes
-// the coroutine through its deque, where any worker may steal it.
+// the coroutine through its ready queue (beside its deque), from which
+// any worker may take it.
 //
 // Errors, one style throughout:
 //   - outcomes of the operation (EOF is a 0-byte read; a reset, a refused
@@ -33,9 +34,11 @@
 //     parkway worker, or on a closed Socket/Listener/File, is a
 //     std::logic_error naming the operation; a ring that cannot be created
 //     is a std::system_error.
-// Timeouts and cancellation: every operation takes OpOptions. A timeout or
-// deadline makes it fail with ETIMEDOUT (its worker cancels it at its first
-// scheduling point past the deadline); a CancelSource that fires (from
+// Timeouts and cancellation: every operation but close takes OpOptions
+// (sleep_for/sleep_until a CancelSource). A timeout or deadline makes it
+// fail with ETIMEDOUT (its worker cancels it within 64 task switches past
+// the deadline, or at its next reap, search round or ring park; io.md,
+// "Timeouts"); a CancelSource that fires (from
 // any thread) makes it fail with ECANCELED. Closing a Socket, Listener or
 // File cancels the operations in flight on it first. Cancelling the
 // TaskGroup a coroutine belongs to (parkway/coro.hpp) cancels its
@@ -203,7 +206,7 @@ struct OpOptions {
 namespace detail {
 
 // One io_uring submission, filled in by the operation's maker; the ring
-// copies it into an SQE (docs/design/io.md, "Operations").
+// copies it into an SQE (docs/design/io.md, "An operation's life").
 struct OpArgs {
   const char* name;
   std::uint8_t opcode;
@@ -246,7 +249,9 @@ class PARKWAY_API OpBase {
   // Ready at once only when its arguments failed it (OpArgs::fail).
   bool await_ready() const noexcept { return args_.fail != 0; }
   // Submits to the calling worker's ring; false (resume now) when the
-  // operation completed without the kernel (cancelled before it began).
+  // operation ended without the ring: done at once (a send or cached
+  // read at the co_await), cancelled or timed out before it began, or
+  // refused by the ring (EBUSY, ENOMEM).
   bool await_suspend(std::coroutine_handle<> h);
 
  protected:
@@ -361,7 +366,10 @@ PARKWAY_API detail::SizeOp recv(int fd, std::span<std::byte> buf, OpOptions o = 
 PARKWAY_API detail::SizeOp send(int fd, std::span<const std::byte> buf, OpOptions o = {}, int flags = 0);
 // A receive that holds no memory while it waits: up to `max` bytes (at
 // most Options::io_recv_pool_buffer_bytes), copied, once they arrive,
-// into a new block of `max` bytes that the result owns. For connections
+// into a new block of `max` bytes that the result owns. (That is with
+// the ring's buffer pool; a ring without one, io_recv_pool_buffers = 0 or
+// a pool the kernel refused, takes the block of `max` bytes before it
+// waits and receives into it.) For connections
 // that wait long between messages; a busy stream does better with recv
 // into a buffer of its own (docs/design/io.md, "Receives that take
 // memory when bytes arrive"). Besides recv's errors: ENOMEM (no block
