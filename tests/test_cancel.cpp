@@ -588,6 +588,10 @@ TEST(Cancel, ACoroutineResumedByItsIoRunsUnderItsGroup) {
     s.get();
   });
   ASSERT_TRUE(wait_for(sleeping));
+  // The sleep is on the ring before the cancel (a cancel before its
+  // co_await would throw there, and test nothing of the resumption).
+  for (int i = 0; i < 10000 && rt.stats().total.io_ops == 0; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_GE(rt.stats().total.io_ops, 1u);
   std::this_thread::sleep_for(20ms);
   g.cancel();
   ASSERT_TRUE(wait_for(done));
