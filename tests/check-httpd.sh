@@ -86,6 +86,19 @@ py_checks() {
   done < <(timeout 60 python3 "$@" 2>&1)
 }
 
+# start_server NAME OUT ERR CMD...: starts CMD (a parkway-httpd command
+# line with --port 0) in the background, stdout to OUT, stderr to ERR
+# (- : left as it is); sets SPID and SPORT, and says so when the server
+# did not come up (SPORT empty).
+start_server() {
+  local name=$1 out=$2 err=$3; shift 3
+  if [ "$err" = - ]; then "$@" >"$out" & else "$@" >"$out" 2>"$err" & fi
+  SPID=$!
+  for _ in $(seq 50); do grep -q listening "$out" && break; sleep 0.1; done
+  SPORT=$(sed -nE 's/^parkway-httpd: listening on 127\.0\.0\.1:([0-9]+) .*/\1/p' "$out")
+  [ -n "$SPORT" ] || bad "$name server started" "$(cat "$out"; [ "$err" = - ] || cat "$err")"
+}
+
 ROOT=$TMP/root
 mkdir -p "$ROOT/sub" "$ROOT/d ir" "$TMP/outside"
 printf 'hello, static world\n' > "$ROOT/hello.txt"
@@ -453,13 +466,10 @@ sanitizer_clean "shutdown-under-load server stderr: no sanitizer report" "$TMP/e
 # 150 held connections against a server with 64 descriptors: accept fails
 # with EMFILE; the server must wait and retry (not spin, not die), keep
 # serving what it has, and accept again once the clients are gone.
-( ulimit -n 64 && exec "$BIN" --port 0 --workers 2 --header-timeout 10 --idle-timeout 10 ) >"$TMP/out2" 2>"$TMP/err2" &
-PID2=$!
-for _ in $(seq 50); do grep -q listening "$TMP/out2" && break; sleep 0.1; done
-PORT2=$(sed -nE 's/^parkway-httpd: listening on 127\.0\.0\.1:([0-9]+) .*/\1/p' "$TMP/out2")
-if [ -z "$PORT2" ]; then
-  bad "ulimit -n 64 server started" "$(cat "$TMP/out2" "$TMP/err2")"
-else
+start_server "ulimit -n 64" "$TMP/out2" "$TMP/err2" \
+  bash -c 'ulimit -n 64 && exec "$@"' _ "$BIN" --port 0 --workers 2 --header-timeout 10 --idle-timeout 10
+PID2=$SPID PORT2=$SPORT
+if [ -n "$PORT2" ]; then
   py_checks "$HERE/httpd/exhaust.py" "$PORT2" "$PID2" 150 1.5
   stop_server "ulimit -n 64 server: SIGTERM -> exit 0" "$PID2"
   [ "$STOPPED" = 1 ] && PID2=
@@ -518,13 +528,9 @@ fi
 if [ "${#AS[@]}" -gt 0 ] && ! command -v setpriv >/dev/null; then
   skipped "permission checks" "running as root and setpriv (util-linux) is missing"
 else
-  "${AS[@]}" "$BIN" --port 0 --root "$PERM" --workers 1 >"$TMP/out5" 2>"$TMP/err5" &
-  PID5=$!
-  for _ in $(seq 50); do grep -q listening "$TMP/out5" && break; sleep 0.1; done
-  PORT5=$(sed -nE 's/^parkway-httpd: listening on 127\.0\.0\.1:([0-9]+) .*/\1/p' "$TMP/out5")
-  if [ -z "$PORT5" ]; then
-    bad "permissions server started" "$(cat "$TMP/out5" "$TMP/err5")"
-  else
+  start_server "permissions" "$TMP/out5" "$TMP/err5" "${AS[@]}" "$BIN" --port 0 --root "$PERM" --workers 1
+  PID5=$SPID PORT5=$SPORT
+  if [ -n "$PORT5" ]; then
     raw5() { printf 'GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' "$1" | python3 "$HERE/httpd/raw.py" "$PORT5" 3; }
     r=$(raw5 /xonly/)
     check "a directory without read permission: its index.html -> 200" bash -c '
@@ -541,22 +547,11 @@ else
 fi
 
 # ---- signals and start-up errors -----------------------------------------------------------
-# start_server NAME OUT ERR ARGS...: starts BIN with ARGS (stdout to OUT,
-# stderr to ERR unless ERR is -), sets SPID and SPORT (empty if it did not
-# come up).
-start_server() {
-  local name=$1 out=$2 err=$3; shift 3
-  if [ "$err" = - ]; then "$BIN" --port 0 "$@" >"$out" & else "$BIN" --port 0 "$@" >"$out" 2>"$err" & fi
-  SPID=$!
-  for _ in $(seq 50); do grep -q listening "$out" && break; sleep 0.1; done
-  SPORT=$(sed -nE 's/^parkway-httpd: listening on 127\.0\.0\.1:([0-9]+) .*/\1/p' "$out")
-  [ -n "$SPORT" ] || bad "$name server started" "$(cat "$out")"
-}
 get6() { printf 'GET /plaintext HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | python3 "$HERE/httpd/raw.py" "$SPORT" 3; }
 
 # The access log on a pipe whose reader is gone: its writes fail (EPIPE),
 # the server goes on answering (no SIGPIPE).
-start_server "closed-pipe" "$TMP/out6" - --workers 1 --access-log 2> >(exit 0)
+start_server "closed-pipe" "$TMP/out6" - "$BIN" --port 0 --workers 1 --access-log 2> >(exit 0)
 PID6=$SPID
 if [ -n "$SPORT" ]; then
   sleep 0.3  # the pipe's reader has gone
@@ -568,7 +563,7 @@ fi
 
 # A second signal ends the grace period at once: a request whose body
 # never comes would hold a 60 s grace period.
-start_server "grace" "$TMP/out7" "$TMP/err7" --workers 1 --shutdown-timeout 60 --body-timeout 60
+start_server "grace" "$TMP/out7" "$TMP/err7" "$BIN" --port 0 --workers 1 --shutdown-timeout 60 --body-timeout 60
 PID6=$SPID
 if [ -n "$SPORT" ]; then
   python3 -c 'import socket, sys, time
@@ -590,7 +585,7 @@ fi
 # server's signalfd, not the recorder's thread (whose default action
 # would end the process: status 143).
 export PARKWAY_TRACE=$TMP/httpd.pwt
-start_server "traced" "$TMP/out8" "$TMP/err8" --workers 1
+start_server "traced" "$TMP/out8" "$TMP/err8" "$BIN" --port 0 --workers 1
 unset PARKWAY_TRACE
 PID6=$SPID
 if [ -n "$SPORT" ]; then

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -602,6 +603,26 @@ TEST(Cancel, ACoroutineResumedByItsIoRunsUnderItsGroup) {
   EXPECT_EQ(child_started.load(), 0) << "a coroutine spawned there started although its spawner's group is cancelled";
 }
 
+// Spawns into x (on rt, one worker) a task that waits, helping, for a task
+// of rt2 spinning until `release`, then runs `after` (in x's task). While
+// it waits, rt's worker runs what its ring completes inside x's task: the
+// setting of the tests below. True once the task waits.
+template <class F>
+bool spawn_waiting_task(parkway::TaskGroup& x, parkway::Runtime& rt2, const std::atomic<bool>& release, F after) {
+  auto running = std::make_shared<std::atomic<bool>>(false), waiting = std::make_shared<std::atomic<bool>>(false);
+  x.spawn([&rt2, &release, running, waiting, after] {
+    parkway::TaskGroup inner(rt2);  // its task runs on rt2: this worker helps while it waits
+    inner.spawn([&release, running] {
+      running->store(true, std::memory_order_release);
+      while (!release.load(std::memory_order_acquire)) std::this_thread::yield();
+    });
+    waiting->store(true, std::memory_order_release);
+    inner.wait();
+    after();
+  });
+  return wait_for(*running) && wait_for(*waiting);
+}
+
 // A detached coroutine (no group) whose I/O completes while a task of
 // group x waits on the same worker is resumed inside that wait, and must
 // not take x for its own: it does not see x's cancellation, and a
@@ -613,7 +634,7 @@ TEST(Cancel, ACoroutineResumedInsideAnotherGroupsWaitDoesNotJoinIt) {
   parkway::Runtime rt2(parkway::Options{.workers = 1});
   int p[2];
   ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
-  std::atomic<bool> reading{false}, done{false}, inner_running{false}, release{false}, t_waiting{false};
+  std::atomic<bool> reading{false}, done{false}, release{false};
   std::atomic<int> saw_cancelled{-1}, child_outcome{-1};  // 0: ran, 1: Cancelled
   auto child = []() -> parkway::Task<void> { co_return; };
   auto c = [&]() -> parkway::Task<void> {
@@ -635,17 +656,7 @@ TEST(Cancel, ACoroutineResumedInsideAnotherGroupsWaitDoesNotJoinIt) {
   ASSERT_TRUE(wait_for(reading));
   std::this_thread::sleep_for(20ms);  // the read is in flight
   parkway::TaskGroup x(rt);
-  x.spawn([&] {
-    parkway::TaskGroup inner(rt2);  // its task runs on rt2: this worker helps while it waits
-    inner.spawn([&] {
-      inner_running.store(true, std::memory_order_release);
-      while (!release.load(std::memory_order_acquire)) std::this_thread::yield();
-    });
-    t_waiting.store(true, std::memory_order_release);
-    inner.wait();
-  });
-  ASSERT_TRUE(wait_for(inner_running));
-  ASSERT_TRUE(wait_for(t_waiting));
+  ASSERT_TRUE(spawn_waiting_task(x, rt2, release, [] {}));
   std::this_thread::sleep_for(20ms);
   x.cancel();
   ASSERT_EQ(::write(p[1], "x", 1), 1);
@@ -668,8 +679,7 @@ TEST(Cancel, AGroupFreedAfterACoroutineResumedInItsWaitIsNotReferenced) {
   parkway::Runtime rt2(parkway::Options{.workers = 1});
   int p[2];
   ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
-  std::atomic<bool> reading{false}, done{false}, inner_running{false}, release{false}, t_waiting{false},
-      d_sleeping{false};
+  std::atomic<bool> reading{false}, done{false}, release{false}, d_sleeping{false};
   auto d = [&]() -> parkway::Task<void> {
     d_sleeping.store(true, std::memory_order_release);
     auto r = co_await parkway::io::sleep_for(300ms);
@@ -688,17 +698,7 @@ TEST(Cancel, AGroupFreedAfterACoroutineResumedInItsWaitIsNotReferenced) {
   ASSERT_TRUE(wait_for(reading));
   std::this_thread::sleep_for(20ms);
   auto* x = new parkway::TaskGroup(rt);
-  x->spawn([&] {
-    parkway::TaskGroup inner(rt2);
-    inner.spawn([&] {
-      inner_running.store(true, std::memory_order_release);
-      while (!release.load(std::memory_order_acquire)) std::this_thread::yield();
-    });
-    t_waiting.store(true, std::memory_order_release);
-    inner.wait();
-  });
-  ASSERT_TRUE(wait_for(inner_running));
-  ASSERT_TRUE(wait_for(t_waiting));
+  ASSERT_TRUE(spawn_waiting_task(*x, rt2, release, [] {}));
   std::this_thread::sleep_for(20ms);
   ASSERT_EQ(::write(p[1], "x", 1), 1);
   ASSERT_TRUE(wait_for(d_sleeping));  // d started inside x's task, its sleep joined x's scope
@@ -759,7 +759,7 @@ TEST(Cancel, AnAcceptStreamTakerResumedInsideAGroupsWaitGivesTheGroupBack) {
   parkway::Runtime rt2(parkway::Options{.workers = 1});
   auto l = parkway::io::Listener::bind(parkway::io::Address::loopback(0));
   ASSERT_TRUE(l) << l.error().message();
-  std::atomic<bool> taking{false}, resumed{false}, inner_running{false}, release{false}, t_waiting{false};
+  std::atomic<bool> taking{false}, resumed{false}, release{false};
   std::atomic<int> x_current_after{-1}, cancelled_after{-1};
   auto taker = [&]() -> parkway::Task<void> {
     parkway::io::AcceptStream st = l->stream();
@@ -774,19 +774,10 @@ TEST(Cancel, AnAcceptStreamTakerResumedInsideAGroupsWaitGivesTheGroupBack) {
   ASSERT_TRUE(wait_for(taking));
   std::this_thread::sleep_for(30ms);
   parkway::TaskGroup x(rt);
-  x.spawn([&] {
-    parkway::TaskGroup inner(rt2);  // its task runs on rt2: this worker helps while it waits
-    inner.spawn([&] {
-      inner_running.store(true, std::memory_order_release);
-      while (!release.load(std::memory_order_acquire)) std::this_thread::yield();
-    });
-    t_waiting.store(true, std::memory_order_release);
-    inner.wait();
+  ASSERT_TRUE(spawn_waiting_task(x, rt2, release, [&] {
     x_current_after.store(parkway::detail::tls_group == &x ? 1 : 0);
     cancelled_after.store(parkway::cancelled() ? 1 : 0);
-  });
-  ASSERT_TRUE(wait_for(inner_running));
-  ASSERT_TRUE(wait_for(t_waiting));
+  }));
   std::this_thread::sleep_for(30ms);
   int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   const parkway::io::Address a = l->local_address();

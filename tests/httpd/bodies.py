@@ -18,7 +18,7 @@ import sys
 import time
 
 from verdict import verdict
-from wire import read_until_close
+from wire import read_until_close, trickle_until_close
 
 PORT = int(sys.argv[1])
 
@@ -44,26 +44,7 @@ for expect in (False, True):
 
 s = socket.create_connection(("127.0.0.1", PORT), timeout=5)
 s.sendall(b"POST /plaintext HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n")
-t0, got, closed = time.time(), b"", False
-while time.time() - t0 < 6:
-    try:
-        s.sendall(b"a")
-    except OSError:
-        closed = True
-        break
-    s.settimeout(0.4)
-    try:
-        x = s.recv(4096)
-        if not x:
-            closed = True
-            break
-        got += x
-    except socket.timeout:
-        pass
-    except ConnectionResetError:
-        closed = True
-        break
-took = time.time() - t0
+got, closed, took = trickle_until_close(s, b"a", 0.4, 6)
 s.close()
 verdict(closed and took < 3.5 and got.startswith(b"HTTP/1.1 408 "),
         "a body trickled a byte every 0.4 s: 408 and close within the body timeout",

@@ -12,6 +12,7 @@ import sys
 import time
 
 from verdict import verdict
+from wire import trickle_until_close
 
 PORT, IDLE = int(sys.argv[1]), float(sys.argv[2])
 REQ = b"GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -30,24 +31,7 @@ def answered(s):
 s = socket.create_connection(("127.0.0.1", PORT), timeout=IDLE + 5)
 s.sendall(REQ)
 ok_first = answered(s)
-t0, closed = time.time(), False
-s.settimeout(1.5)
-while time.time() - t0 < IDLE + 5:
-    try:
-        s.sendall(b"\r\n")
-    except OSError:
-        closed = True
-        break
-    try:
-        if not s.recv(4096):
-            closed = True
-            break
-    except socket.timeout:
-        pass
-    except ConnectionResetError:
-        closed = True
-        break
-took = time.time() - t0
+_, closed, took = trickle_until_close(s, b"\r\n", 1.5, IDLE + 5)
 s.close()
 verdict(ok_first and closed and took < IDLE + 3,
         "empty lines every 1.5 s after an answer: closed %g s after it (the idle timeout), not kept open" % IDLE,
