@@ -90,6 +90,15 @@ struct AwaiterRef {
   }
 };
 
+// Resumes a suspended coroutine from code that is not one (a runtime
+// task: an I/O completion's continuation, a refused start's joiner). The
+// coroutine makes its own group current as it resumes (the awaiters
+// below); this thread's group is put back once it suspends again.
+inline void resume_from_outside(std::coroutine_handle<> h) {
+  GroupScope keep(tls_group);
+  h.resume();
+}
+
 // The awaiter an awaitable's operator co_await made (await_transform),
 // held by value, with the same restoring of the coroutine's group.
 template <class W>
@@ -224,8 +233,7 @@ struct PromiseBase {
       if (std::exception_ptr refused = refuse_start(st->promise->group)) {
         PromiseBase& p = *st->promise;
         *p.error_slot = std::move(refused);
-        GroupScope keep(tls_group);  // the joiner makes its own group current; this thread's comes back after
-        finish(p, st->h).resume();
+        resume_from_outside(finish(p, st->h));
         return true;
       }
     }

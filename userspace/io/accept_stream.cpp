@@ -69,12 +69,7 @@ bool resume_taker(::parkway::detail::Task* t) noexcept {
   q->lock();
   const std::coroutine_handle<> h = std::exchange(q->resuming, {});
   q->unlock();
-  if (h) {
-    // The taker makes its own group current; this thread's comes back
-    // after (as in resume_continuation, op.cpp).
-    ::parkway::detail::GroupScope keep(::parkway::detail::tls_group);
-    h.resume();  // the taker's next wait comes after this
-  }
+  if (h) ::parkway::detail::resume_from_outside(h);  // the taker's next wait comes after this
   q->unref();
   return true;
 }
@@ -118,10 +113,7 @@ bool guard_fired(::parkway::detail::Task* t) noexcept {
     }
   }
   q->unlock();
-  if (h) {
-    ::parkway::detail::GroupScope keep(::parkway::detail::tls_group);  // as resume_continuation (op.cpp)
-    h.resume();
-  }
+  if (h) ::parkway::detail::resume_from_outside(h);
   q->unref();
   unref(st);
   return true;

@@ -31,11 +31,8 @@ bool resume_continuation(::parkway::detail::Task* t) noexcept {
     unref(st);
     return true;
   }
-  // The coroutine makes its own group current (AwaiterRef::await_resume);
-  // this thread's (a worker's loop, or the task whose wait runs this)
-  // comes back after.
-  ::parkway::detail::GroupScope keep(::parkway::detail::tls_group);
-  st->waiter.resume();  // may free st (the co_await ends): touch nothing after
+  // may free st (the co_await ends): touch nothing after
+  ::parkway::detail::resume_from_outside(st->waiter);
   return true;
 }
 
