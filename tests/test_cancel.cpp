@@ -904,6 +904,37 @@ TEST(Cancel, ShutdownDeadlineWhileTasksBlock) {
   }  // ~Runtime: joins (or detaches) the two workers; must not hang
 }
 
+// shutdown(deadline) called from a task on another runtime's worker
+// drops the queued tasks as it does from a plain thread: the drain asks
+// the drained runtime, not the worker's, whether a task is to be dropped
+// (they ran, on the other runtime's worker, before).
+TEST(Cancel, ShutdownDeadlineFromAnotherRuntimesWorkerDrops) {
+  pwtest::Watchdog w("Cancel.ShutdownDeadlineFromAnotherRuntimesWorkerDrops", 60);
+  std::atomic<bool> release{false}, started{false};
+  std::atomic<int> ran{0};
+  std::vector<parkway::Future<void>> queued;
+  parkway::Future<void> blocker;
+  {
+    parkway::Runtime a(parkway::Options{.workers = 1, .name = "drained"});
+    blocker = a.submit([&] {
+      started.store(true);
+      while (!release.load(std::memory_order_acquire)) std::this_thread::sleep_for(1ms);
+    });
+    ASSERT_TRUE(wait_for(started));
+    for (int i = 0; i < 5; ++i) queued.push_back(a.submit([&] { ran.fetch_add(1); }));
+    parkway::Runtime b(parkway::Options{.workers = 1, .name = "caller"});
+    const parkway::ShutdownReport r =
+        b.run([&] { return a.shutdown(std::chrono::steady_clock::now() + 20ms); });
+    EXPECT_EQ(r.dropped, 5u);
+    EXPECT_EQ(r.running, 1u);
+    EXPECT_EQ(ran.load(), 0);
+    for (auto& f : queued) EXPECT_THROW(f.get(), parkway::RuntimeShutdown);
+    release.store(true, std::memory_order_release);
+  }
+  blocker.get();
+  EXPECT_EQ(ran.load(), 0);
+}
+
 // A deadline already past with blocked workers: the queue is dropped at
 // once, and ~Runtime returns although a task is still blocked (its worker
 // is detached; it leaves when the task returns).

@@ -13,13 +13,17 @@ namespace parkway::detail {
 std::atomic<std::uint32_t> g_cancel_live{0};
 
 namespace {
-// The runtime whose tasks run on this thread: a worker's, or the one a
-// Runtime::shutdown(deadline) drains on this thread (set_draining).
+// The runtime whose tasks run on this thread: the one a
+// Runtime::shutdown(deadline) drains on this thread (set_draining), else
+// a worker's. The drain comes first: called from a task on another
+// runtime's worker, the drained tasks are the draining runtime's, and
+// asking the worker's runtime would run them instead of dropping them.
 thread_local RuntimeImpl* tls_draining = nullptr;
 
 RuntimeImpl* runtime_here() noexcept {
+  if (tls_draining) return tls_draining;
   Worker* w = Worker::current();
-  return w ? &w->runtime() : tls_draining;
+  return w ? &w->runtime() : nullptr;
 }
 }  // namespace
 
