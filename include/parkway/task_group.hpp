@@ -113,7 +113,10 @@ class PARKWAY_API TaskGroup {
   // Returns once every spawned task that started has finished (those a
   // cancellation skipped never start). Rethrows the first exception a task
   // threw; returns normally after cancel() if no task threw. Either way the
-  // group is no longer cancelled afterwards, and can be reused.
+  // group is no longer cancelled afterwards, and can be reused. Not from
+  // one of the group's own tasks (nor from a task below one, while that
+  // task runs): the caller counts among the tasks it waits for, so it
+  // never returns. The destructor waits the same way.
   void wait() {
     join();
     if (__builtin_expect(error_.load(std::memory_order_acquire) != nullptr, 0)) rethrow_exception();

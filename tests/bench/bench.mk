@@ -66,3 +66,10 @@ include tests/bench/echo/echo.mk
 bench: bench-echo bench-httpd
 bench-echo: | $(BENCH_BINS) $(BENCH_SUBMIT)
 bench-build: bench-echo-build
+# Under `make -j bench` the two would otherwise measure at the same time,
+# or parkway-httpd would compile while the echo measures: every binary
+# first, then the echo, then the httpd, then bench's own recipe.
+ifneq (,$(filter bench,$(MAKECMDGOALS)))
+bench-echo: | $(BUILD)/parkway-httpd $(BUILD)/bench/httpd/http_open_loop
+bench-httpd: | bench-echo
+endif

@@ -7,7 +7,9 @@
 // Opens C keep-alive connections to 127.0.0.1:P (default 64) and sends
 // `GET PATH HTTP/1.1` at R requests per second (default 1000) for D seconds
 // (default 4): request i is due at t0 + i/R. A connection carries one
-// request at a time; a request whose due time finds every connection busy
+// request at a time, and the connections take turns: a request goes on
+// the one that has been idle longest, so all C carry traffic (a server
+// sees C live connections, not one reused). A request whose due time finds every connection busy
 // waits, in order, for the first one to free (counted in
 // waited_for_connection). Its latency runs from its due time to the last
 // byte of its response, so the client's own lateness and the wait for a
@@ -158,7 +160,7 @@ int main(int argc, char** argv) {
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   const int ep = epoll_create1(EPOLL_CLOEXEC);
   std::vector<Conn> conns(std::size_t(cfg.conns));
-  std::vector<int> free_list;
+  std::deque<int> free_list;  // idle connections, longest idle first
   for (int i = 0; i < cfg.conns; ++i) {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     timeval tv{5, 0};
@@ -176,7 +178,6 @@ int main(int argc, char** argv) {
     conns[std::size_t(i)].fd = fd;
     free_list.push_back(i);
   }
-  std::reverse(free_list.begin(), free_list.end());  // hand out connection 0 first
 
   const std::string req = "GET " + cfg.path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
   const long total = long(std::ceil(cfg.rate * cfg.seconds - 1e-9));  // due at i/R for every i/R < D
@@ -206,8 +207,8 @@ int main(int argc, char** argv) {
   // A live idle connection, or -1.
   auto take_free = [&]() {
     while (!free_list.empty()) {
-      const int ci = free_list.back();
-      free_list.pop_back();
+      const int ci = free_list.front();
+      free_list.pop_front();
       if (!conns[std::size_t(ci)].dead) return ci;
     }
     return -1;

@@ -78,12 +78,14 @@ def raise_nofile(want=NOFILE):
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
-def die_with_parent():
-    """In a child before exec: SIGKILL it when this script dies, so that no
-    server outlives a benchmark that was killed."""
+def die_with_parent(sig=signal.SIGKILL):
+    """In a child before exec: send it `sig` when this script dies, so that
+    no server outlives a benchmark that was killed. nginx gets SIGTERM: its
+    master then stops its workers, which a SIGKILL of the master would
+    leave running (the signal is not inherited across fork)."""
     try:
         import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
 
@@ -190,13 +192,6 @@ def http_get(port, path, timeout=2.0):
         return None
 
 
-def pct(sorted_vals, p):
-    if not sorted_vals:
-        return None
-    k = min(len(sorted_vals) - 1, max(0, int(round(p / 100.0 * len(sorted_vals) + 0.5)) - 1))
-    return sorted_vals[k]
-
-
 def med(vals):
     vals = [v for v in vals if v is not None]
     return statistics.median(vals) if vals else None
@@ -212,19 +207,20 @@ class Server:
     """A server process started by us: .pids() are the processes whose CPU
     time and memory count (nginx: master and workers)."""
 
-    def __init__(self, name, cmd, port, cpus=None, env=None, log=None):
+    def __init__(self, name, cmd, port, cpus=None, env=None, log=None, death_signal=signal.SIGKILL):
         self.name, self.cmd, self.port, self.cpus = name, cmd, port, cpus
+        self.death_signal = death_signal
         self.log = log
         self.logf = None
         self.proc = None
         self.env = env
 
     def start(self, timeout=10):
-        cpus = self.cpus
+        cpus, death_signal = self.cpus, self.death_signal
 
         def pre():
             os.setsid()
-            die_with_parent()
+            die_with_parent(death_signal)
             raise_nofile()
             if cpus is not None:
                 os.sched_setaffinity(0, cpus)
@@ -328,7 +324,8 @@ def nginx_server(exe, workers, cpus, tmp, root):
     with open(path, "w") as f:
         f.write(conf)
     cmd = [exe, "-p", prefix + "/", "-c", path, "-e", os.path.join(prefix, "error.log")]
-    return Server("nginx", cmd, port, cpus, log=os.path.join(prefix, "stderr.log"))
+    return Server("nginx", cmd, port, cpus, log=os.path.join(prefix, "stderr.log"),
+                  death_signal=signal.SIGTERM)
 
 
 # ---------------------------------------------------------------- wrk
@@ -347,10 +344,14 @@ def parse_wrk(out):
         t = line.split()
         if not t:
             continue
-        if t[0] == "50%" and len(t) == 2:
-            r["p50_ms"] = parse_wrk_time(t[1])
-        elif t[0] == "99%" and len(t) == 2:
-            r["p99_ms"] = parse_wrk_time(t[1])
+        # wrk prints 0.00us when it recorded no latency sample (with
+        # pipelining it times each batch, and can record none): that is no
+        # measurement, not a latency of 0, and must not count as a win.
+        if t[0] in ("50%", "99%") and len(t) == 2:
+            v = parse_wrk_time(t[1])
+            r["p50_ms" if t[0] == "50%" else "p99_ms"] = v if v else None
+            if v == 0:
+                r["latency_note"] = "wrk recorded no latency sample"
         elif len(t) >= 3 and t[1] == "requests" and t[2] == "in":
             r["requests"] = int(t[0])
         elif t[0] == "Requests/sec:":
