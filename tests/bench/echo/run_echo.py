@@ -336,8 +336,11 @@ def throughput(e, a, servers):
                 kept.setdefault((cfg["name"], name), []).append(r)
     out = {}
     print()
-    print("%-12s %-11s %9s %8s %8s %8s %6s %6s %5s %5s" % ("config", "server", "req/s", "p50 us", "p99 us", "p999 us",
-                                                           "srvCPU", "us/req", "fair", "busy"))
+    # cliCPU: the client's CPUs; near 1.00 the one-thread client, not the
+    # server, may be what limits req/s.
+    print("%-12s %-11s %9s %8s %8s %8s %6s %6s %6s %5s %5s" % ("config", "server", "req/s", "p50 us", "p99 us",
+                                                                "p999 us", "srvCPU", "us/req", "cliCPU", "fair",
+                                                                "busy"))
     for cfg in CONFIGS:
         rows = {}
         for name, _, _ in servers:
@@ -347,7 +350,8 @@ def throughput(e, a, servers):
                 print("%-12s %-11s %9s" % (cfg["name"], name, "failed"))
                 continue
             row = {k: med([r.get(k) for r in rs]) for k in
-                   ("rps", "p50_us", "p999_us", "server_cpus", "server_us_per_req", "busy", "steal_ms")}
+                   ("rps", "p50_us", "p999_us", "server_cpus", "server_us_per_req", "client_cpus", "busy",
+                    "steal_ms")}
             row["p99_us"] = med_p99(rs)
             row["runs"] = len(rs)
             row["rps_all"] = [r["rps"] for r in rs]
@@ -360,9 +364,10 @@ def throughput(e, a, servers):
             row["busy_flag"] = (row["busy"] is not None and row["busy"] > QUIET_LIMIT) or \
                 (row["steal_ms"] or 0) >= STEAL_LIMIT_MS
             rows[name] = row
-            print("%-12s %-11s %9s %8s %8s %8s %6s %6s %5s %5s%s" % (
+            print("%-12s %-11s %9s %8s %8s %8s %6s %6s %6s %5s %5s%s" % (
                 cfg["name"], name, fmt(row["rps"]), fmt(row["p50_us"]), fmt(row["p99_us"]), fmt(row["p999_us"]),
-                fmt(row["server_cpus"], 2), fmt(row["server_us_per_req"]), fmt(row["fair"], 2), fmt(row["busy"], 2),
+                fmt(row["server_cpus"], 2), fmt(row["server_us_per_req"]), fmt(row["client_cpus"], 2),
+                fmt(row["fair"], 2), fmt(row["busy"], 2),
                 " (busy)" if row["busy_flag"] else ""))
         pw = rows.get("parkway")
         peers = {n: r for n, r in rows.items() if n not in NOT_PEERS and r and r["rps"]}
