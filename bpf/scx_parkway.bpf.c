@@ -28,7 +28,9 @@
  *    asks ops.dispatch for the next task *before* re-queueing it, so
  *    dispatch compares its key with the queue's head and lets it keep the
  *    CPU if it is still ahead ("keep_prev"); without that, the head (often
- *    a thief of the same program) took the core at every slice end.
+ *    a thief of the same program) took the core at every slice end. A
+ *    keep is a new turn: it is charged and moves the global clock like a
+ *    start, or a task that keeps its CPU would freeze the clock.
  *  - searching: keyed penalty_slices behind its program's clock, so busy
  *    siblings go first; while a busy sibling waits, a running thief gives
  *    up its slice at the next tick or sched_yield() ("yield_to_busy").
@@ -79,7 +81,8 @@ const volatile struct parkway_cfg cfg SEC(".rodata.cfg") = {
 
 struct parkway_exit_info uei SEC(".data.uei");
 
-/* The global clock: the largest program clock a task started running with. */
+/* The global clock: the largest program base (program_base) a task started
+ * a turn with, by ops.running or by being kept (keep_prev). */
 static u64 vtime_now;
 
 struct {
@@ -167,11 +170,14 @@ static void stat_max(u32 idx, u64 v)
 }
 
 /* The current slice: latency_ns shared by everything queued, per CPU,
- * clamped to [slice_min_ns, slice_ns]. */
-static u64 slice_now(void)
+ * clamped to [slice_min_ns, slice_ns]. `joining` counts tasks about to be
+ * queued that SHARED_DSQ does not hold yet (the one ops.enqueue inserts),
+ * so every slice counts the queue the same way: the tasks in SHARED_DSQ
+ * once the decision is made, plus the CPUs. */
+static u64 slice_now(u32 joining)
 {
 	s32 queued = scx_bpf_dsq_nr_queued(SHARED_DSQ);
-	u64 n = (queued > 0 ? (u64)queued : 0) + cfg.nr_cpus;
+	u64 n = (queued > 0 ? (u64)queued : 0) + joining + cfg.nr_cpus;
 	u64 s = n ? cfg.latency_ns * cfg.nr_cpus / n : cfg.slice_ns;
 
 	if (s >= cfg.slice_ns)
@@ -304,7 +310,7 @@ s32 PW_OP(pw_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 	s32 cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
 
 	if (is_idle && !is_stall_target(p)) {
-		pw_insert(p, SCX_DSQ_LOCAL, slice_now(), 0);
+		pw_insert(p, SCX_DSQ_LOCAL, slice_now(0), 0);
 		stat_inc(PARKWAY_STAT_DISPATCH);
 		stat_inc(PARKWAY_STAT_DIRECT_IDLE);
 	}
@@ -329,7 +335,7 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
 	if (is_stall_target(p))
 		return; /* test switch: the task is lost; the watchdog must catch it */
 
-	slice = slice_now();
+	slice = slice_now(1);
 	if (slice < cfg.slice_ns)
 		stat_inc(PARKWAY_STAT_SHORT_SLICE);
 	stat_max(PARKWAY_STAT_MAX_QUEUED, scx_bpf_dsq_nr_queued(SHARED_DSQ) + 1);
@@ -364,37 +370,83 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
 	stat_inc(PARKWAY_STAT_DISPATCH);
 }
 
+/* p's turn, begun at tc->started_ns, ends at `now`: charge it to p's
+ * program clock and CPU time. */
+static void charge_turn(struct task_struct *p, struct task_ctx *tc, u64 now)
+{
+	u32 tgid = p->tgid;
+	struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
+	u64 delta = now - tc->started_ns, *rt;
+
+	if (pr)
+		__sync_fetch_and_add(&pr->vtime, delta);
+	rt = bpf_map_lookup_elem(&runtime, &tgid);
+	if (rt) {
+		*rt += delta;
+	} else {
+		bpf_map_update_elem(&runtime, &tgid, &delta, BPF_NOEXIST);
+	}
+}
+
+/* A task starts a turn with its program at `base`: the global clock
+ * follows (program bases, not the state-adjusted keys: a searcher's
+ * penalty must not pull every program's floor up). */
+static void clock_follow(u64 base)
+{
+	if (vtime_now < base)
+		vtime_now = base;
+}
+
 /* prev's slice ran out but it is still runnable. The kernel asks for the
  * next task before it puts prev back in the queue, so without this check
  * the head of SHARED_DSQ (say, a thief of prev's own program) would take
  * the CPU from a busy worker that would queue ahead of it. Keep prev if its
- * key, charged with the time it just ran, is still ahead of the head. */
+ * key, charged with the time it just ran, is still ahead of the head (or
+ * nothing is queued).
+ *
+ * A kept task starts a new turn, but the kernel calls neither ops.stopping
+ * nor ops.running for it, so the turn is closed and opened here: its time
+ * is charged and the global clock follows its base, as if it had been
+ * queued and picked again. Otherwise tasks that always keep their CPU
+ * would freeze the clock, and with it the lead cap: a task queued above
+ * the capped keys would never reach the head (docs/design/sched-ext.md,
+ * "The wait bound", step 3; VM case 14). */
 static bool keep_prev(struct task_struct *prev, u64 slice)
 {
 	u32 tgid = prev->tgid;
 	struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
 	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, prev, 0, 0);
 	struct task_struct *q;
-	u64 key, ran = 0;
+	u64 key, now = bpf_ktime_get_ns(), ran = 0;
 	bool ahead = true;
 
 	if (!pr || is_stall_target(prev))
 		return false;
 	if (tc && tc->started_ns)
-		ran = bpf_ktime_get_ns() - tc->started_ns;
+		ran = now - tc->started_ns;
 	key = task_key(pr, worker_state(prev, tc), true, ran, slice);
 	bpf_for_each(scx_dsq, q, SHARED_DSQ, 0) {
 		ahead = (s64)(key - q->scx.dsq_vtime) < 0;
 		break;
 	}
-	if (ahead && tc && tc->state_addr)
+	if (!ahead)
+		return false;
+	if (tc && tc->started_ns) {
+		charge_turn(prev, tc, now);
+		tc->started_ns = now;
+	}
+	key = program_base(pr, 0, slice);
+	if (tc)
+		tc->base_key = key;
+	clock_follow(key);
+	if (tc && tc->state_addr)
 		sched_event(prev, tc->index, PARKWAY_EV_KEEP_PREV);
-	return ahead;
+	return true;
 }
 
 void PW_OP(pw_dispatch, s32 cpu, struct task_struct *prev)
 {
-	u64 slice = slice_now();
+	u64 slice = slice_now(0);
 
 	if (prev && (prev->scx.flags & SCX_TASK_QUEUED) && keep_prev(prev, slice)) {
 		prev->scx.slice = slice;
@@ -404,16 +456,24 @@ void PW_OP(pw_dispatch, s32 cpu, struct task_struct *prev)
 	pw_move_to_local(SHARED_DSQ);
 }
 
+/* Every task_ctx names its program, whatever made it: pw_exit_task needs
+ * that to drop the program's records when the program's last thread goes,
+ * and that thread may never have passed through pw_enqueue (a wakeup onto
+ * an idle CPU skips it). */
+static void note_group(struct task_struct *p, struct task_ctx *tc)
+{
+	if (!tc->group_start)
+		tc->group_start = p->group_leader->start_time;
+}
+
 void PW_OP(pw_running, struct task_struct *p)
 {
 	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 
-	/* The global clock follows program clocks, not the state-adjusted keys
-	 * (a searcher's penalty must not pull every program's floor up). */
-	if (tc && vtime_now < tc->base_key)
-		vtime_now = tc->base_key;
 	if (!tc)
 		return;
+	note_group(p, tc);
+	clock_follow(tc->base_key);
 	if (tc->state_addr)
 		stat_inc(PARKWAY_STAT_WORKER_RUNS);
 	tc->started_ns = bpf_ktime_get_ns();
@@ -434,9 +494,7 @@ void PW_OP(pw_running, struct task_struct *p)
 void PW_OP(pw_stopping, struct task_struct *p, bool runnable)
 {
 	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0, 0);
-	u32 tgid = p->tgid;
-	struct parkway_proc *pr;
-	u64 now, delta, *rt;
+	u64 now;
 
 	if (!tc)
 		return;
@@ -445,17 +503,8 @@ void PW_OP(pw_stopping, struct task_struct *p, bool runnable)
 		return;
 	now = bpf_ktime_get_ns();
 	tc->ready_ns = runnable ? now : 0; /* preempted: it waits from now */
-	delta = now - tc->started_ns;
+	charge_turn(p, tc, now);
 	tc->started_ns = 0;
-	pr = bpf_map_lookup_elem(&procs, &tgid);
-	if (pr)
-		__sync_fetch_and_add(&pr->vtime, delta);
-	rt = bpf_map_lookup_elem(&runtime, &tgid);
-	if (rt) {
-		*rt += delta;
-	} else {
-		bpf_map_update_elem(&runtime, &tgid, &delta, BPF_NOEXIST);
-	}
 }
 
 /* p woke up (or was created): it waits for a CPU from now. */
@@ -463,8 +512,10 @@ void PW_OP(pw_runnable, struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 
-	if (tc)
-		tc->ready_ns = bpf_ktime_get_ns();
+	if (!tc)
+		return;
+	note_group(p, tc);
+	tc->ready_ns = bpf_ktime_get_ns();
 }
 
 /* A searching worker hands the rest of its slice to a waiting busy sibling. */

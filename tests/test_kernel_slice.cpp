@@ -3,6 +3,7 @@
 // ([Y1]; userspace/kernel_slice.hpp).
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -137,4 +138,32 @@ TEST(KernelSlice, NoSliceYieldsOutsideTheFairClass) {
   }).join();
   if (!idle) GTEST_SKIP() << "sched_setscheduler(SCHED_IDLE) refused here";
   EXPECT_EQ(y, 0u) << "a SCHED_IDLE worker kept a fair-class slice";
+}
+
+// A sched_ext scheduler in switch-all mode runs every SCHED_OTHER thread
+// while the policy still reads SCHED_OTHER: then there is no fair-class
+// slice to keep (in_fair_class reads /sys/kernel/sched_ext like this).
+TEST(KernelSlice, ASwitchAllSchedExtSchedulerTakesTheFairClass) {
+  char tmpl[] = "/tmp/parkway-scx-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  auto put = [&](const char* name, const char* text) {
+    FILE* f = std::fopen((dir + "/" + name).c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text, f);
+    std::fclose(f);
+  };
+  using parkway::detail::sched_ext_runs_fair_tasks;
+  EXPECT_FALSE(sched_ext_runs_fair_tasks((dir + "/absent").c_str())) << "no sched_ext in the kernel";
+  put("state", "enabled\n");
+  put("switch_all", "1\n");
+  EXPECT_TRUE(sched_ext_runs_fair_tasks(dir.c_str()));
+  put("switch_all", "0\n");
+  EXPECT_FALSE(sched_ext_runs_fair_tasks(dir.c_str())) << "partial mode: only SCHED_EXT threads";
+  put("state", "disabled\n");
+  put("switch_all", "1\n");
+  EXPECT_FALSE(sched_ext_runs_fair_tasks(dir.c_str()));
+  std::remove((dir + "/state").c_str());
+  std::remove((dir + "/switch_all").c_str());
+  rmdir(dir.c_str());
 }

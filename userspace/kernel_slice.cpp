@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <string>
 
 namespace parkway::detail {
 
@@ -49,9 +51,30 @@ std::uint64_t kernel_slice_ns() noexcept {
   return get_attr(&a) ? a.sched_runtime : 0;
 }
 
+namespace {
+
+// The first line of `path`, without the newline; "" if unreadable.
+std::string first_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+}  // namespace
+
+bool sched_ext_runs_fair_tasks(const char* sysfs_dir) noexcept {
+  try {
+    const std::string dir(sysfs_dir);
+    return first_line(dir + "/state") == "enabled" && first_line(dir + "/switch_all") == "1";
+  } catch (...) {
+    return false;
+  }
+}
+
 bool in_fair_class() noexcept {
   const int p = sched_getscheduler(0);
-  return p == SCHED_OTHER || p == SCHED_BATCH;
+  return (p == SCHED_OTHER || p == SCHED_BATCH) && !sched_ext_runs_fair_tasks("/sys/kernel/sched_ext");
 }
 
 

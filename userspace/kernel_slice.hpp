@@ -21,10 +21,20 @@ bool request_kernel_slice(unsigned us) noexcept;
 // in nanoseconds; 0 if the kernel reports none.
 std::uint64_t kernel_slice_ns() noexcept;
 
-// Is the calling thread in the kernel's fair class (SCHED_OTHER or
-// SCHED_BATCH), the one whose slices the two calls above and SliceKeeper
-// are about?
+// Is the calling thread in the kernel's fair class, the one whose slices
+// the two calls above and SliceKeeper are about? Its policy must be
+// SCHED_OTHER or SCHED_BATCH, and no sched_ext scheduler may be running
+// those policies' tasks: one loaded in switch-all mode (as
+// `parkway sched load` does) takes every such thread while the policy
+// stays SCHED_OTHER; a sched_yield there would only end the slice that
+// scheduler gave (and scx_parkway would queue the yielding worker as a
+// preempted one). Checked when a worker starts.
 bool in_fair_class() noexcept;
+
+// True when the sched_ext directory `sysfs_dir` (/sys/kernel/sched_ext)
+// says a scheduler is enabled in switch-all mode (`state` "enabled",
+// `switch_all` "1"); false when it is absent.
+bool sched_ext_runs_fair_tasks(const char* sysfs_dir) noexcept;
 
 // [Y1] The end of a worker's slice, kept by the worker itself at its task
 // boundaries (docs/design/parking.md, "Ending the slice at a task
@@ -40,8 +50,9 @@ bool in_fair_class() noexcept;
 // confirmed by the thread's CPU time (a system call, only when the wall
 // time says so): a worker that the kernel took off
 // its CPU meanwhile got a new slice when it came back, and counts from
-// there. Only in the fair class: a real-time or SCHED_IDLE thread, or one a
-// sched_ext scheduler runs under a policy of its own, is not sliced this
+// there. Only in the fair class (in_fair_class): a real-time or
+// SCHED_IDLE thread, or one a sched_ext scheduler runs (SCHED_EXT, or any
+// SCHED_OTHER thread under a switch-all scheduler), is not sliced this
 // way. Owner thread only.
 class SliceKeeper {
  public:

@@ -7,7 +7,7 @@
 struct load_opts {
 	unsigned slice_us;            /* --slice-us, the longest slice, default 5000 */
 	bool slice_given;             /* --slice-us was given (else it may be lowered to fit) */
-	unsigned penalty_slices;      /* --penalty-slices, default 4 */
+	unsigned penalty_slices;      /* --penalty-slices, default 20 */
 	unsigned max_workers;         /* --max-workers per program, default PARKWAY_DEFAULT_MAX_WORKERS */
 	unsigned stats_s;             /* --stats SECONDS, 0 = none */
 	bool verbose;                 /* -v: libbpf debug output, verifier log tail */

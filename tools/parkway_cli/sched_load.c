@@ -3,10 +3,13 @@
  * libbpf's object API, set its .rodata.cfg, load, pin the registration
  * program and the maps `status` needs into a bpffs of our own, attach the
  * struct_ops link, then wait: print a stats line every --stats seconds,
- * leave on SIGINT/SIGTERM (the kernel goes back to the default scheduler
- * when the link is destroyed, or when this process dies), and report the
- * kernel's exit info if it ejects us. Every way out after the lock removes
- * the pins, the mount and the pid file. */
+ * leave on any signal that would otherwise end the process (SIGINT,
+ * SIGTERM, SIGHUP, SIGPIPE when --stats writes into a closed pipe, ...;
+ * the kernel goes back to the default scheduler when the link is
+ * destroyed, or when this process dies), and report the kernel's exit info
+ * if it ejects us. Every way out after the lock removes the pins, the
+ * mount and the pid file; only SIGKILL (and a crash) leaves them, for the
+ * next load or `parkway sched unload` to remove. */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -32,6 +35,22 @@ extern const unsigned char parkway_bpf_obj_end[];
 
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) { (void)sig; stop_requested = 1; }
+
+/* Every signal whose default action ends the process, faults aside: each
+ * one becomes a request to unload, so the way out runs. No SA_RESTART: it
+ * cuts the wait loop's sleep short. */
+static void catch_exit_signals(void)
+{
+	static const int sigs[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGPIPE, SIGALRM, SIGUSR1,
+				    SIGUSR2, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGIO, SIGPWR };
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
 
 /* libbpf's messages: all printed with -v; always kept (last 64 KiB) so a
  * verifier rejection can be summarised. */
@@ -307,8 +326,7 @@ int sched_load(const struct load_opts *o)
 
 	/* Signals first: an unload that arrives from here on stops the loop
 	 * below (or skips it) and still unpins and detaches. */
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
+	catch_exit_signals();
 	/* Pins before attach: a program that starts in between finds the new
 	 * maps and, seeing no scheduler enabled yet, runs without one (it
 	 * checks again at its next start); pinning after attach left a gap in
@@ -321,9 +339,14 @@ int sched_load(const struct load_opts *o)
 	link = ops ? bpf_map__attach_struct_ops(ops) : NULL;
 	if (!link) {
 		err = -errno;
-		if (err == -EEXIST || err == -EBUSY)
-			check_not_loaded();
 		fprintf(stderr, "parkway: attaching the scheduler failed: %s\n", strerror(-err));
+		if (err == -EEXIST || err == -EBUSY) {
+			/* Another scheduler appeared after check_not_loaded. */
+			if (check_not_loaded())
+				fprintf(stderr, "parkway: another sched_ext scheduler was being loaded "
+						"(it is gone again)\n");
+			rc = EXIT_ENV;
+		}
 		goto out;
 	}
 	/* libbpf 1.4 maps internal maps into memory only for skeletons: map the

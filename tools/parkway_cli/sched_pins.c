@@ -84,7 +84,7 @@ static int lock_holder(void)
 	return atoi(buf);
 }
 
-int pins_lock(void)
+int pins_try_lock(void)
 {
 	int fd;
 
@@ -104,23 +104,31 @@ int pins_lock(void)
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
 		int err = errno;
-		int pid = lock_holder();
 
-		if (err == EWOULDBLOCK) {
-			char who[48] = "starting: no pid file yet";
-
-			if (pid > 0)
-				snprintf(who, sizeof(who), "pid %d", pid);
-			fprintf(stderr, "parkway: the parkway scheduler is already loaded or being loaded: "
-					"another `parkway sched load` (%s) holds %s; `parkway sched unload` "
-					"first\n", who, PARKWAY_LOCK_FILE);
-		} else {
-			fprintf(stderr, "parkway: cannot lock %s: %s\n", PARKWAY_LOCK_FILE, strerror(err));
-		}
 		close(fd);
+		if (err == EWOULDBLOCK)
+			return PINS_LOCK_HELD;
+		fprintf(stderr, "parkway: cannot lock %s: %s\n", PARKWAY_LOCK_FILE, strerror(err));
 		return -1;
 	}
 	return fd;
+}
+
+int pins_lock(void)
+{
+	int fd = pins_try_lock();
+	int pid;
+	char who[48] = "starting: no pid file yet";
+
+	if (fd != PINS_LOCK_HELD)
+		return fd;
+	pid = lock_holder();
+	if (pid > 0)
+		snprintf(who, sizeof(who), "pid %d", pid);
+	fprintf(stderr, "parkway: the parkway scheduler is already loaded or being loaded: "
+			"another `parkway sched load` (%s) holds %s; `parkway sched unload` "
+			"first\n", who, PARKWAY_LOCK_FILE);
+	return -1;
 }
 
 static bool is_bpffs(const char *path)

@@ -13,6 +13,12 @@
  * or the directory is not safe). */
 int pins_lock(void);
 
+/* pins_lock without the message when another loader holds the lock:
+ * returns PINS_LOCK_HELD then (a loader is running: starting, loaded or
+ * leaving). */
+#define PINS_LOCK_HELD (-2)
+int pins_try_lock(void);
+
 /* Unmounts what a killed loader left, mounts a fresh bpffs (mode 0755) at
  * PARKWAY_BPFFS and creates PARKWAY_PIN_DIR in it. Needs the lock. */
 bool pins_prepare(void);

@@ -471,7 +471,50 @@ case9() {
 	else
 		bad="$bad load"
 	fi
-	if [ -z "$bad" ]; then result PASS "foreign or open directory refused; one of two loads runs; nothing left behind"
+	# Every way out but SIGKILL cleans up: SIGHUP, and SIGPIPE from --stats
+	# into a closed pipe.
+	if start_loader /tmp/p5.log; then
+		kill -HUP $lpid
+		wait_for 15 loader_gone $lpid || kill -9 $lpid
+		wait $lpid; rc=$?
+		left=$(pins_left | tr '\n' ' ')
+		log "SIGHUP: exit $rc, $(tail -n 1 /tmp/p5.log); left behind: ${left:-nothing}"
+		[ $rc -eq 0 ] && [ -z "$left" ] && is_state disabled || bad="$bad sighup($rc,$left)"
+	else
+		bad="$bad load-5"
+	fi
+	timeout 60 sh -c 'parkway sched load --stats 1 2>/tmp/p6.err | head -n 1 >/tmp/p6.log'
+	wait_for 10 is_state disabled
+	left=$(pins_left | tr '\n' ' ')
+	log "--stats into a pipe closed after one line: read '$(cat /tmp/p6.log)'; state $(state); left behind: ${left:-nothing}"
+	[ -z "$left" ] && is_state disabled || bad="$bad sigpipe($left)"
+	# unload while a load is starting (it holds the lock, no scheduler
+	# yet): the unload waits for it and stops it; and once unload returns,
+	# the loader has left, so a load right after it works.
+	parkway sched load >/tmp/p7.log 2>&1 & lpid=$!
+	holds_lock() { ls -l /proc/$lpid/fd 2>/dev/null | grep -q 'parkway-sched/lock'; }
+	wait_for 30 holds_lock || log "the loader never held the lock"
+	parkway sched unload >/tmp/p8.log 2>&1; urc=$?
+	st=$(state)
+	wait_for 15 loader_gone $lpid || kill -9 $lpid
+	wait $lpid; rc=$?
+	log "unload during a start: exit $urc, state $st after it: $(tr '\n' ' ' </tmp/p8.log); loader exit $rc: $(tail -n 1 /tmp/p7.log)"
+	[ $urc -eq 0 ] && [ "$st" = disabled ] && [ $rc -eq 0 ] || bad="$bad unload-while-starting($urc,$st,$rc)"
+	if start_loader /tmp/p9.log; then
+		parkway sched unload >/tmp/p8.log 2>&1 && parkway sched load >/tmp/p10.log 2>&1 & l2=$!
+		wait $lpid; rc=$?
+		wait_for 30 is_state enabled; st=$(state)
+		lpid=$(cat /run/parkway-sched/loader.pid 2>/dev/null)
+		log "unload && load: first loader exit $rc, then state $st: $(head -n 1 /tmp/p10.log)"
+		[ "$st" = enabled ] && [ -n "$lpid" ] || bad="$bad unload-then-load($st: $(head -n 1 /tmp/p10.log))"
+		parkway sched unload >/dev/null 2>&1
+		wait $l2
+		left=$(pins_left | tr '\n' ' ')
+		[ -z "$left" ] || bad="$bad left-after-unload-2($left)"
+	else
+		bad="$bad load-9"
+	fi
+	if [ -z "$bad" ]; then result PASS "foreign or open directory refused; one of two loads runs; nothing left behind (unload, SIGHUP, SIGPIPE); unload waits for a starting loader and for its leaving"
 	else result FAIL "$bad"; fi
 }
 
@@ -675,7 +718,70 @@ case13() {
 	fi
 }
 
-for cur in 1 2 3 4 5 6 7 8 9 10 11 12 13; do
+# ---------------------------------------------------------------- case 14
+# A task the scheduler keeps at the end of its slice (nothing queued ahead
+# of it) starts a new turn, and the global clock moves with it: a program
+# that ran alone for a while and one that starts beside it then share the
+# CPU per program, whichever came first. With --penalty-slices 0 the lead
+# cap is one slice, so a frozen clock would leave the newcomer (or the
+# program that was first) only the turns other wakeups hand out. Runs in
+# the timed guest (1 vCPU: the two compete for one CPU).
+
+# share_run FIRST SECOND: start FIRST, let it run alone for 2 s, start
+# SECOND beside it, and measure both over the next 3 s from /proc; each
+# must get at least a third. FIRST and SECOND are "spin" (a plain spinning
+# shell) or "busy"/"search" (`pw_linkprobe bws` with one worker publishing
+# Busy or Searching). Sets share_line; returns 1 when a share is short.
+share_start() {
+	case $1 in
+	spin) sh -c 'while :; do :; done' & ;;
+	busy) pw_linkprobe bws 1 0 8 >/tmp/sh.$1.log 2>&1 & ;;
+	search) pw_linkprobe bws 0 1 8 >/tmp/sh.$1.log 2>&1 & ;;
+	esac
+	spid=$!
+}
+share_run() {
+	share_start "$1"; first=$spid
+	sleep 2
+	share_start "$2"; second=$spid
+	a0=$(cpu_ms_of $first); b0=$(cpu_ms_of $second)
+	sleep 3
+	a1=$(cpu_ms_of $first); b1=$(cpu_ms_of $second)
+	kill $first $second 2>/dev/null; wait $first $second 2>/dev/null
+	da=$((a1 - a0)); db=$((b1 - b0))
+	sa=$(( da * 100 / (da + db + 1) )); sb=$(( db * 100 / (da + db + 1) ))
+	share_line="$1 first, then $2: $1 ${da} ms (${sa}%), $2 ${db} ms (${sb}%) over 3 s together"
+	[ "$sa" -ge 33 ] && [ "$sb" -ge 33 ]
+}
+
+# share_pairs TAG LOADER-ARGS -- PAIRS...: one load, then share_run for
+# each "FIRST-SECOND" pair; adds to $bad and $lines.
+share_pairs() {
+	tag=$1; shift
+	args=""
+	while [ "$1" != -- ]; do args="$args $1"; shift; done
+	shift
+	if ! start_loader /tmp/l14.log $args; then bad="$bad $tag-load"; return; fi
+	for pair in "$@"; do
+		share_run ${pair%-*} ${pair#*-} || bad="$bad $tag:$pair"
+		log "$tag: $share_line"
+		lines="$lines; $tag: $share_line"
+	done
+	parkway sched status >/tmp/status.log 2>&1
+	log "$tag: $(grep '^counters' /tmp/status.log)"
+	loader_alive || bad="$bad $tag-ejected: $(grep -E 'reason|message' /tmp/l14.log | tr '\n' ' ')"
+	stop_loader || bad="$bad $tag-loader-exit"
+}
+
+case14() {
+	bad=""; lines=""
+	share_pairs "penalty 0" --penalty-slices 0 -- spin-busy busy-spin search-spin
+	share_pairs "default" -- spin-busy busy-spin
+	if [ -z "$bad" ]; then result PASS "per-program shares after a task ran alone${lines}"
+	else result FAIL "short share:$bad${lines}"; fi
+}
+
+for cur in 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do
 	case $cur in
 	1) name="load-enable-unload" ;;
 	2) name="workers-registered" ;;
@@ -690,6 +796,7 @@ for cur in 1 2 3 4 5 6 7 8 9 10 11 12 13; do
 	11) name="across-reload" ;;
 	12) name="many-programs-bound" ;;
 	13) name="trace-record-sched-ext" ;;
+	14) name="kept-task-moves-the-clock" ;;
 	esac
 	if want $cur; then
 		t0=$(cut -d' ' -f1 /proc/uptime)
