@@ -38,9 +38,10 @@ TEST(AsymmetricFence, ModeFollowsKernelAndEnvironment) {
 // Store buffering: A stores x then loads y with only producer_fence()
 // between; B stores y, then heavy_fence() (membarrier when on) after a
 // full fence, then loads x. Both loads reading 0 is the lost wakeup the
-// pair must exclude. A control run with B's membarrier left out shows
-// that the harness can see the reordering on this machine (x86 store
-// buffers do it); the control is reported, not asserted.
+// pair must exclude. A control run with B's membarrier left out must
+// show the reordering (x86 store buffers do it): if it never does, the
+// harness cannot tell a working barrier from a missing one, and the test
+// counts as skipped.
 struct Litmus {
   alignas(64) std::atomic<int> x{0};
   alignas(64) std::atomic<int> y{0};
@@ -97,6 +98,9 @@ TEST(AsymmetricFence, StoreBufferingLitmus) {
   std::printf("both loads 0: %ld of %d without membarrier (control), %ld of %d with it\n", control, nc, weak, nw);
   EXPECT_GT(nw, 0);
   EXPECT_EQ(weak, 0) << "membarrier did not order the producer's store before its load";
+  if (control == 0)
+    GTEST_SKIP() << "the control run never showed the reordering in " << nc
+                 << " rounds: this harness cannot tell whether membarrier orders anything here";
 }
 
 // membarrier(2) may fail (ENOMEM); heavy_fence() then says so and each

@@ -18,6 +18,19 @@ namespace {
 
 bool noop(Task*) noexcept { return true; }
 
+// A thief's steal session, held open: Deque enters and leaves one only
+// inside steal() and steal_batch(), through private members. An explicit
+// instantiation may name them (access is not checked in its template
+// arguments, [temp.spec.general]), and the friends it defines call them.
+template <bool (Deque::*Enter)(bool*) noexcept, void (Deque::*Leave)() noexcept>
+struct SessionAccess {
+  friend bool enter_session(Deque& d, bool* heavy) { return (d.*Enter)(heavy); }
+  friend void leave_session(Deque& d) { (d.*Leave)(); }
+};
+template struct SessionAccess<&Deque::enter_session, &Deque::leave_session>;
+bool enter_session(Deque& d, bool* heavy);  // [D7], [D8]: false if membarrier failed
+void leave_session(Deque& d);               // [D10]
+
 // `n` tasks and who took each: mark() fails the test on a second take;
 // expect_each_once(k) checks that each of the first k was taken.
 struct Takes {
@@ -197,6 +210,31 @@ TEST(Deque, GateTurnsOffOnlyWithoutThieves) {
   EXPECT_EQ(d.pop(), &t[1]);
   EXPECT_EQ(d.pop(), &t[3]);
   EXPECT_EQ(d.pop(), nullptr);
+
+  // [D2] while a thief is in a session: the CAS from kFenced fails and
+  // the owner keeps fencing, whether the thief came while the owner was
+  // fenced (no membarrier) or unfenced (membarrier, then [D1]).
+  Deque e;
+  bool heavy = false;  // enter_session only sets it
+  ASSERT_TRUE(enter_session(e, &heavy));  // e starts fenced
+  EXPECT_FALSE(heavy) << "a fenced owner needs no membarrier";
+  e.try_fence_off();
+  EXPECT_TRUE(e.fenced()) << "the fence went off under a thief in its session";
+  EXPECT_TRUE(e.pushes_fenced());
+  leave_session(e);
+  e.try_fence_off();
+  EXPECT_EQ(e.fenced(), !asym) << "the fence stayed on after the thief left";
+  EXPECT_EQ(e.pushes_fenced(), !asym);
+  heavy = false;
+  ASSERT_TRUE(enter_session(e, &heavy));
+  EXPECT_EQ(heavy, asym) << "a thief at an unfenced owner pays membarrier";
+  e.fence_on();  // [D1] with the thief in: both bits set
+  e.try_fence_off();
+  EXPECT_TRUE(e.fenced()) << "the fence went off under a thief that came while it was off";
+  EXPECT_TRUE(e.pushes_fenced());
+  leave_session(e);
+  e.try_fence_off();
+  EXPECT_EQ(e.fenced(), !asym);
   if (!asym) std::printf("[ note     ] asymmetric mode off: checked that the gate stays fenced\n");
 }
 

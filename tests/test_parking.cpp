@@ -76,8 +76,6 @@ TEST(Parking, BatonAndParkFenceDecisions) {
 TEST(Parking, WakeIntoAnIdlePoolPaysNoHeavyFence) {
   pwtest::Watchdog w("Parking.WakeIntoAnIdlePoolPaysNoHeavyFence", 60);
   parkway::Runtime rt(parkway::Options{.workers = 2});
-  const bool asymmetric = parkway::detail::asymmetric_fence_on();
-  if (!asymmetric) std::printf("asymmetric mode off: no parking recheck may call membarrier\n");
   constexpr int kCycles = 50;
   int ran = 0;
   ASSERT_TRUE(all_parked(rt));
@@ -88,11 +86,12 @@ TEST(Parking, WakeIntoAnIdlePoolPaysNoHeavyFence) {
   }
   const std::uint64_t calls = rt.stats().total.park_fences - before;
   EXPECT_EQ(ran, kCycles);
+  // park_fences counts only the asymmetric mode's membarrier calls: in
+  // the symmetric mode there is nothing to count.
+  if (!parkway::detail::asymmetric_fence_on())
+    GTEST_SKIP() << "asymmetric mode off: no parking recheck calls membarrier, nothing to count";
   std::printf("%d wake cycles: %llu membarrier calls before a parking recheck\n", kCycles, (unsigned long long)calls);
-  if (asymmetric)
-    EXPECT_LT(calls, std::uint64_t(kCycles / 5)) << "the wake/park cycle of an idle pool pays the heavy fence";
-  else
-    EXPECT_EQ(calls, 0u) << "symmetric mode called membarrier";
+  EXPECT_EQ(calls, 0u) << "the wake/park cycle of an idle pool pays the heavy fence";
 }
 
 // A worker that spawns and then joins each task itself wakes its idle
@@ -131,13 +130,11 @@ TEST(Parking, AParkBesideAFencedSiblingPaysNoHeavyFence) {
   EXPECT_EQ(ran, spawns);
   std::printf("%d spawns joined by their spawner: %llu wake-ups, %llu parks, %llu membarrier calls before a recheck\n",
               spawns, (unsigned long long)wakeups, (unsigned long long)parks, (unsigned long long)fences);
-  if (!asymmetric) {
-    EXPECT_EQ(fences, 0u) << "symmetric mode called membarrier";
-    return;
-  }
   // The sibling must really have been woken and parked again, or the
   // count below says nothing.
   ASSERT_GE(parks, 100u) << "the idle sibling was not woken by the spawns";
+  // park_fences counts only the asymmetric mode's membarrier calls.
+  if (!asymmetric) GTEST_SKIP() << "asymmetric mode off: no parking recheck calls membarrier, nothing to count";
   EXPECT_LT(fences * 10, parks) << "a park beside a busy worker whose deque is fenced paid the heavy fence";
 }
 

@@ -210,8 +210,16 @@ class Deque {
     }
     PW_CHAOS();
     std::uint64_t expect = kFenced;
-    if (gate_.compare_exchange_strong(expect, 0, std::memory_order_seq_cst, std::memory_order_relaxed))
+    if (gate_.compare_exchange_strong(expect, 0, std::memory_order_seq_cst, std::memory_order_relaxed)) {
       fence_mode_ = kModeOff;
+#if !defined(__x86_64__)
+      // A parker that read kFenced before this CAS skipped its membarrier
+      // (parking.md, "When the heavy side can be skipped"): the owner's
+      // later [N2] loads must read that parker's RMW, which precedes the
+      // CAS. x86's locked CAS orders them; a weaker CPU needs the fence.
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+    }
   }
 
   // Any thread, after its own seq_cst RMW of Parking::state_: the gate

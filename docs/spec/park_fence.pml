@@ -32,7 +32,9 @@
  *                 recheck, waking one if t is visible; then it runs b,
  *                 which blocks until t has run.
  *   worker 2 (Y)  (N=3) idle and asleep from the start (its gate is on:
- *                 parking turned it on).
+ *                 parking turned it on); with YBUSY=1 it starts busy,
+ *                 its task ends, and it searches [S1], finds nothing and
+ *                 parks as X does in SCEN=1.
  *
  * x86-TSO as modelled: P's push is one buffered store; a locked RMW of
  * state_ drains the issuing thread's buffer first ([P1], [S2], [W2]);
@@ -45,7 +47,11 @@
  * run t itself and park, so that every worker can be idle and the skip is
  * taken), XBUSY (1: X starts busy and becomes a searcher, [S1], so that an
  * earlier push of P may see everyone busy and turn P's gate off [D2]
- * while X searches), SC (below), RULE:
+ * while X searches), YBUSY (1, N=3: Y starts busy and parks, so that
+ * with XBUSY=1 an earlier push of P may see everyone busy and turn P's
+ * gate off [D2] around the baton's [S2], while Y is idle by the time of
+ * the [S3]: the third case of parking.md's argument for the gates), SC
+ * and REACH (below), RULE:
  *
  * Rules for skipping the heavy fence (RULE):
  *   0  never skip (the symmetric rule: a membarrier before every recheck)
@@ -61,11 +67,18 @@
  *   4  [P2] uses the [S3] count: skip iff I >= N - 1 after [P1]
  *   6  rule 5, but a push on a fenced deque keeps the compiler barrier
  *      at [N1] (the gate then says nothing about the push)
- *   7  rule 5, but the gates are read before the RMW
+ *   7  rule 5, but the gates are read before the RMW ([P2] and [S3])
+ *   8  rule 5, but the [S3] alone reads the gates before its [S2] (the
+ *      parkers keep rule 5, so only the baton can lose t)
  *
  * Sanity: SC=1 puts P's push straight into memory; then even RULE=3
  * must pass, which shows that the ablations fail because of the store
  * buffer and not because the model is wrong elsewhere.
+ *
+ * Reachability: REACH=1 asserts that P's [D2] never clears a kFenced that
+ * the baton's [S3] read to skip its membarrier. The check expects that
+ * assertion to fail: the case the gate rule must handle happens in the
+ * scenario, so a passing check there means something.
  *
  * Not modelled: producers outside the pool (they fence fully, so their
  * side is sequentially consistent and parking.pml covers it), more than
@@ -91,13 +104,23 @@
 #ifndef XBUSY
 #define XBUSY 0
 #endif
+#ifndef YBUSY
+#define YBUSY 0
+#endif
+#ifndef REACH
+#define REACH 0
+#endif
 
 #if XBUSY
 byte S = 0;          /* X starts busy and becomes a searcher [S1] */
 #else
 byte S = 1;          /* searching: X starts as a searcher */
 #endif
+#if YBUSY
+byte I = 0;          /* Y starts busy */
+#else
 byte I = N - 2;      /* idle: Y (when N == 3) */
+#endif
 bit idle[N];         /* on the idle list */
 bit woken[N];        /* handed off by a waker ([W4]) */
 bit sbuf;            /* P's store buffer holds the push of t */
@@ -105,12 +128,19 @@ bit dq;              /* memory: P's deque holds t */
 bit taken;           /* t has been taken (it runs) */
 bit skipped;         /* ghost: some recheck skipped the heavy fence */
 bit gskip;           /* ghost: skipped on the gates, not the count */
+bit bskip;           /* ghost: the baton's [S3] skipped on the gates */
 bit gate;            /* memory: P's steal gate shows kFenced */
 bit pm;              /* P's own copy of it (Deque::fence_mode_) */
 bit xgate;           /* memory: X's gate (X pushes nothing) */
+bit ygate;           /* memory: Y's gate (Y pushes nothing) */
 
-/* every other worker's gate shows kFenced; Y's is on (it parked) */
+/* every other worker's gate shows kFenced */
+#if N == 3
+#define OTHERS_FENCED(me) ((me) == 0 -> (xgate && ygate) : \
+                           ((me) == 1 -> (gate && ygate) : (gate && xgate)))
+#else
 #define OTHERS_FENCED(me) ((me) == 0 -> xgate : gate)
+#endif
 
 /* t can be taken by `me`: from memory, or P from its own buffer */
 #define VISIBLE(me) (!taken && (dq || ((me) == 0 && sbuf)))
@@ -170,7 +200,8 @@ inline PARK(me, searching) {
     if
     :: me == 0 && !pm -> DRAIN(); gate = 1; pm = 1       /* locked RMW */
     :: me == 0 && pm -> skip                             /* already on */
-    :: else -> xgate = 1
+    :: me == 1 -> xgate = 1
+    :: me == 2 -> ygate = 1
     fi
   };
 #if RULE == 7
@@ -239,7 +270,7 @@ proctype producer() {
   /* an earlier push: its [N2], and [D2] if it read everyone busy */
   allbusy = (S == 0 && I == 0);
   if
-  :: pm && allbusy -> atomic { DRAIN(); gate = 0 }; pm = 0
+  :: pm && allbusy -> atomic { assert(!(REACH && bskip)); DRAIN(); gate = 0 }; pm = 0
   :: else -> skip
   fi;
 #if SC
@@ -291,7 +322,7 @@ proctype x() {
 #if SCEN == 1
   PARK(1, 1)
 #else
-#if RULE == 7
+#if RULE == 7 || RULE == 8
   early = OTHERS_FENCED(1);                              /* ablation only */
 #endif
   atomic {                                               /* [S2] */
@@ -305,19 +336,19 @@ proctype x() {
 #elif RULE == 3
     skip_it = 1;                                         /* ablation only */
 #else
-    skip_it = (I == N - 1);                              /* ablation only (4), the count (5-7) */
+    skip_it = (I == N - 1);                              /* ablation only (4), the count (5-8) */
 #endif
     S--
   };
 #if RULE >= 5
   if                                                     /* others_push_fenced */
   :: last && !skip_it ->
-#if RULE == 7
+#if RULE == 7 || RULE == 8
      skip_it = early;
 #else
      skip_it = OTHERS_FENCED(1);
 #endif
-     gskip = skip_it
+     gskip = skip_it; bskip = skip_it
   :: else -> skip
   fi;
 #endif
@@ -340,9 +371,16 @@ end_blocked:
 
 #if N == 3
 proctype y() {
+#if YBUSY
+  bit skip_it;
+  bit early;
+  S++;                                                   /* [S1]: its task ended, it searches */
+  PARK(2, 1)                                             /* finds nothing and parks */
+#else
 end_sleep:
   woken[2];
   AFTER_WAKE(2)
+#endif
 }
 #endif
 
@@ -370,7 +408,14 @@ init {
     :: skip
     fi;
 #if N == 3
-    idle[2] = 1;
+#if YBUSY
+    if                                                   /* Y's gate at the start */
+    :: ygate = 1
+    :: skip
+    fi;
+#else
+    idle[2] = 1; ygate = 1;
+#endif
     run y();
 #endif
     run producer();

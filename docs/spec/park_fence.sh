@@ -18,8 +18,11 @@
 # fence is never skipped (a membarrier before every recheck); -gate: the
 # code's rule (the count, or every other gate fenced; the others use the
 # count alone); -xbusy: X starts busy, so an earlier push of P can turn
-# its gate off while X searches; sc-*: no store buffer;
-# abl-*: an ablation that must lose the wakeup (t never runs).
+# its gate off while X searches; -ybusy: Y starts busy too and parks, so
+# that P's gate can turn off [D2] around the baton's [S2] while someone is
+# idle at its [S3]; sc-*: no store buffer; reach-*: a state the scenario
+# must reach (the check expects the assertion that it is never reached to
+# fail); abl-*: an ablation that must lose the wakeup (t never runs).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 MODEL=$HERE/park_fence.pml
@@ -42,8 +45,13 @@ CHECKS=(
   "baton-3-gate             pass                   safety  -DSCEN=2 -DN=3 -DRULE=5"
   "baton-3-gate-pidle       pass                   safety  -DSCEN=2 -DN=3 -DRULE=5 -DPIDLE=1"
   "baton-3-rule0            pass                   safety  -DSCEN=2 -DN=3 -DRULE=0 -DPIDLE=1"
+  "baton-3-ybusy            pass                   safety  -DSCEN=2 -DN=3 -DRULE=1 -DXBUSY=1 -DYBUSY=1"
+  "baton-3-gate-ybusy       pass                   safety  -DSCEN=2 -DN=3 -DRULE=5 -DXBUSY=1 -DYBUSY=1"
+  "baton-3-gate-ybusy-pidle pass                   safety  -DSCEN=2 -DN=3 -DRULE=5 -DXBUSY=1 -DYBUSY=1 -DPIDLE=1"
+  "reach-baton-gate-d2      fail:assert:bskip      safety  -DSCEN=2 -DN=3 -DRULE=5 -DXBUSY=1 -DYBUSY=1 -DREACH=1"
   "sc-park-always-skip      pass                   safety  -DSCEN=1 -DN=3 -DRULE=3 -DSC=1 -DPIDLE=1"
   "sc-baton-always-skip     pass                   safety  -DSCEN=2 -DN=3 -DRULE=3 -DSC=1 -DPIDLE=1"
+  "sc-baton-gate-early      pass                   safety  -DSCEN=2 -DN=3 -DRULE=8 -DSC=1 -DXBUSY=1 -DYBUSY=1"
   "abl-park-some-idle       fail:assert:taken==1   safety  -DSCEN=1 -DN=3 -DRULE=2"
   "abl-park-always-skip     fail:assert:taken==1   safety  -DSCEN=1 -DN=2 -DRULE=3"
   "abl-park-off-by-one      fail:assert:taken==1   safety  -DSCEN=1 -DN=2 -DRULE=4"
@@ -52,6 +60,7 @@ CHECKS=(
   "abl-park-light-fenced    fail:assert:taken==1   safety  -DSCEN=1 -DN=2 -DRULE=6"
   "abl-baton-light-fenced   fail:assert:taken==1   safety  -DSCEN=2 -DN=3 -DRULE=6"
   "abl-park-gate-early      fail:assert:taken==1   safety  -DSCEN=1 -DN=2 -DRULE=7 -DXBUSY=1"
+  "abl-baton-gate-early     fail:assert:taken==1   safety  -DSCEN=2 -DN=3 -DRULE=8 -DXBUSY=1 -DYBUSY=1"
 )
 
 if [ "${1:-}" = "-l" ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi

@@ -3,8 +3,10 @@
  *
  * What is modelled (docs/design/parking.md has the step table that maps
  * every step below to one atomic operation in userspace/):
- *   - N workers running Worker::loop (main loop): next_local, search with
- *     the searcher cap [S1], found_work [S2] + baton recheck [S3], park
+ *   - N workers running Worker::loop (main loop): next_local (its own
+ *     deque [Q4], or on the kInjectEvery tick the injection queue [Q3]),
+ *     found_work [S2] + baton recheck [S3] when the task was found while
+ *     counted as a searcher, search with the searcher cap [S1], park
  *     [P0..P5] on the worker's own ParkWord, and the shutdown exit path.
  *   - Parking's state word (S = searching, I = idle), its mutex-protected
  *     LIFO idle list with positions (read lock-free by withdraw's fast
@@ -36,9 +38,10 @@
  * side) is checked under x86-TSO by park_fence.pml. Queue operations are single atomic steps (the deque and the
  * injection queue have their own tests and model); queues are sets of task
  * ids and takers take the lowest id. One search round (search_rounds only
- * repeats the same steps). The kInjectEvery tick, batch moves of several
- * tasks, timed sleeps (sleep_for) and run_until (waiting inside a task) are
- * not modelled.
+ * repeats the same steps). The kInjectEvery tick is a free choice at every
+ * next_local (any call may be the tick: this includes every real spacing
+ * of ticks). Batch moves of several tasks, timed sleeps (sleep_for) and
+ * run_until (waiting inside a task) are not modelled.
  *
  * Switches (spin -DNAME=value):
  *   N         workers (2 or 3)            NI       injected tasks (1..2)
@@ -71,6 +74,10 @@
  *               child)
  *   NO_EXIT_CAS [E3] leaves on the [E2] snapshot alone, without the CAS
  *               that checks nobody moved since
+ *   NO_LOCAL_FOUND  a task next_local returns runs without found_work()
+ *               when the worker is still counted as a searcher (a waker
+ *               handed off to it and the tick took an injected task): it
+ *               keeps S > 0 while it runs, so producers wake nobody
  */
 
 #ifndef N
@@ -126,6 +133,9 @@
 #endif
 #ifndef NO_EXIT_CAS
 #define NO_EXIT_CAS 0
+#endif
+#ifndef NO_LOCAL_FOUND
+#define NO_LOCAL_FOUND 0
 #endif
 
 #define EXT    N                 /* ParkWord index of the outside thread */
@@ -369,8 +379,24 @@ proctype Worker(byte w)
 #endif
 top:
   /* Worker::loop; done(ctx) is `never` for main_loop. next_local: */
-  atomic { if :: dq[w] != 0 -> TAKE(dq[w]) :: else -> skip fi; sS = 0; sI = 0; sQ = 0 };   /* [Q4] */
-  if :: t != NONE -> goto exec :: else -> skip fi;
+  atomic {
+    if
+    :: inj != 0 -> TAKE(inj)                               /* the tick: [Q3] */
+    :: dq[w] != 0 -> TAKE(dq[w])                           /* [Q4] */
+    :: dq[w] == 0 -> skip                                  /* not the tick, empty */
+    fi;
+    sS = 0; sI = 0; sQ = 0
+  };
+  if
+  :: t != NONE ->
+#if NO_LOCAL_FOUND
+     skip;                                                 /* ablation only */
+#else
+     if :: searching -> found_work() :: else -> skip fi;   /* found while counted */
+#endif
+     goto exec
+  :: else -> skip
+  fi;
 
   /* search() */
   if

@@ -26,6 +26,7 @@ CHECKS=(
   "abl-no-exit-cas    fail:accept     alldone -DN=2 -DNI=1 -DBLOCK=1 -DNOWAIT=2 -DNO_EXIT_CAS=1"
   "abl-no-recheck     fail:accept     nolost  -DN=2 -DNO_RECHECK=1"
   "abl-no-baton       fail:accept     alldone -DN=2 -DBLOCK=1 -DNO_BATON=1 -DSTART_PARKED=1"
+  "abl-no-local-found fail:accept     alldone -DN=2 -DBLOCK=1 -DNO_LOCAL_FOUND=1 -DSTART_PARKED=1"
   "abl-no-token       fail:accept     nolost  -DN=2 -DNO_TOKEN=1"
   "abl-trust-token    fail:assert:(role[w]&&(pos[w]==255))  safety  -DN=2 -DTRUST_TOKEN=1"
   "strict-wakes-false fail:assert:(pcred>0)  safety  -DN=2 -DSTRICT_WAKES=1"
