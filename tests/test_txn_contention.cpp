@@ -7,7 +7,9 @@
 // Prints the retries per transaction (max and p99.9) with the tags on and
 // off; asserts progress only: every thread commits its whole quota, every
 // task arrives exactly once. Timings and retry counts depend on the machine
-// and are printed, not asserted.
+// and are printed, not asserted. That the tree uses the tags at all is
+// asserted by forcing one conflict step by step (FailedPushTagsTheChild,
+// FailedClaimTagsTheParent).
 #include <gtest/gtest.h>
 #include <sched.h>
 
@@ -15,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -158,6 +161,112 @@ TEST(TxnContention, OneChildEightProducersTwoWorkers) {
 TEST(TxnContention, TwoChildrenWorkersCollideOnTheSummary) {
   const unsigned per = 2000 / kScale;
   for (bool tags : {false, true}) print("long", 2, tags, per, run(tags, per, 2));
+}
+
+// The tree must use the tags, not just commit: a conflict forced step by
+// step (no timing), then a third thread that needs the same word. With the
+// tags on, the transaction whose CAS failed holds the word's tag
+// (TagAfterFail), so the third thread's gate finds it and waits (then
+// bypasses after the 1 ms patience, as the holder is parked in the hook).
+// If push or pop_batch stopped calling gate() or after_fail(), nobody
+// would wait. With the tags off nobody waits either.
+namespace forced {
+thread_local bool hooked = false;  // only this thread runs the steps below
+thread_local int calls = 0;
+std::function<void()> at_first, at_second;  // at the hooked thread's 1st / 2nd window()
+struct Hooks {
+  static void window() noexcept {
+    if (!hooked) return;
+    ++calls;
+    if (calls == 1 && at_first) at_first();
+    if (calls == 2 && at_second) at_second();
+  }
+};
+using Tree = BasicInjectTree<Hooks>;
+
+// A thread that pushes one task and stays alive (keeping its own child)
+// until the test ends.
+struct Submitter {
+  std::atomic<bool> pushed{false}, leave{false};
+  TxnCounters c;
+  std::thread th;
+  Submitter(Tree& q, Task* t) {
+    th = std::thread([this, &q, t] {
+      q.push(t, &c);
+      pushed.store(true);
+      while (!leave.load()) std::this_thread::yield();
+    });
+    while (!pushed.load()) std::this_thread::yield();
+  }
+  ~Submitter() {
+    leave.store(true);
+    th.join();
+  }
+};
+}  // namespace forced
+
+// [P1] fails, so the producer tags the child; a second producer on the
+// same child then waits at [P1g].
+TEST(TxnContention, FailedPushTagsTheChild) {
+  for (bool tags : {true, false}) {
+    forced::Tree q(tags, 1);  // one child: every producer's head
+    Task a, x, b;
+    a.invoke = x.invoke = b.invoke = noop;
+    std::unique_ptr<forced::Submitter> sx, sb;
+    forced::at_first = [&] { sx = std::make_unique<forced::Submitter>(q, &x); };   // moves the head: [P1] fails
+    forced::at_second = [&] { sb = std::make_unique<forced::Submitter>(q, &b); };  // needs the child's tag
+    TxnCounters ca;
+    std::thread([&] {
+      forced::hooked = true;
+      q.push(&a, &ca);
+    }).join();
+    forced::at_first = forced::at_second = nullptr;
+    EXPECT_GE(ca.retries, 1u) << "tags " << tags;
+    if (tags) {
+      EXPECT_GE(sb->c.waits, 1u) << "the child was not tagged after the failed [P1], or [P1g] was not passed";
+    } else {
+      EXPECT_EQ(sb->c.waits, 0u);
+    }
+    std::size_t n = 0, total = 0;
+    while (q.pop_batch(32, &n)) total += n;
+    EXPECT_EQ(total, 3u);
+    sx.reset();
+    sb.reset();
+  }
+}
+
+// [W1] fails (an announcement changed the summary), so the worker tags the
+// parent; a producer announcing another child then waits at [P2g].
+TEST(TxnContention, FailedClaimTagsTheParent) {
+  for (bool tags : {true, false}) {
+    forced::Tree q(tags);
+    Task t0, t1, t2;
+    t0.invoke = t1.invoke = t2.invoke = noop;
+    auto s0 = std::make_unique<forced::Submitter>(q, &t0);  // something to claim
+    std::unique_ptr<forced::Submitter> s1, s2;
+    forced::at_first = [&] { s1 = std::make_unique<forced::Submitter>(q, &t1); };   // announces: [W1] fails
+    forced::at_second = [&] { s2 = std::make_unique<forced::Submitter>(q, &t2); };  // [P2] needs the parent's tag
+    TxnCounters cw;
+    std::size_t n = 0;
+    Task* got = nullptr;
+    std::thread([&] {
+      forced::hooked = true;
+      got = q.pop_batch(1, &n, &cw);
+    }).join();
+    forced::at_first = forced::at_second = nullptr;
+    EXPECT_EQ(n, 1u);
+    EXPECT_NE(got, nullptr);
+    EXPECT_GE(cw.retries, 1u) << "tags " << tags;
+    EXPECT_EQ(s1->c.waits, 0u);
+    if (tags) {
+      EXPECT_GE(s2->c.waits, 1u) << "the parent was not tagged after the failed [W1], or [P2g] was not passed";
+    } else {
+      EXPECT_EQ(s2->c.waits, 0u);
+    }
+    std::size_t total = n;
+    while (q.pop_batch(32, &n)) total += n;
+    EXPECT_EQ(total, 3u);
+  }
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
 // test_txn_inject.cpp -- the 2-level transactional injection queue
 // (userspace/txn/inject_tree.hpp) alone and under the runtime: FIFO per
 // producer, exactly-once delivery under stress (tags on and off), nothing
-// left at shutdown.
+// left at shutdown, one child per live producer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <thread>
@@ -66,7 +67,7 @@ TEST(TxnInject, SingleThreadFifoAndBatches) {
   }
 }
 
-// A batch is filled from several children: three producers (a child
+// A batch is filled from several children: three live producers (a child
 // each) push 5 tasks apiece; pop_batch(12) returns 12 tasks from more than
 // one child, FIFO per producer, linked and terminated; the next call
 // returns the other 3, and then nothing is left.
@@ -75,8 +76,10 @@ TEST(TxnInject, BatchFillsFromSeveralChildren) {
     InjectTree q(tags);
     constexpr std::uint32_t kProducers = 3, kEach = 5;
     std::vector<Item> items(kProducers * kEach);
+    std::atomic<std::uint32_t> pushed{0};
+    std::vector<std::thread> th;
     for (std::uint32_t p = 0; p < kProducers; ++p)
-      std::thread([&, p] {
+      th.emplace_back([&, p] {
         for (std::uint32_t i = 0; i < kEach; ++i) {
           Item& it = items[p * kEach + i];
           it.invoke = noop;
@@ -84,7 +87,12 @@ TEST(TxnInject, BatchFillsFromSeveralChildren) {
           it.seq = i;
           q.push(&it);
         }
-      }).join();
+        // stay alive until all have pushed: a thread that exited gives its
+        // child back, and the next one would take it
+        pushed.fetch_add(1);
+        while (pushed.load() != kProducers) std::this_thread::yield();
+      });
+    for (auto& t : th) t.join();
     std::uint32_t next_seq[kProducers] = {};
     std::size_t total = 0;
     for (std::size_t want : {std::size_t(12), std::size_t(32)}) {
@@ -231,6 +239,170 @@ TEST(TxnInject, RuntimeExternalSubmitters) {
     }  // ~Runtime: shutdown runs everything accepted
     EXPECT_EQ(ran.load(), std::uint64_t(kProducers) * per + 1000) << "tags=" << tags;
   }
+}
+
+// One child per live producer: a submitting thread's child is its own
+// while at most kChildren threads push to the tree, however many threads
+// pushed before and exited, or pushed to other trees meanwhile.
+TEST(TxnInject, LiveProducersGetDistinctChildren) {
+  InjectTree q(true);
+  Item a, b;
+  a.invoke = b.invoke = noop;
+  std::atomic<int> stage{0};
+  unsigned cx = 99, cy = 99;
+  std::thread x([&] {  // a long-lived submitter
+    q.push(&a);
+    cx = q.my_child();
+    stage.store(1);
+    while (stage.load() != 2) std::this_thread::yield();
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  std::vector<Item> gone(15);
+  {
+    InjectTree other(true);  // another runtime's queue
+    for (unsigned i = 0; i < gone.size(); ++i) {
+      gone[i].invoke = noop;
+      std::thread([&, i] { (i % 2 ? other : q).push(&gone[i]); }).join();  // short-lived submitters
+    }
+    std::size_t n = 0;
+    while (other.pop_batch(32, &n)) {
+    }
+  }
+  std::thread([&] {  // the second live submitter
+    q.push(&b);
+    cy = q.my_child();
+  }).join();
+  EXPECT_NE(cx, cy) << "two live submitters share child " << cx;
+  std::size_t total = 0, n = 0;
+  while (q.pop_batch(32, &n)) total += n;
+  EXPECT_EQ(total, 2u + 8u);
+  stage.store(2);
+  x.join();
+}
+
+// A producer stalled between [P1] (onto a CLOSED head) and [P2] delays only
+// its own child: another live producer's finished push is visible to
+// maybe_nonempty() and claimable at once.
+namespace stall {
+std::atomic<bool> release{false}, stalled{false};
+thread_local bool is_a = false;
+thread_local int calls = 0;
+struct Hooks {
+  static void window() noexcept {
+    if (!is_a || ++calls != 2) return;  // A's second window(): in the [P2] loop
+    stalled.store(true);
+    while (!release.load()) std::this_thread::yield();
+  }
+};
+}  // namespace stall
+
+TEST(TxnInject, StalledAnnouncerDoesNotHideAnotherProducer) {
+  using Tree = parkway::detail::txn::BasicInjectTree<stall::Hooks>;
+  for (bool tags : {true, false}) {
+    stall::release = false;
+    stall::stalled = false;
+    Tree q(tags);
+    Item a, b;
+    a.invoke = b.invoke = noop;
+    std::thread ta([&] {
+      stall::is_a = true;
+      q.push(&a);
+    });
+    while (!stall::stalled.load()) std::this_thread::yield();  // A: past [P1], before [P2]
+    std::vector<Item> gone(15);
+    {
+      Tree other(tags);  // 15 earlier short-lived submitters, elsewhere
+      for (unsigned i = 0; i < gone.size(); ++i) {
+        gone[i].invoke = noop;
+        std::thread([&, i] { other.push(&gone[i]); }).join();
+      }
+      std::size_t n = 0;
+      while (other.pop_batch(32, &n)) {
+      }
+    }
+    std::thread([&] { q.push(&b); }).join();  // B's push has returned
+    EXPECT_TRUE(q.maybe_nonempty()) << "tags " << tags << ": B's task is hidden behind the stalled A";
+    std::size_t n = 0;
+    Task* t = q.pop_batch(32, &n);
+    EXPECT_EQ(n, 1u) << "tags " << tags;
+    EXPECT_EQ(t, &b);
+    stall::release = true;
+    ta.join();
+    t = q.pop_batch(32, &n);
+    EXPECT_EQ(n, 1u);
+    EXPECT_EQ(t, &a);
+  }
+}
+
+// More live submitters than children: the newcomer shares a child, and
+// moves to a child its owner gave back (at exit) once the shared child has
+// handed out the newcomer's earlier tasks.
+TEST(TxnInject, SharedChildMovesToAFreedOne) {
+  InjectTree q(true, 2);
+  std::vector<Item> items(4);
+  for (auto& it : items) it.invoke = noop;
+  std::atomic<bool> leave0{false}, leave1{false};
+  std::atomic<int> ready{0};
+  unsigned c0 = 99, c1 = 99;
+  std::thread t0([&] {
+    q.push(&items[0]);
+    c0 = q.my_child();
+    ready.fetch_add(1);
+    while (!leave0.load()) std::this_thread::yield();
+  });
+  std::thread t1([&] {
+    q.push(&items[1]);
+    c1 = q.my_child();
+    ready.fetch_add(1);
+    while (!leave1.load()) std::this_thread::yield();
+  });
+  while (ready.load() != 2) std::this_thread::yield();
+  EXPECT_NE(c0, c1);
+  EXPECT_EQ(q.owned_children(), 3u);
+  std::thread t2([&] {
+    q.push(&items[2]);  // both children owned: shares one
+    EXPECT_EQ(q.owned_children(), 3u);
+    leave0.store(true);
+    t0.join();  // c0's owner exits and gives it back
+    EXPECT_EQ(q.owned_children(), 3u & ~(1u << c0));
+    std::size_t n = 0;
+    while (q.pop_batch(32, &n)) {
+    }
+    q.push(&items[3]);
+    EXPECT_EQ(q.my_child(), c0) << "the sharer moved to the freed child";
+    EXPECT_EQ(q.owned_children(), 3u);
+  });
+  t2.join();
+  leave1.store(true);
+  t1.join();
+  EXPECT_EQ(q.owned_children(), 0u) << "every exited thread gave its child back";
+  std::size_t n = 0, total = 0;
+  while (q.pop_batch(32, &n)) total += n;
+  EXPECT_EQ(total, 1u);
+}
+
+// A thread that submits to several trees owns a child in each, and its
+// exit gives them all back, skipping trees destroyed meanwhile.
+TEST(TxnInject, ChildrenAreGivenBackAtThreadExit) {
+  InjectTree a(true), b(true);
+  std::vector<Item> items(40);
+  for (auto& it : items) it.invoke = noop;
+  std::thread([&] {
+    auto gone = std::make_unique<InjectTree>(true);
+    for (unsigned i = 0; i < 30; ++i) (i % 3 == 0 ? a : i % 3 == 1 ? b : *gone).push(&items[i]);
+    EXPECT_EQ(std::popcount(a.owned_children()), 1);
+    EXPECT_EQ(std::popcount(b.owned_children()), 1);
+    std::size_t n = 0;
+    while (gone->pop_batch(32, &n)) {
+    }
+    gone.reset();  // destroyed while this thread still holds a claim on it
+  }).join();
+  EXPECT_EQ(a.owned_children(), 0u);
+  EXPECT_EQ(b.owned_children(), 0u);
+  std::size_t n = 0, total = 0;
+  while (a.pop_batch(32, &n)) total += n;
+  while (b.pop_batch(32, &n)) total += n;
+  EXPECT_EQ(total, 20u);
 }
 
 }  // namespace

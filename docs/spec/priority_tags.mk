@@ -2,7 +2,7 @@
 # transactions on the injection queue (priority_tags.pml; the list of
 # checks, with what each must show, is in priority_tags_check.sh).
 #
-#   make spec-priority-tags                  all checks (about 2 minutes)
+#   make spec-priority-tags                  all checks (about 3 minutes of CPU)
 #   make spec-priority-tags PT_CHECKS="np-2p1w bug-no-epoch"   some of them
 
 PT_CHECKS ?=

@@ -11,16 +11,16 @@
  *
  *   push:  P1r  h = head.load()
  *          P1g  gate(child tag)                      CanProceed/PreemptTag/wait
- *          P1   CAS head h -> item  | fail: TagAfterFail(child), h = head, P1g
+ *          P1   CAS head h -> item  | fail: h = head; TagAfterFail(child); P1g
  *               h was not CLOSED: commit
  *          P2r  s = summary.load()
  *          P2g  gate(parent tag)
  *          P2   CAS summary s -> s + nonempty, epoch + 1
- *               | fail: TagAfterFail(parent), s = summary, P2g
+ *               | fail: s = summary; TagAfterFail(parent); P2g
  *          commit: ClearMyTags
  *   pop:   W1r  s = summary.load(); nothing nonempty & unclaimed: commit
  *          W1g  gate(parent tag)
- *          W1   CAS summary s -> s + claimed  | fail: TagAfterFail, s = .., W1g
+ *          W1   CAS summary s -> s + claimed  | fail: s = ..; TagAfterFail; W1g
  *          W2c  pending count = 1                    (only if pending is empty)
  *          W2g  gate(child tag)
  *          W2   exchange head -> OPEN (the stack, in the claimer's hands)
@@ -36,7 +36,7 @@
  *          W3v  empty = head.load() == CLOSED            (re-validate)
  *          W3g  gate(parent tag)
  *          W3   CAS summary s -> s - claimed (- nonempty if empty)
- *               | fail: TagAfterFail, s = summary, W3v
+ *               | fail: s = summary; TagAfterFail; W3v
  *          commit: ClearMyTags
  *
  * Abstractions (each one exact for the code, or noted):
@@ -47,7 +47,13 @@
  *    my read" (efresh bit per thread): the 32-bit epoch does not wrap
  *    within one CAS window.
  *  - gate and CAS are separate steps, as in the code (a waiter can be
- *    overtaken between them by a thread that passed its gate earlier).
+ *    overtaken between them by a thread that passed its gate earlier);
+ *    so are a failed CAS (which reloads the word) and its TagAfterFail
+ *    (p1fail, p2fail, w1fail, w3fail). GATE and TAGFAIL are each one
+ *    atomic step; the code's load / stamp / validated-CAS sequence inside
+ *    them, and why that is sound: priority-tags.md, section 3.
+ *  - progress (np checks): a producer's commit (progress_push) or a
+ *    worker's successful claim (progress_claim); an empty attempt is not.
  *  - stamps: only the relative order of live stamps matters, so they are
  *    kept as ranks (1 = oldest); a new stamp is the youngest. A stamp is
  *    taken at the first failed CAS or the first wait, as in Txn.
@@ -58,7 +64,10 @@
  *    SPIN evaluates in every reachable state
  *  - a worker with nothing to claim blocks until something is announced
  *    (the parking protocol, modelled in parking.pml); it exits when all
- *    producers are done and nothing is announced.
+ *    producers are done and nothing is announced. So it drains the child
+ *    to CLOSED, where the code may leave it announced, OPEN and empty with
+ *    the workers asleep; the recheck process (RECHECK) checks the answer
+ *    that lets them sleep.
  *
  * Switches (spin -DNAME=value):
  *   NPROD, NWORK, BUDGET  producers, workers, pushes per producer
@@ -79,6 +88,8 @@
  *                     its own checks, with smaller budgets)
  *   BUG_NO_PENDING_MARK  mutation: no W2c (the pending count is stored
  *                     only after the stack was moved)
+ *   BUG_NEVER_CLAIM   mutation: a successful W1 claims nothing (the worker
+ *                     retries for ever; only liveness checks can see it)
  */
 
 #ifndef NPROD
@@ -224,7 +235,7 @@ p1g:
          assert(h != 0 || ne);     /* lemma: OPEN implies nonempty is set */
          top = it; hset = hset | IBIT(it);
          if :: h != CLSD -> goto commit :: else -> inflight++ fi
-    :: else -> TAGFAIL(t, tagC); h = top; MAYCRASH(t); goto p1g
+    :: else -> h = top; goto p1fail           /* failed CAS: h reloaded */
     fi
   };
   atomic { READ_SUMMARY(t) };                           /* P2r */
@@ -237,7 +248,7 @@ p2g:
 #ifndef BUG_NO_EPOCH
          efresh = 0                                     /* epoch + 1 */
 #endif
-    :: else -> TAGFAIL(t, tagP); READ_SUMMARY(t); goto p2g
+    :: else -> READ_SUMMARY(t); goto p2fail   /* failed CAS: s reloaded */
     fi
   };
 commit:
@@ -261,6 +272,13 @@ done:
   pfin++;
   goto out;
 #endif
+/* TagAfterFail: a step of its own after the failed CAS, as in the code */
+p1fail:
+  atomic { TAGFAIL(t, tagC); MAYCRASH(t) };
+  goto p1g;
+p2fail:
+  atomic { TAGFAIL(t, tagP) };
+  goto p2g;
 crashpt:
 end_crashed:
   (false);
@@ -288,12 +306,16 @@ w1g:
   GATE(t, tagP);                                        /* W1g */
   atomic {                                              /* W1  */
     if
-    :: SUMMARY_SAME(t) -> cl = 1
-    :: else ->
-         TAGFAIL(t, tagP); READ_SUMMARY(t);
-         if :: sne && !scl -> goto w1g :: else -> goto commit fi
+    :: SUMMARY_SAME(t) ->
+#ifdef BUG_NEVER_CLAIM
+         goto commit                    /* mutation: never claims, retries for ever */
+#else
+         cl = 1
+#endif
+    :: else -> READ_SUMMARY(t); goto w1fail   /* failed CAS: s reloaded */
     fi
   };
+progress_claim:                         /* a claim: what np counts for workers */
   if
   :: pend == 0 ->
 #ifndef BUG_NO_PENDING_MARK
@@ -347,13 +369,7 @@ w3g:
     :: SUMMARY_SAME(t) ->
          cl = 0;
          if :: isempty -> ne = 0 :: else -> skip fi
-    :: else ->
-         TAGFAIL(t, tagP); READ_SUMMARY(t);
-#ifdef BUG_NO_REVALIDATE
-         goto w3g
-#else
-         goto w3v
-#endif
+    :: else -> READ_SUMMARY(t); goto w3fail   /* failed CAS: s reloaded */
     fi
   };
 commit:
@@ -362,8 +378,20 @@ commit:
     lastc = t;
     sne = 0; scl = 0; isempty = 0; took = 0; closed = 0
   };
-progress_pop:
   goto idle;
+/* TagAfterFail: a step of its own after the failed CAS, as in the code */
+w1fail:
+  atomic {
+    TAGFAIL(t, tagP);
+    if :: sne && !scl -> goto w1g :: else -> goto commit fi
+  };
+w3fail:
+  atomic { TAGFAIL(t, tagP) };
+#ifdef BUG_NO_REVALIDATE
+  goto w3g;
+#else
+  goto w3v;
+#endif
 out:
   skip
 }

@@ -7,9 +7,16 @@
 #   priority_tags_check.sh -l           list the checks
 #
 # Each check: NAME EXPECT MODE "DEFINES"
-#   EXPECT  pass   = SPIN must report 0 errors
-#           cex    = SPIN must find a counterexample (an ablation or a
-#                    seeded bug: the check fails if the error disappears)
+#   EXPECT  pass      = SPIN must report 0 errors
+#           cex:KIND  = SPIN must find a counterexample of that kind (an
+#                       ablation or a seeded bug: the check fails if the
+#                       error disappears or if SPIN reports another one)
+#   KIND    lost        assertion: a task lost (the final delivered == ALL)
+#           contract    assertion: the parking-contract monitor
+#           recheck     assertion: the recheck process answered "empty"
+#           endstate    invalid end state (a deadlock)
+#           acceptance  acceptance cycle of the run's LTL property (MODE)
+#           nonprogress non-progress cycle
 #   MODE    safety | alldone | np | nostarve | survive
 #           (safety runs add -DCONTRACT: the parking-contract monitor)
 # Exit status: non-zero if any check failed.
@@ -24,6 +31,7 @@ CHECKS=(
   "safety-2p2w        pass safety   -DNPROD=2 -DNWORK=2 -DBUDGET=1"
   "safety-1p2w        pass safety   -DNPROD=1 -DNWORK=2 -DBUDGET=2"
   "alldone-2p1w       pass alldone  -DNPROD=2 -DNWORK=1 -DBUDGET=2"
+  "alldone-2p2w       pass alldone  -DNPROD=2 -DNWORK=2 -DBUDGET=1"
   "np-2p1w            pass np       -DNPROD=2 -DNWORK=1 -DBUDGET=2"
   "nostarve-endless   pass nostarve -DNPROD=2 -DNWORK=1 -DINFINITE=1"
   # --- the parking recheck's three loads against claims (RECHECK) -------
@@ -34,14 +42,18 @@ CHECKS=(
   "safety-bypass      pass safety   -DNPROD=2 -DNWORK=2 -DBUDGET=1 -DBYPASS=1"
   "alldone-tags-off   pass alldone  -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DPRIVILEGE=0"
   # --- ablations and seeded bugs: SPIN must find the counterexample -----
-  "starve-tags-off    cex  nostarve -DNPROD=2 -DNWORK=1 -DINFINITE=1 -DPRIVILEGE=0"
-  "deadlock-nopreempt cex  safety   -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DNO_PREEMPT=1"
-  "bug-no-revalidate  cex  safety   -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DBUG_NO_REVALIDATE"
-  "bug-no-epoch       cex  safety   -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DBUG_NO_EPOCH"
-  "bug-order          cex  safety   -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DBUG_ORDER"
-  "bug-no-pending-mark cex safety   -DNPROD=1 -DNWORK=1 -DBUDGET=2 -DRECHECK=1 -DBUG_NO_PENDING_MARK"
+  "starve-tags-off    cex:acceptance  nostarve -DNPROD=2 -DNWORK=1 -DINFINITE=1 -DPRIVILEGE=0"
+  "deadlock-nopreempt cex:endstate    safety   -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DNO_PREEMPT=1"
+  "bug-no-revalidate  cex:lost        safety   -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DBUG_NO_REVALIDATE"
+  "bug-no-epoch       cex:lost        safety   -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DBUG_NO_EPOCH"
+  "bug-order          cex:lost        safety   -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DBUG_ORDER"
+  "bug-no-pending-mark cex:recheck    safety   -DNPROD=1 -DNWORK=1 -DBUDGET=2 -DRECHECK=1 -DBUG_NO_PENDING_MARK"
+  # a worker that retries [W1] for ever without claiming: only liveness
+  # sees it (its loop never ends, so the final asserts never run)
+  "never-claim-np     cex:nonprogress np       -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DBUG_NEVER_CLAIM"
+  "never-claim-2w     cex:acceptance  alldone  -DNPROD=2 -DNWORK=2 -DBUDGET=1 -DBUG_NEVER_CLAIM"
   # --- a tag holder that stops: blocking, unless waiters bypass ---------
-  "crash-blocks       cex  survive  -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DCRASH=1"
+  "crash-blocks       cex:acceptance  survive  -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DCRASH=1"
   "crash-bypass       pass survive  -DNPROD=2 -DNWORK=1 -DBUDGET=2 -DCRASH=1 -DBYPASS=1"
 )
 
@@ -56,8 +68,24 @@ W=$(mktemp -d "${TMPDIR:-/tmp}/pt-spin.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 passed=0; failed=0; failed_names=()
 
+# What pan must print for a counterexample of KIND (see the header).
+# Assertions are told apart by a subexpression only they contain.
+kind_pattern() {  # KIND MODE
+  case $1 in
+    lost)        echo 'assertion violated \(delivered==' ;;
+    contract)    echo 'assertion violated .*inflight>0.*pend==0' ;;
+    recheck)     echo 'assertion violated .*must& ?~' ;;
+    endstate)    echo 'invalid end state' ;;
+    acceptance)  echo 'acceptance cycle' ;;
+    nonprogress) echo 'non-progress cycle' ;;
+    *)           echo "unknown kind $1" >&2; echo '^$NEVER' ;;
+  esac
+}
+
 run_check() {  # NAME EXPECT MODE DEFINES...
-  local name=$1 expect=$2 mode=$3; shift 3
+  local name=$1 expect=$2 mode=$3 shown=$2; shift 3
+  local kind=
+  case $expect in cex:*) kind=${expect#cex:}; expect=cex ;; esac
   local defs="$*" d="$W/$name"
   mkdir -p "$d"
   local cf rf depth=1000000   # the endless (nostarve) search goes ~225k deep
@@ -93,10 +121,18 @@ run_check() {  # NAME EXPECT MODE DEFINES...
   elif [ "$expect" = pass ]; then
     if [ "$errors" = 0 ]; then verdict="holds"; ok=1; else verdict="VIOLATED: $what"; ok=0; fi
   else
-    if [ "$errors" != 0 ]; then verdict="counterexample found: $what"; ok=1; else verdict="NO counterexample (expected one)"; ok=0; fi
+    if [ "$errors" = 0 ]; then
+      verdict="NO counterexample (expected $kind)"; ok=0
+    elif ! grep -qE "$(kind_pattern "$kind" "$mode")" "$d/pan.out"; then
+      verdict="WRONG counterexample (expected $kind): $what"; ok=0
+    elif [ "$kind" = acceptance ] && ! grep -qE "never claim[[:space:]]+\+ \($mode\)" "$d/pan.out"; then
+      verdict="acceptance cycle, but not of the LTL property $mode"; ok=0
+    else
+      verdict="counterexample found ($kind): $what"; ok=1
+    fi
   fi
-  printf '%-4s %-19s %-8s %-9s states %-8s %5.1f s  %s\n' \
-    "$([ $ok = 1 ] && echo ok || echo FAIL)" "$name" "$mode" "$expect" "${states:-?}" \
+  printf '%-4s %-19s %-8s %-15s states %-8s %5.1f s  %s\n' \
+    "$([ $ok = 1 ] && echo ok || echo FAIL)" "$name" "$mode" "$shown" "${states:-?}" \
     "$(echo "$t1 - $t0" | bc)" "$verdict"
   if [ $ok = 1 ]; then
     return 0

@@ -24,8 +24,10 @@
 //                epoch+1 (always bump: that is what fails a [W3] racing
 //                with this push). A push onto OPEN or a nonempty stack
 //                does not touch the parent: the common path is one CAS.
-//   pop:    one transaction per child, repeated over children until the
-//           batch holds `max` tasks or nothing is left to claim:
+//   pop:    one transaction per round, one claim each, repeated until the
+//           batch holds `max` tasks, nothing is left to claim, or
+//           nchildren rounds are done (a refilled child may be claimed
+//           again in a later round):
 //           [W1] CAS summary: set claimed(i) for an i nonempty & unclaimed
 //           [W2] if pending is empty: count = 1 ([W2c], for maybe_nonempty),
 //                exchange head -> OPEN, reverse into pending ([W2p]);
@@ -39,6 +41,12 @@
 //           [W3] if we closed it: CAS summary, clear claimed(i), and
 //                nonempty(i) too if a re-read of head, after the read of
 //                summary, still sees CLOSED. A retried CAS re-validates.
+// Producers: child i is owned by one live submitting thread while at most
+// nchildren threads push (txn/producer_slots.hpp); more share a child.
+// Memory orders: every RMW on a head or the summary and the loads that
+// decide ([P2r], [W1r], [W3r], [W3v], maybe_nonempty) are seq_cst; [P1r],
+// the reload of a failed [P1], size_hint(), summary() and the pending
+// counts are relaxed.
 // Lemma: head == OPEN implies nonempty(i) is set (OPEN is made by the
 // claimer, which clears the bit only after closing), so a push onto OPEN
 // is visible at once. No CAS result is ever undone, so without tags every
@@ -53,6 +61,7 @@
 #include <cstdint>
 
 #include "parkway/task.hpp"
+#include "txn/producer_slots.hpp"
 #include "txn/tag.hpp"
 
 namespace parkway::detail::txn {
@@ -86,16 +95,28 @@ class BasicInjectTree {
   // `children`: 1, 2, 4, 8 or 16 (rounded down to a power of two; tests
   // use 1 to put every producer on the same child).
   explicit BasicInjectTree(bool priority_tags, unsigned children = kChildren) noexcept
-      : tags_(priority_tags), nchildren_(pow2_floor(children)) {}
+      : tags_(priority_tags), nchildren_(pow2_floor(children)), slots_(nchildren_) {}
   BasicInjectTree(const BasicInjectTree&) = delete;
   BasicInjectTree& operator=(const BasicInjectTree&) = delete;
 
-  // The calling thread's child: producers are spread round-robin in the
-  // order they first push, so up to kChildren producers get a child each.
-  unsigned my_child() const noexcept {
-    thread_local unsigned mine = next_producer_.fetch_add(1, std::memory_order_relaxed);
-    return mine & (nchildren_ - 1);
+  // The calling thread's child (txn/producer_slots.hpp): its own while at
+  // most nchildren threads push to this tree, claimed at its first push and
+  // released when it exits. A thread that had to share a child moves to a
+  // freed one once its shared child has handed out everything (head and
+  // pending empty), so its tasks keep their order.
+  unsigned my_child() noexcept {
+    unsigned i = slots_.mine();
+    if (i & ProducerSlots::kShared) [[unlikely]] {
+      i &= ~ProducerSlots::kShared;
+      if (slots_.has_free() && ptr_of(child_[i].head.load(std::memory_order_seq_cst)) == nullptr &&
+          pending_[i].count.load(std::memory_order_relaxed) == 0)
+        i = slots_.reclaim() & ~ProducerSlots::kShared;
+    }
+    return i;
   }
+
+  // The children owned by live threads, one bit each (tests).
+  std::uint32_t owned_children() const noexcept { return slots_.owned(); }
 
   void push(Task* t, TxnCounters* out = nullptr) noexcept {
     Txn tx(tags_);
@@ -135,18 +156,21 @@ class BasicInjectTree {
   // Up to `max` (>= 1) tasks, oldest first per producer, linked by next.
   // The batch is filled from as many children as it takes (as
   // moodycamel's try_dequeue_bulk walks its producers): one claim per
-  // child, each its own transaction. Taking only the first child's few
-  // tasks made consumers come back several times as often, and each
-  // visit's [W2] pulls the producer's head line away from it
-  // (priority-tags.md, "Filling a batch from several children").
+  // round, each its own transaction, at most nchildren_ rounds; a child
+  // that was refilled or released meanwhile can be claimed twice. Taking
+  // only the first child's few tasks made consumers come back several
+  // times as often, and each visit's [W2] pulls the producer's head line
+  // away from it (priority-tags.md, "Filling a batch from several
+  // children").
   Task* pop_batch(std::size_t max, std::size_t* n, TxnCounters* out = nullptr) noexcept {
     *n = 0;
     if (max == 0) max = 1;
     if (out) *out = TxnCounters{};
     Task* batch = nullptr;  // what the rounds so far took, in order
     Task* batch_last = nullptr;
-    // Each round is one transaction; a round that claims a child and finds
-    // it dry closes it, so the rounds are bounded.
+    // Each round is one transaction and claims one child (the first
+    // claimable one from this worker's cursor, so possibly one an earlier
+    // round took from). The round count bounds the call.
     for (unsigned round = 0; round < nchildren_ && *n < max; ++round) {
       Txn tx(tags_);
       std::uint64_t s = summary_.load(std::memory_order_seq_cst);  // [W1r]
@@ -269,7 +293,9 @@ class BasicInjectTree {
   // pending list. (A child that gave out its last tasks stays announced
   // and OPEN until a dry claim closes it; it does not count here, so idle
   // workers do not chase it.) Reads the summary, then the announced
-  // children's heads, all seq_cst: after a push onto child i returned,
+  // children's heads (seq_cst) and pending counts (relaxed: a reader that
+  // sees a head emptied by [W2] sees [W2c]'s count or a later one, through
+  // [W2]'s release): after a push onto child i returned,
   // either nonempty(i) is set and the head still holds the task or a
   // claimer took it, or an announcing push is still in flight.
   bool maybe_nonempty() const noexcept {
@@ -286,7 +312,8 @@ class BasicInjectTree {
     return false;
   }
 
-  // Tasks in announced children (heads' saturating counts + pending).
+  // Tasks in announced children (heads' saturating counts + pending), an
+  // estimate: every load is relaxed.
   std::size_t size_hint() const noexcept {
     std::uint32_t ne = std::uint32_t(summary_.load(std::memory_order_relaxed) & kNonemptyMask);
     std::size_t n = 0;
@@ -300,7 +327,7 @@ class BasicInjectTree {
   }
 
   bool priority_tags() const noexcept { return tags_; }
-  std::uint64_t summary() const noexcept { return summary_.load(std::memory_order_relaxed); }
+  std::uint64_t summary() const noexcept { return summary_.load(std::memory_order_relaxed); }  // relaxed: tests
 
  private:
   static constexpr std::uint64_t kPtrMask = ((std::uint64_t(1) << 48) - 1) & ~std::uint64_t(7);
@@ -342,11 +369,11 @@ class BasicInjectTree {
 
   const bool tags_;
   const unsigned nchildren_;
+  ProducerSlots slots_;  // which thread owns which child
   alignas(64) std::atomic<std::uint64_t> summary_{0};  // every child starts closed
   TagSlot ptag_;
   Child child_[kChildren];
   Pending pending_[kChildren];
-  static inline std::atomic<unsigned> next_producer_{0};
   static inline thread_local unsigned t_cursor_ = 0;  // where this worker starts looking
 };
 

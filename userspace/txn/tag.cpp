@@ -49,7 +49,10 @@ bool Txn::take_over(TagSlot& s, std::uint32_t v, std::uint32_t& counter) noexcep
 
 // CanProceed failed: the slot holds another transaction's stamp.
 // Model: GATE in docs/spec/priority_tags.pml (STAMP, then PreemptTag or the
-// blocked wait; BYPASS=1 is the patience bypass).
+// blocked wait; BYPASS=1 is the patience bypass), one atomic step there.
+// Here it is gate()'s load, the stamp's fetch_add, then loads each followed
+// by at most one CAS that validates it; why the model's single step covers
+// that: priority-tags.md, section 3.
 void Txn::gate_slow(TagSlot& s) noexcept {
   ensure_stamp();
   ++c_.waits;
@@ -91,7 +94,9 @@ void Txn::gate_slow(TagSlot& s) noexcept {
 }
 
 // TagAfterFail: empty -> mine; mine -> keep (the stamp is fixed);
-// another's and I am older -> mine; otherwise keep theirs. Model: TAGFAIL.
+// another's and I am older -> mine; otherwise keep theirs. Model: TAGFAIL,
+// a step of its own after the failed CAS (p1fail .. w3fail), atomic there;
+// here a stamp, a load, and a CAS that validates it.
 void Txn::after_fail_slow(TagSlot& s) noexcept {
   ensure_stamp();
   std::uint32_t v = s.word.load(std::memory_order_acquire);
