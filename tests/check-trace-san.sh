@@ -5,7 +5,7 @@
 # sanitizer report, and a file that `parkway trace report` and `export`
 # read. READER is `parkway trace` built with ASan + UBSan: it also reads
 # 30 damaged copies of one file (cut, bytes changed), each an exit 0 or 1
-# with no sanitizer report.
+# with no sanitizer report, and a file of damaged task counts.
 set -u
 reader=$1; shift
 pass=0; fail=0
@@ -70,6 +70,25 @@ PY
   else
     echo "FAIL: the reader (ASan + UBSan) on damaged copies: $bad of 30"; fail=$((fail + 1))
   fi
+fi
+# Damaged counts (a steal or injection take of 2^31 or 2^32 - 1 tasks): no
+# overflow in the queue lengths.
+python3 - "$tmp/counts.pwt" <<'PY'
+import struct, sys
+evs = [(0, 2, 0, 1, 0x80000000), (100, 3, 0, 0, 0x80000000), (200, 2, 0, 1, 0xFFFFFFFF), (300, 3, 0, 0, 0xFFFFFFFF),
+       (400, 21, 0, 0, 64), (500, 22, 0, 0, 64)]
+out = bytearray(b"PWTRACE\0" + struct.pack("<IIIIII", 4, 48, 2, 2, 1, 0) + struct.pack("<QQ", 0, 0))
+info = struct.pack("<iIQ16s", 0, 100, 1, b"w0")
+out += struct.pack("<IHHII", 0x43525750, 1, 0, len(info), 1) + info
+body = struct.pack("<Q", 0) + b"".join(struct.pack("<QBBHI", *e) for e in evs)
+out += struct.pack("<IHHII", 0x43525750, 2, 0, len(body), 1) + body
+out += struct.pack("<IHHII", 0x43525750, 4, 0, 32, 0) + struct.pack("<QQQQ", len(evs), 0, 500, 500)
+open(sys.argv[1], "wb").write(out)
+PY
+if read_ok "$tmp/counts.pwt"; then
+  echo "ok: the reader (ASan + UBSan) on counts of 2^31 and 2^32 - 1 tasks"; pass=$((pass + 1))
+else
+  echo "FAIL: the reader (ASan + UBSan) on counts of 2^31 and 2^32 - 1 tasks"; fail=$((fail + 1))
 fi
 echo "$pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]

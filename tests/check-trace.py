@@ -75,6 +75,35 @@ def report(path, *opts):
     return run([PARKWAY, "trace", "report"] + list(opts) + [path])
 
 
+def trace_file(streams, level=1, version=3):
+    """A trace file: streams = [(worker, tid, [(ns, type, a8, a16, a32), ...][, runtime])]
+    (runtime 1 unless given; 0 for a thread outside the pool)."""
+    out = bytearray(b"PWTRACE\0" + struct.pack("<IIIIII", version, HEADER, 2, level, 4242, 0) + struct.pack("<QQ", 0, 0))
+    n = last = 0
+    for sid, st in enumerate(streams, 1):
+        worker, tid, evs = st[:3]
+        rt = st[3] if len(st) > 3 else (1 if worker >= 0 else 0)
+        info = struct.pack("<iIQ16s", worker, tid, rt, b"w%d" % worker if worker >= 0 else b"t%d" % tid)
+        out += struct.pack("<IHHII", 0x43525750, 1, 0, len(info), sid) + info
+        body = struct.pack("<Q", 0) + b"".join(struct.pack("<QBBHI", *e) for e in evs)
+        out += struct.pack("<IHHII", 0x43525750, 2, 0, len(body), sid) + body
+        n += len(evs)
+        last = max([last] + [e[0] for e in evs])
+    end = struct.pack("<QQQQ", n, 0, last, last)
+    out += struct.pack("<IHHII", 0x43525750, 4, 0, len(end), 0) + end
+    return bytes(out)
+
+
+def records(data):
+    """(offset, kind, payload_bytes) of each record."""
+    out, off = [], HEADER
+    while off + REC <= len(data):
+        magic, kind, _, n, _ = struct.unpack_from("<IHHII", data, off)
+        out.append((off, kind, n))
+        off += REC + n
+    return out
+
+
 UNITS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
@@ -250,6 +279,75 @@ if facts:
           "sched level: the forced parks are there", str(p))
     check("needs PARKWAY_TRACE_LEVEL=task" in out, "sched level: the report says what needs the task level")
 
+# ---- wakes: each matched to the park its hand-off ended ----------------------
+# A wake is matched to the wakee's unpark that its hand-off made, not to
+# whatever park the wakee is in when the wake is recorded.
+
+WAKE, PARK, UNPARK, INJECT, INJECT_TAKE, SEARCH_BEGIN, SEARCH_END = 8, 6, 7, 11, 3, 4, 5
+OUT = 0xFFFFFFFF  # waker -1
+
+
+def wake_lines(out):
+    m = re.search(r"wakes: (\d+), (\d+) of them found the worker asleep", out)
+    u = re.search(r"\n  wake -> unpark +n=\d+ +p50 ([\d.]+ \w+) .* max ([\d.]+ \w+)", out)
+    f = re.search(r"woken, then parked again before finding work: (\d+) of (\d+)", out)
+    return (tuple(int(x) for x in m.groups()) if m else None, (ns(u.group(1)), ns(u.group(2))) if u else None,
+            tuple(int(x) for x in f.groups()) if f else None)
+
+
+for attempt in range(3):
+    facts, path = ground_truth("wakes", ["wakes"], "sched")
+    if not facts:
+        break
+    rc, out, err = report(path)
+    counts, unpark, _ = wake_lines(out)
+    ok = rc == 0 and counts and counts[1] >= 15 and unpark and unpark[0] < 0.5 * float(facts["gap_ms"]) * 1e6
+    if ok or attempt == 2:
+        check(ok, "20 submissions 3 ms apart: each wake matched to the park it ended: p50 wake -> unpark %s (< 1.5 ms)"
+              % (unpark and "%.1f us" % (unpark[0] / 1e3)), "%s %s" % (counts, out[-600:]))
+        break
+    print("note: wakes: try %d failed (%s); running it again" % (attempt + 1, unpark))
+
+# The wake recorded after its wakee had unparked, found work and parked
+# again (a recorder that stamps the wake once FUTEX_WAKE returns): the wake
+# goes with the hand-off, not the next park (which ends 5 ms later).
+path = os.path.join(TMP, "wake-late.pwt")
+open(path, "wb").write(trace_file([
+    (0, 100, [(1000, PARK, 0, 0, 1), (2000, UNPARK, 1, 0, 1), (2100, SEARCH_BEGIN, 0, 0, 0), (2200, INJECT_TAKE, 0, 0, 1),
+              (2300, SEARCH_END, 1, 0, 0), (2400, SEARCH_BEGIN, 0, 0, 0), (2500, SEARCH_END, 0, 0, 0),
+              (2600, PARK, 0, 0, 1), (5002600, UNPARK, 0, 0, 1)]),
+    (-1, 200, [(1500, INJECT, 0, 0x55, 0x1000), (2700, WAKE, 0, 0, OUT)])], version=4))
+rc, out, err = report(path)
+counts, unpark, _ = wake_lines(out)
+check(rc == 0 and counts == (1, 1) and unpark and unpark[1] < 1e6,
+      "a wake recorded after its wakee parked again: matched to its hand-off (wake -> unpark max %s)" %
+      (unpark and "%.0f ns" % unpark[1]), "%s %s %s" % (counts, unpark, err))
+# A hand-off at the recheck before sleeping (unpark a16 = 1, no park): the
+# wake that made it found the worker awake; the next park is not its.
+path = os.path.join(TMP, "wake-recheck.pwt")
+open(path, "wb").write(trace_file([
+    (0, 100, [(1000, PARK, 0, 0, 1), (1200, UNPARK, 1, 0, 1), (1400, UNPARK, 1, 1, 1), (1500, PARK, 0, 0, 1),
+              (5001500, UNPARK, 0, 0, 1)]),
+    (-1, 200, [(1100, WAKE, 0, 0, OUT), (1600, WAKE, 0, 0, OUT)])], version=4))
+rc, out, err = report(path)
+counts, unpark, _ = wake_lines(out)
+check(rc == 0 and counts == (2, 1) and unpark and unpark[1] < 1e6,
+      "a hand-off at the recheck (unpark without a park): its wake found the worker awake (%s)" % (counts,),
+      "%s %s %s" % (counts, unpark, err))
+# Woken, it takes a task from the injection queue in a search that found
+# work, then parks: it found work (the scheduling level records no task start).
+path = os.path.join(TMP, "wake-found.pwt")
+open(path, "wb").write(trace_file([
+    (0, 100, [(1000, PARK, 0, 0, 1), (1200, UNPARK, 1, 0, 1), (1300, SEARCH_BEGIN, 0, 0, 0), (1400, INJECT_TAKE, 0, 0, 1),
+              (1500, SEARCH_END, 1, 0, 0), (1600, SEARCH_BEGIN, 0, 0, 0), (1700, SEARCH_END, 0, 0, 0),
+              (1800, PARK, 0, 0, 1), (3000, UNPARK, 0, 0, 1)]),
+    (-1, 200, [(1100, WAKE, 0, 0, OUT)])], version=4))
+rc, out, err = report(path)
+_, _, nothing = wake_lines(out)
+check(rc == 0 and nothing == (0, 1),
+      "sched level: woken, took from the injection queue, then parked: not 'parked again before finding work' (%s)" %
+      (nothing,), out[-400:] + err)
+
 # ---- counts: nothing accepted is silently lost ------------------------------
 
 facts, path = ground_truth("fib-small", ["fib", "18"], "task")
@@ -270,6 +368,36 @@ if facts:
     check(r["events"] + r["dropped"] >= floor,
           "64-event chunks: written + dropped (%d + %d) account for every task event (>= %d)" %
           (r["events"], r["dropped"], floor))
+    data = open(path, "rb").read()
+    in_chunks, in_end = 0, None
+    for off, kind, n in records(data):
+        if kind == 2:
+            in_chunks += struct.unpack_from("<Q", data, off + REC)[0]
+        elif kind == 4:
+            in_end = struct.unpack_from("<QQQQ", data, off + REC)[1]
+    check(in_end == r["dropped"] == in_chunks > 0,
+          "64-event chunks: every dropped event counted against its thread: chunk headers %d, end record %s" %
+          (in_chunks, in_end))
+
+# The writer stalled (a FIFO nobody reads for a while): threads drop their
+# events until they end; each stream's chunks still count all it lost.
+fifo = os.path.join(TMP, "stalled.fifo")
+os.mkfifo(fifo)
+stalled = os.path.join(TMP, "stalled.pwt")
+reader = subprocess.Popen(["sh", "-c", "exec 3<\"$1\"; sleep 1; cat <&3 >\"$2\"", "sh", fifo, stalled])
+rc, out, err = run([GT, "fib", "18"], {"PARKWAY_TRACE": fifo, "PARKWAY_TRACE_LEVEL": "task", "PARKWAY_TRACE_CHUNK": "64"})
+reader.wait()
+data = open(stalled, "rb").read() if os.path.exists(stalled) else b""
+per_stream, in_end = {}, None
+for off, kind, n in records(data):
+    if kind == 2:
+        sid = struct.unpack_from("<I", data, off + 12)[0]
+        per_stream[sid] = per_stream.get(sid, 0) + struct.unpack_from("<Q", data, off + REC)[0]
+    elif kind == 4:
+        in_end = struct.unpack_from("<QQQQ", data, off + REC)[1]
+check(rc == 0 and in_end and in_end == sum(per_stream.values()),
+      "a stalled writer: threads that end while dropping: chunk headers count %d, end record %s (%d streams)" %
+      (sum(per_stream.values()), in_end, len(per_stream)), err.strip())
 
 facts, path = ground_truth("io", ["io", "25"], "sched")
 if facts:
@@ -322,6 +450,29 @@ if facts:
     if rc == 0:
         procs = {e["pid"] for e in json.load(open(js))["traceEvents"] if e.get("name") == "process_name"}
     check(rc == 0 and len(procs) == 2, "two runtimes: the JSON has one process per runtime", "%d %s %s" % (rc, procs, err))
+
+# A worker of runtime a submitting to runtime b: its submissions and wakes
+# are b's (b's section shows it as a thread from outside).
+facts, path = ground_truth("cross", ["cross"], "sched")
+if facts:
+    rc, out, err = report(path)
+    parts = out.split("\n==== Runtime ")[1:]
+    b = [p for p in parts if re.search(r"outside: w\d+ of runtime \d", p)]
+    subs = re.search(r"submissions from outside that woke a sleeping worker: (\d+)", b[0]) if len(b) == 1 else None
+    check(rc == 0 and len(parts) == 2 and subs and int(subs.group(1)) >= 3,
+          "a worker submitting to another runtime: its %s submissions and wakes are in that runtime's section (%s)" %
+          (facts["cross"], subs and subs.group(0)), out[-800:])
+
+# A traced program that runs another parkway program (same environment):
+# the trace stays the parent's, complete.
+facts, path = ground_truth("exec", ["exec"], "task")
+if facts:
+    rc, out, err = report(path)
+    r = parse_report(out) if rc == 0 else None
+    tasks = sum(w["tasks"] for w in r["workers"].values()) if r else -1
+    check(rc == 0 and facts["child_rc"] == "0" and ("pid %s," % facts["pid"]) in out and tasks == int(facts["executed"]),
+          "a traced program that runs another parkway program: its own trace, complete (%d of %s tasks)" %
+          (tasks, facts["executed"]), "exit %d %s %s" % (rc, err.strip(), out[:200]))
 
 facts, path = ground_truth("fork", ["fork"], "task")
 if facts:
@@ -385,6 +536,35 @@ if len(large) == 2:
         if os.path.exists(os.path.join(TMP, f)):
             os.unlink(os.path.join(TMP, f))
 
+# ---- small hostile files: memory follows the file ---------------------------
+# A worker index up to 4095 and thousands of threads cost a few bytes of
+# file each: the reader holds what the file holds, and refuses (naming the
+# limit) more runtimes or threads than it holds.
+
+if os.access("/usr/bin/time", os.X_OK):
+    hostile = {
+        "worker 4095": [(4095, 100, [(0, SEARCH_BEGIN, 0, 0, 0), (1000, SEARCH_END, 0, 0, 0)])],
+        "2000 outside threads": [(0, 100, [(0, SEARCH_BEGIN, 0, 0, 0), (2000000, SEARCH_END, 0, 0, 0)])] +
+                                [(-1, 1000 + i, [(1000 * i, INJECT, 0, 0x55, i)]) for i in range(2000)],
+        "16 runtimes of worker 4095": [(4095, 100 + i, [(i, SEARCH_BEGIN, 0, 0, 0), (1000000, SEARCH_END, 0, 0, 0)], 1 + i)
+                                       for i in range(16)]}
+    for name, streams in hostile.items():
+        path = os.path.join(TMP, "hostile.pwt")
+        open(path, "wb").write(trace_file(streams, version=4))
+        rc, kb, secs = peak_rss([PARKWAY, "trace", "export", "--json", os.path.join(TMP, "hostile.json"),
+                                 "--svg", os.path.join(TMP, "hostile.svg"), path])
+        check(rc == 0 and kb < 64 * 1024, "%s (%d-byte file): export's peak RSS %d KiB (< 64 MiB)" %
+              (name, os.path.getsize(path), kb))
+for name, streams, want in (
+        ("17 runtimes of worker 4095", [(4095, 100 + i, [(i, SEARCH_BEGIN, 0, 0, 0)], 1 + i) for i in range(17)],
+         "this reader holds at most 65536"),
+        ("300 runtimes", [(0, 100 + i, [(i, SEARCH_BEGIN, 0, 0, 0)], 1 + i) for i in range(300)],
+         "names runtime 257; this reader holds at most 256")):
+    path = os.path.join(TMP, "too-many.pwt")
+    open(path, "wb").write(trace_file(streams, version=4))
+    rc, out, err = report(path)
+    check(rc == 1 and want in err and err.count("\n") == 1, "%s: exit 1, the limit named" % name, "exit %d %r" % (rc, err))
+
 # ---- the quantile sketch: within its bound of the sorted list ---------------
 
 rc, out, err = run([SKETCH])
@@ -409,16 +589,6 @@ check(rc == 0 and "cannot open /nonexistent-dir/t.pwt" in err, "an unwritable PA
 base = open(os.path.join(TMP, "schedule-tsc.pwt"), "rb").read() if res else b""
 
 
-def records(data):
-    """(offset, kind, payload_bytes) of each record."""
-    out, off = [], HEADER
-    while off + REC <= len(data):
-        magic, kind, _, n, _ = struct.unpack_from("<IHHII", data, off)
-        out.append((off, kind, n))
-        off += REC + n
-    return out
-
-
 def broken(name, data, want_byte, want_text):
     path = os.path.join(TMP, "broken-" + name + ".pwt")
     open(path, "wb").write(data)
@@ -438,10 +608,22 @@ if base:
     broken("cut-header", base[:20], 20, "truncated: the file header")
     broken("not-a-trace", b"GIF89a" + base[6:], 0, "not a parkway trace")
     broken("version", base[:8] + struct.pack("<I", 7) + base[12:], 8, "format version 7")
-    path = os.path.join(TMP, "version1.pwt")
-    open(path, "wb").write(base[:8] + struct.pack("<I", 1) + base[12:])
-    rc, out, err = report(path)
-    check(rc == 0 and not err, "a version 1 file (before the join and runtime events) still reads", err)
+    # Version 1 (no join, runtime, sched_ext or slice_yield events) reads
+    # as the same file at the present version does: w1 stole twice from w0.
+    v1 = [(0, 100, [(1000, SEARCH_BEGIN, 0, 0, 0), (1500, SEARCH_END, 0, 0, 0), (2000, PARK, 0, 0, 1),
+                    (9000, UNPARK, 0, 0, 1)]),
+          (1, 101, [(1000, SEARCH_BEGIN, 0, 0, 0), (1200, 2, 0, 0, 3), (1300, SEARCH_END, 1, 0, 0),
+                    (5000, 2, 0, 0, 1), (6000, PARK, 0, 0, 2), (8000, UNPARK, 0, 0, 2)])]
+    outs = []
+    for v in (1, 4):
+        path = os.path.join(TMP, "version%d.pwt" % v)
+        open(path, "wb").write(trace_file(v1, version=v))
+        rc, out, err = report(path)
+        outs.append((rc, out.split("\n", 1)[-1], err))
+    r = parse_report("x\n" + outs[0][1]) if outs[0][0] == 0 else None
+    check(outs[0][0] == 0 and not outs[0][2] and outs[0] == outs[1] and r and r["steals"].get(("w1", "w0")) == 2,
+          "a version 1 file reads as the same events at version 4 do (w1 stole twice from w0)",
+          "%s %s" % (outs[0][2], r and r["steals"]))
     broken("cut-record-header", base[:chunk[0] + 5], chunk[0], "truncated: a record header needs 16 bytes, 5 left")
     broken("cut-chunk", base[:chunk[0] + REC + 30], chunk[0], "truncated: a chunk record of %d bytes, 30 left" % chunk[2])
     broken("no-end", base[:end[0]], end[0], "the file ends without its end record")
@@ -466,6 +648,12 @@ if base:
     open(path, "wb").write(base[:end[0]])
     rc, out, err = report(path, "--partial")
     check(rc == 0 and "file cut: no end record" in out, "--partial reads a file without its end record", err)
+    # Cut inside a record (a running process is writing it): the cut is there.
+    path = os.path.join(TMP, "partial-in-record.pwt")
+    open(path, "wb").write(base[:chunk[0] + REC + 30])
+    rc, out, err = report(path, "--partial")
+    check(rc == 0 and "file cut: no end record" in out,
+          "--partial reads a file that ends inside a record (one being written) up to that record", err)
     # Random damage: never a crash, always exit 0 or 1 with one line.
     rng = random.Random(18)
     crashes = []
@@ -540,6 +728,10 @@ def check_export(tag, path, want_flows):
                 last[e["name"]] = e["args"]["value"]
         check({"deque w0", "deque w1"} <= set(last) and all(v == 0 for v in last.values()),
               tag + ": per-queue length counters, all empty at the end", str(last))
+        queued = [e["args"]["value"] for e in ev if e.get("ph") == "C" and e["name"] == "queued tasks"]
+        check(queued and max(queued) > 0 and queued[-1] == 0,
+              tag + ": the queued-tasks counter rises and ends at zero (%s points, last %s)" %
+              (len(queued), queued[-1] if queued else None))
     try:
         doc = xml.dom.minidom.parse(svg)
         rects = len(doc.getElementsByTagName("rect"))
@@ -560,22 +752,6 @@ if os.path.exists(spath):
 # A file made here: two workers, w0 promoted 3 times and kept its CPU
 # once, w1 yielded twice, and one record of a kind this reader does not
 # know. (vm-test case 13 records real ones under the scheduler.)
-
-def trace_file(streams, level=1, version=3):
-    """A trace file: streams = [(worker, tid, [(ns, type, a8, a16, a32), ...])]."""
-    out = bytearray(b"PWTRACE\0" + struct.pack("<IIIIII", version, HEADER, 2, level, 4242, 0) + struct.pack("<QQ", 0, 0))
-    n = last = 0
-    for sid, (worker, tid, evs) in enumerate(streams, 1):
-        info = struct.pack("<iIQ16s", worker, tid, 1, b"w%d" % worker)
-        out += struct.pack("<IHHII", 0x43525750, 1, 0, len(info), sid) + info
-        body = struct.pack("<Q", 0) + b"".join(struct.pack("<QBBHI", *e) for e in evs)
-        out += struct.pack("<IHHII", 0x43525750, 2, 0, len(body), sid) + body
-        n += len(evs)
-        last = max([last] + [e[0] for e in evs])
-    end = struct.pack("<QQQQ", n, 0, last, last)
-    out += struct.pack("<IHHII", 0x43525750, 4, 0, len(end), 0) + end
-    return bytes(out)
-
 
 SCX = 17
 path = os.path.join(TMP, "sched-ext.pwt")
@@ -653,6 +829,55 @@ else:
         steals = sum(r["steals"].values())
     check(rec.returncode == 0 and steals >= 10,
           "record -p PID, stopped by SIGINT: %d steals (each 20 ms round has one)" % steals, err[-300:])
+
+# What `record -- COMMAND` makes of bpftrace's lines, with a stand-in for
+# bpftrace that runs the program it is given (the same checks as above
+# need root and tracefs): the command's process id, the names of threads
+# gone by the end, and off_cpu's prev_state read by the tracepoint's bits
+# (0x100 on kernels since 4.14: preempted, R+).
+def fake_bpftrace_check():
+    d = os.path.join(TMP, "fakebin")
+    os.makedirs(d, exist_ok=True)
+    fake = os.path.join(d, "bpftrace")
+    open(fake, "w").write(r'''#!/usr/bin/env python3
+import subprocess, sys, time
+a = sys.argv[1:]
+out, prog, cmd = a[a.index("-o") + 1], a[a.index("-e") + 1], a[a.index("-c") + 1].split()
+p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+p.wait()
+c, w = p.pid, p.pid + 100000  # the main thread, and a worker thread gone by now
+t = time.monotonic_ns()  # bpftrace's nsecs: CLOCK_MONOTONIC
+with open(out, "w") as f:
+    if "BEGIN" in prog and "cpid" in prog:
+        f.write("0 %d pid\n" % c)
+    f.write("%d %d inject 4096\n" % (t + 1000000, c))
+    f.write("%d %d off_cpu 1 mainthread\n" % (t + 1500000, c))
+    for ms, what in ((1, "search_begin 0"), (2, "search_end 0 0"), (3, "off_cpu 256 worker-0"), (4, "on_cpu"),
+                     (5, "off_cpu 0 worker-0"), (6, "on_cpu"), (7, "off_cpu 1 worker-0"), (8, "on_cpu"),
+                     (11, "park 0 1")):  # preempted in the kernel (R+), preempted (R), blocked (S)
+        f.write("%d %d %s\n" % (t + ms * 1000000, w, what))
+''')
+    os.chmod(fake, 0o755)
+    path = os.path.join(TMP, "record-fake.pwt")
+    rc, out, err = run([PARKWAY, "trace", "record", "-o", path, "--", GT, "fib", "5"],
+                       {"PATH": d + ":" + os.environ.get("PATH", "/usr/bin:/bin")})
+    rc2, rep_out, rep_err = report(path)
+    pid = re.search(r"pid (\d+),", rep_out)
+    r = parse_report(rep_out) if rc2 == 0 else None
+    w0 = r["workers"].get("w0") if r else None
+    check(rc == 0 and pid and int(pid.group(1)) > 0 and "mainthread (tid %s)" % pid.group(1) in rep_out,
+          "record -- COMMAND: the command's process id and its threads' names are in the file",
+          "exit %d %s; %s" % (rc, err.strip(), rep_out[:400]))
+    check(w0 and w0["desched"] is not None and abs(w0["desched"] - 20.0) < 0.5,
+          "record: off_cpu with prev_state 0x100 (R+) or 0 counts as preempted, 1 (S) as blocked: w0 desched %s%% (want 20%%)" %
+          (w0 and w0["desched"]), rep_out[:600])
+
+
+if why is None:
+    fake_bpftrace_check()
+else:
+    print("SKIP: parkway trace record's lines (2 checks): " + why)
+    skipped += 2
 
 # ---- the command's messages -------------------------------------------------
 

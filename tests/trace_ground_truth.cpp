@@ -30,6 +30,15 @@
 //   trace_ground_truth rounds N   N rounds 20 ms apart, each a task whose
 //       child the other worker must steal: a process that lives N * 20 ms
 //       with a known number of steals, for `parkway trace record -p`
+//   trace_ground_truth wakes      20 submissions from main, 3 ms apart,
+//       each of a task that returns at once: each wakes a parked worker,
+//       which runs it and parks again, often before its waker is done
+//   trace_ground_truth exec       fib(15), then this program again (fib 18,
+//       through system(), with this environment), then fib(15): the
+//       trace is the parent's, complete
+//   trace_ground_truth cross      a worker of runtime a submits 5 tasks to
+//       runtime b, 5 ms apart (b's workers park in between): its
+//       submissions and wakes are about b
 #include <parkway/io.hpp>
 #include <parkway/parkway.hpp>
 
@@ -38,6 +47,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include <sys/wait.h>
@@ -253,6 +263,49 @@ int two_mode() {
   return 0;
 }
 
+int wakes_mode() {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  int n = 0;
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));  // both workers park
+    n += rt.run([] { return 1; });
+  }
+  rt.shutdown();
+  std::printf("submissions=%d\ngap_ms=3\n", n);
+  return 0;
+}
+
+int cross_mode() {
+  parkway::Runtime a(parkway::Options{.workers = 2});
+  parkway::Runtime b(parkway::Options{.workers = 2});
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const int n = a.run([&] {
+    int done = 0;
+    for (int i = 0; i < 5; ++i) {
+      done += b.submit([] { return 1; }).get();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return done;
+  });
+  a.shutdown();
+  b.shutdown();
+  std::printf("cross=%d\nb_submitted=%llu\nb_executed=%llu\n", n, (unsigned long long)b.stats().submitted,
+              (unsigned long long)b.stats().total.executed);
+  return 0;
+}
+
+int exec_mode(const char* self) {
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  long r = rt.run([] { return fib(15); });
+  const std::string cmd = std::string(self) + " fib 18 >/dev/null";
+  const int rc = std::system(cmd.c_str());
+  r += rt.run([] { return fib(15); });
+  rt.shutdown();
+  std::printf("sum=%ld\nchild_rc=%d\nexecuted=%llu\npid=%d\n", r, rc, (unsigned long long)rt.stats().total.executed,
+              int(getpid()));
+  return 0;
+}
+
 int fork_mode() {
   parkway::Runtime rt(parkway::Options{.workers = 2});
   pid_t child = rt.run([] { return fork(); });
@@ -301,7 +354,11 @@ int main(int argc, char** argv) {
   if (argc == 3 && !std::strcmp(argv[1], "runtimes")) return runtimes_mode(std::atoi(argv[2]));
   if (argc == 3 && !std::strcmp(argv[1], "io")) return io_mode(std::atoi(argv[2]));
   if (argc == 3 && !std::strcmp(argv[1], "slices")) return slices_mode(std::atoi(argv[2]));
+  if (argc == 2 && !std::strcmp(argv[1], "wakes")) return wakes_mode();
+  if (argc == 2 && !std::strcmp(argv[1], "cross")) return cross_mode();
+  if (argc == 2 && !std::strcmp(argv[1], "exec")) return exec_mode(argv[0]);
   std::fprintf(stderr,
-               "usage: trace_ground_truth schedule | dag | two | fib N | rounds N | fork | io N | slices N | runtimes N\n");
+               "usage: trace_ground_truth schedule | dag | two | fib N | rounds N | fork | io N | slices N | "
+               "runtimes N | wakes | cross | exec\n");
   return 2;
 }

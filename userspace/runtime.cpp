@@ -261,10 +261,10 @@ void RuntimeImpl::notify_work(int waker) noexcept {
 }
 
 void RuntimeImpl::wake_one_from(int waker) noexcept {
+  trace::on_wake_begin(waker < 0 ? this : nullptr);
   int w = parking.wake_one();
   if (w >= 0) {
     external_wakeups.fetch_add(1, std::memory_order_relaxed);
-    if (waker < 0) trace::on_outside_runtime(this);
     PW_PROBE2(wake, waker, w);
   }
 }

@@ -211,6 +211,7 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
 }
 
 void Worker::wake_one() noexcept {
+  trace::on_wake_begin(nullptr);
   int w = rt_.parking.wake_one();
   if (w >= 0) {
     WorkerCounters::bump(counters_.wakeups);
@@ -389,6 +390,7 @@ void Worker::park(DoneFn done, void* ctx, bool main, bool timed) noexcept {
       any_work_visible() ||
       (ring && ring->events_waiting())) {
     searching_ = rt_.parking.withdraw(index_);  // [P3a, P3b]
+    trace::on_withdrawn(int(searching_), park_id_);
     pw.cancel();                                // [P3c]
     return;
   }

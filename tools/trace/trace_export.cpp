@@ -196,7 +196,6 @@ void write_svg(const std::string& title, const Model& m, std::FILE* o) {
     const int y = top + r * row;
     std::fprintf(o, "<text x=\"10\" y=\"%d\">%s</text>\n", y + 15, tr.label.substr(0, 20).c_str());
     // Per pixel column, the state that held most of its time.
-    const std::vector<std::array<double, kStates>>& share = g.share[r];
     int run_start = -1, run_state = -1;
     auto flush = [&](int end_col) {
       if (run_state >= 0)
@@ -207,7 +206,7 @@ void write_svg(const std::string& title, const Model& m, std::FILE* o) {
       int best = -1;
       double most = 0;
       for (int s = 0; s < kStates; ++s)
-        if (share[c][s] > most) most = share[c][s], best = s;
+        if (g.at(r, unsigned(c), unsigned(s)) > most) most = g.at(r, unsigned(c), unsigned(s)), best = s;
       if (best != run_state) {
         flush(c);
         run_start = c;

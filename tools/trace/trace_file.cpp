@@ -105,17 +105,15 @@ struct Extent {
   std::uint64_t first = 0, last = 0;  // last: the largest so far (times never go back)
   std::uint64_t about = kBeforeRuntime;
   std::vector<AboutRuntime> about_ticks;
+  std::map<std::uint64_t, std::size_t> about_at;  // runtime -> about_ticks[]
 };
 
 void note_about(Extent& x, std::uint64_t t) {
-  auto it = std::find_if(x.about_ticks.begin(), x.about_ticks.end(),
-                         [&](const AboutRuntime& a) { return a.runtime == x.about; });
-  if (it == x.about_ticks.end()) {
-    x.about_ticks.push_back({x.about, t, t, 0});
-    it = x.about_ticks.end() - 1;
-  }
-  it->last = t;
-  ++it->events;
+  auto [it, fresh] = x.about_at.emplace(x.about, x.about_ticks.size());
+  if (fresh) x.about_ticks.push_back({x.about, t, t, 0});
+  AboutRuntime& a = x.about_ticks[it->second];
+  a.last = t;
+  ++a.events;
 }
 
 }  // namespace
@@ -158,6 +156,8 @@ TraceIndex index_trace(const std::string& path, bool allow_cut) {
     bad(path, 20, "corrupt header: unknown level " + std::to_string(h.level));
 
   std::map<std::uint32_t, std::size_t> index;  // stream id -> streams[]
+  std::map<std::uint64_t, std::int32_t> highest_worker;  // runtime -> its highest worker index
+  std::uint64_t tracks = 0;
   std::vector<Extent> extent;
   ClockSync first_clock{h.start_ticks, h.start_ns}, last_clock = first_clock;
   std::uint64_t chunk_dropped = 0;
@@ -165,16 +165,22 @@ TraceIndex index_trace(const std::string& path, bool allow_cut) {
   std::uint64_t off = h.header_bytes;
   while (off < size) {
     if (ix.complete) bad(path, off, "corrupt: data after the end record");
-    if (size - off < sizeof(RecordHeader))
+    // With allow_cut, a record the file ends inside (a running process
+    // is writing it) is where the file is cut.
+    if (size - off < sizeof(RecordHeader)) {
+      if (allow_cut) break;
       bad(path, off, "truncated: a record header needs " + std::to_string(sizeof(RecordHeader)) + " bytes, " +
                          std::to_string(size - off) + " left");
+    }
     RecordHeader r;
     f.read_at(&r, sizeof r, off);
     if (r.magic != kRecordMagic) bad(path, off, "corrupt: no record marker (PWRC) where a record should start");
     const std::uint64_t body = off + sizeof r;
-    if (r.payload_bytes > size - body)
+    if (r.payload_bytes > size - body) {
+      if (allow_cut) break;
       bad(path, off, std::string("truncated: a ") + kind_name(r.kind) + " record of " +
                          std::to_string(r.payload_bytes) + " bytes, " + std::to_string(size - body) + " left");
+    }
     switch (RecordKind(r.kind)) {
       case RecordKind::kStream: {
         if (r.payload_bytes != sizeof(StreamInfo))
@@ -192,9 +198,27 @@ TraceIndex index_trace(const std::string& path, bool allow_cut) {
         if (s.info.worker < -1 || s.info.worker >= 4096)
           bad(path, off, "corrupt: stream " + std::to_string(r.stream) + " names worker " +
                              std::to_string(s.info.worker));
+        // What the reader will hold for it: a track per worker index up
+        // to the highest of each runtime, one per other thread.
+        if (s.info.worker >= 0) {
+          auto [w, fresh] = highest_worker.emplace(s.info.runtime, s.info.worker);
+          if (fresh && highest_worker.size() > kMaxRuntimes)
+            bad(path, off, "stream " + std::to_string(r.stream) + " names runtime " +
+                               std::to_string(highest_worker.size()) + "; this reader holds at most " +
+                               std::to_string(kMaxRuntimes));
+          tracks += fresh ? std::uint64_t(s.info.worker) + 1 : std::uint64_t(std::max(0, s.info.worker - w->second));
+          w->second = std::max(w->second, s.info.worker);
+        } else {
+          ++tracks;
+        }
+        if (tracks > kMaxTracks)
+          bad(path, off, "stream " + std::to_string(r.stream) + " makes " + std::to_string(tracks) +
+                             " threads to show (worker indexes and other threads); this reader holds at most " +
+                             std::to_string(kMaxTracks));
+        if (s.info.worker >= 0) extent.emplace_back().about = s.info.runtime;  // a worker's own by default
+        else extent.emplace_back();
         index[r.stream] = ix.streams.size();
         ix.streams.push_back(std::move(s));
-        extent.emplace_back();
         break;
       }
       case RecordKind::kChunk: {
@@ -225,12 +249,10 @@ TraceIndex index_trace(const std::string& path, bool allow_cut) {
             const std::uint64_t t = s.events == 0 ? e.ticks : std::max(e.ticks, x.last);
             if (s.events++ == 0) x.first = t;
             x.last = t;
-            if (s.info.worker < 0) {
-              if (EventType(e.type) == EventType::kRuntime)
-                x.about = event_task(e);
-              else
-                note_about(x, t);
-            }
+            if (EventType(e.type) == EventType::kRuntime)
+              x.about = event_task(e);
+            else if (follows_runtime_events(s.info, e) && (s.info.worker < 0 || x.about != s.info.runtime))
+              note_about(x, t);
           }
           done += k;
         }

@@ -20,8 +20,18 @@ struct FormatError : std::runtime_error {
 };
 
 // A thread outside the pool: its events about one runtime (kRuntime events
-// say which; those before its first have runtime kBeforeRuntime).
+// say which; those before its first have runtime kBeforeRuntime). A
+// worker's submissions and outside wakes (waker -1) into another runtime
+// than its own: the same, for that runtime.
 inline constexpr std::uint64_t kBeforeRuntime = UINT64_MAX;
+// The event of a stream of thread `info` is about the runtime its last
+// kRuntime event named (else about the stream's own runtime, a worker's).
+inline bool follows_runtime_events(const trace_format::StreamInfo& info, const trace_format::Event& e) {
+  using trace_format::EventType;
+  if (EventType(e.type) == EventType::kRuntime) return false;
+  if (info.worker < 0) return true;
+  return EventType(e.type) == EventType::kInject || (EventType(e.type) == EventType::kWake && e.a32 == UINT32_MAX);
+}
 struct AboutRuntime {
   std::uint64_t runtime = 0;
   std::uint64_t first = 0, last = 0;  // ns since the trace start
@@ -36,7 +46,7 @@ struct StreamIndex {
   std::uint64_t events = 0;
   std::uint64_t first = 0, last = 0;   // its first and last event, ns since the start (events > 0)
   std::uint64_t dropped = 0;           // as the chunk headers say
-  std::vector<AboutRuntime> about;     // outside threads (info.worker < 0) only
+  std::vector<AboutRuntime> about;     // outside threads; a worker's: other runtimes only
 };
 
 struct TraceIndex {
@@ -55,9 +65,17 @@ struct TraceIndex {
   std::uint64_t to_ns(std::uint64_t ticks) const;
 };
 
-// Reads and checks every record of `path`. With allow_cut, a file that
-// stops at a record boundary without its end record (the process did not
-// exit normally) is read as far as it goes; without it, that is an error too.
+// What a file may ask the reader to hold: the runtimes, and the threads
+// shown (per runtime a track for each worker index up to its highest, one
+// for each other thread). A file past them is refused (it names the
+// limit): the reader's memory stays proportional to the file.
+inline constexpr std::size_t kMaxRuntimes = 256;
+inline constexpr std::uint64_t kMaxTracks = 65536;
+
+// Reads and checks every record of `path`. With allow_cut, a file without
+// its end record (the process is still running, or did not exit normally)
+// is read up to its last whole record: a record the file ends inside (one
+// being written) is left out. Without it, that is an error.
 TraceIndex index_trace(const std::string& path, bool allow_cut);
 
 // The events of every stream of an indexed file, merged in time order (a

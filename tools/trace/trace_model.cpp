@@ -20,10 +20,20 @@ void StateGrid::add(std::size_t track, std::uint64_t begin, std::uint64_t end, s
   const double width = double(to - from) / bins;
   double b = std::max(double(begin), double(from)) - double(from);
   const double e = std::min(double(end), double(to)) - double(from);
-  auto& row = share[track];
-  for (unsigned k = b > 0 ? unsigned(b / width) : 0; k < bins && b < e; ++k) {
+  if (!(b < e)) return;
+  Row& row = share[track];
+  const unsigned k0 = std::min(bins - 1, b > 0 ? unsigned(b / width) : 0u);
+  const unsigned k1 = std::min(bins - 1, unsigned(e / width));
+  if (row.cells.empty()) {
+    row.lo = k0;
+    row.cells.resize(k1 - k0 + 1);
+  } else {
+    if (k0 < row.lo) row.cells.insert(row.cells.begin(), row.lo - k0, Cell{}), row.lo = k0;
+    if (k1 - row.lo >= row.cells.size()) row.cells.resize(k1 - row.lo + 1);
+  }
+  for (unsigned k = k0; k < bins && b < e; ++k) {
     const double upto = std::min(e, (k + 1) * width);
-    if (upto > b) row[k][state] += upto - b;
+    if (upto > b && k - row.lo < row.cells.size()) row.cells[k - row.lo][state] += upto - b;
     b = std::max(b, upto);
   }
 }
@@ -43,7 +53,7 @@ std::vector<double> parallelism(const Model& m, const StateGrid& g) {
   const double width = double(g.to - g.from) / g.bins;
   const std::uint8_t counted = m.task_level ? kRunning : kOther;
   for (unsigned w = 0; w < m.workers && w < g.share.size(); ++w)
-    for (unsigned k = 0; k < g.bins; ++k) busy[k] += g.share[w][k][counted];
+    for (unsigned k = 0; k < g.bins; ++k) busy[k] += g.at(w, k, counted);
   for (double& x : busy) x /= width;
   return busy;
 }
@@ -72,12 +82,22 @@ struct Frame {
   bool waiting = false;  // its task is in a blocking wait (until that wait's `join`)
 };
 
-// A wake whose wakee has unparked: waiting for what the wakee does next.
-struct AfterUnpark {
+// A worker's hand-off: an unpark after a waker took it off the idle list
+// (a8 = 1), from its sleep or (slept false) at the recheck before it. The
+// k-th wake of a worker made its k-th hand-off: each wake takes it off the
+// list once, and it is not on the list again until it has withdrawn. Kept
+// until its wake is known and what the worker did next is.
+struct Handoff {
+  std::uint64_t at = 0;
+  bool slept = false;
+  bool matched = false;  // w is its wake
   Wake w;
   bool run_seen = false, found_seen = false, park_seen = false, settled = false;
-  std::uint64_t found_at = 0, park_at = 0;
+  std::uint64_t found_at = 0, park_at = 0, run_at = 0;
 };
+// Hand-offs with no wake yet (their wakes lost with dropped events) kept
+// at most, per worker.
+constexpr std::size_t kMaxUnmatched = 64;
 
 // One track's walk.
 struct TrackWalk {
@@ -86,12 +106,10 @@ struct TrackWalk {
   State cur = kOther;
   bool started = false;
   std::uint64_t last_inject = 0;  // an inject not yet followed by a wake
-  // A worker as a wakee: its park, and the wakes on their way.
-  bool in_park = false, park_closed = false;
-  std::uint64_t park_end = 0;
-  std::vector<Wake> to_check;   // wakes not yet judged: judged at its first event after them
-  std::vector<Wake> asleep;     // wakes into its open park
-  std::vector<AfterUnpark> after;
+  // A worker as a wakee: wakes not yet matched to a hand-off, and its
+  // hand-offs in order.
+  std::vector<Wake> wakes;
+  std::vector<Handoff> handoffs;
 };
 
 class Builder {
@@ -115,7 +133,7 @@ class Builder {
       g.from = s.to > s.from ? s.from : m_.window.first;
       g.to = s.to > s.from ? s.to : m_.window.second;
       g.bins = s.bins;
-      g.share.assign(m_.tracks.size(), std::vector<std::array<double, kStates>>(s.bins, std::array<double, kStates>{}));
+      g.share.assign(m_.tracks.size(), {});
       m_.grids.push_back(std::move(g));
     }
     if (m_.task_level) m_.queue_len.assign(m_.workers + 1, {});
@@ -139,7 +157,9 @@ class Builder {
   void push(std::size_t track, std::uint64_t at, SpanKind k, std::uint64_t task);
   void pop(std::size_t track, std::uint64_t at, bool closed);
   void sweep(std::uint64_t at, int worker, std::int8_t state, std::int8_t queued);
-  void move(std::uint64_t at, int queue, std::int32_t delta);
+  void move(std::uint64_t at, int queue, std::int64_t delta);
+  void add_wake(std::size_t wakee, const Wake& w);
+  void add_handoff(std::size_t track, std::uint64_t at, bool slept);
   void judge_wakes(std::size_t track, std::uint64_t now, bool at_end);
   void wake_done(const Wake& w);
 
@@ -163,7 +183,6 @@ class Builder {
 // from spawns, injections and starts. Called in time order.
 void Builder::sweep(std::uint64_t at, int worker, std::int8_t state, std::int8_t queued) {
   if (!m_.task_level) return;
-  if (worker < 0 && (m_.queued.empty() || at / step_ != m_.queued.back().first / step_)) m_.queued.emplace_back(at, queued_);
   if (queued_ > 0) {
     m_.idle_with_work_searching += (at - sweep_prev_) * searching_;
     m_.idle_with_work_parked += (at - sweep_prev_) * parked_;
@@ -173,6 +192,11 @@ void Builder::sweep(std::uint64_t at, int worker, std::int8_t state, std::int8_t
   if (worker < 0) {
     queued_ += queued;
     if (queued_ < 0) queued_ = 0;  // a task started that no spawn in the trace made (an I/O continuation)
+    // The count after this change: one point per bucket, its last value.
+    if (!m_.queued.empty() && m_.queued.back().first / step_ == at / step_)
+      m_.queued.back().second = queued_;
+    else
+      m_.queued.emplace_back(at, queued_);
     return;
   }
   std::int8_t& s = sweep_state_[worker];
@@ -188,7 +212,7 @@ void Builder::sweep(std::uint64_t at, int worker, std::int8_t state, std::int8_t
 // Each queue's length over time, sampled as m.queued is. A length that
 // would go below zero (a task no recorded event queued: an I/O
 // continuation) stays at zero.
-void Builder::move(std::uint64_t at, int queue, std::int32_t delta) {
+void Builder::move(std::uint64_t at, int queue, std::int64_t delta) {
   if (!m_.task_level) return;
   const std::size_t q = queue < 0 ? m_.workers : std::size_t(queue);
   if (q > m_.workers) return;
@@ -230,7 +254,6 @@ void Builder::push(std::size_t track, std::uint64_t at, SpanKind k, std::uint64_
     m_.dag_runs_held = std::max(m_.dag_runs_held, graph_.held());
   }
   tw.stack.push_back(f);
-  if (k == SpanKind::kPark) tw.in_park = true, tw.park_closed = false;
   set_state(track, at);
 }
 
@@ -240,21 +263,6 @@ void Builder::pop(std::size_t track, std::uint64_t at, bool closed) {
   TrackWalk& tw = walks_[track];
   const Frame f = tw.stack.back();
   tw.stack.pop_back();
-  if (f.kind == SpanKind::kPark) {
-    tw.in_park = false;
-    tw.park_closed = closed;
-    tw.park_end = at;
-    for (Wake& w : tw.asleep) {
-      if (!closed) {
-        wake_done(w);  // it never woke in the trace
-        continue;
-      }
-      w.asleep = true;
-      w.unpark = at;
-      tw.after.push_back({w});
-    }
-    tw.asleep.clear();
-  }
   if (opt_.sink)
     opt_.sink->span(m_, track, {f.begin, at, f.kind, std::uint16_t(tw.stack.size()), closed, f.task});
   if (f.run != kNoRun) {
@@ -274,41 +282,72 @@ void Builder::pop(std::size_t track, std::uint64_t at, bool closed) {
   }
 }
 
-// The wakes into this worker: first, whether it was parked (its last park
-// begun at or before the wake had not ended before it), judged once the
-// worker's events up to the wake's time are all seen; then, after its
-// unpark, its next task start and whether it parked again before finding
-// work (a task start or a steal).
+// A wake of worker `wakee`: matched to its oldest hand-off without one,
+// else kept until its hand-off comes.
+void Builder::add_wake(std::size_t wakee, const Wake& w) {
+  TrackWalk& tw = walks_[wakee];
+  for (Handoff& h : tw.handoffs)
+    if (!h.matched) {
+      h.matched = true;
+      h.w = w;
+      return;
+    }
+  tw.wakes.push_back(w);
+}
+
+void Builder::add_handoff(std::size_t track, std::uint64_t at, bool slept) {
+  TrackWalk& tw = walks_[track];
+  Handoff h;
+  h.at = at;
+  h.slept = slept;
+  h.settled = !slept;  // it never slept: nothing to follow
+  if (!tw.wakes.empty()) {
+    h.matched = true;
+    h.w = tw.wakes.front();
+    tw.wakes.erase(tw.wakes.begin());
+  }
+  tw.handoffs.push_back(h);
+  std::size_t unmatched = 0;
+  for (const Handoff& x : tw.handoffs) unmatched += !x.matched;
+  if (unmatched > kMaxUnmatched)
+    for (auto it = tw.handoffs.begin(); it != tw.handoffs.end(); ++it)
+      if (!it->matched) {
+        tw.handoffs.erase(it);
+        break;
+      }
+}
+
+// The hand-offs of this worker whose wake is known and whose sequel is:
+// after an unpark from sleep, its next task start and whether it parked
+// again before finding work (a task start, a steal, a take from the
+// injection queue, a search that found work). A wake that found the
+// worker awake (its hand-off at the recheck) is done at once; one with no
+// hand-off in the trace, at the end.
 void Builder::judge_wakes(std::size_t track, std::uint64_t now, bool at_end) {
   TrackWalk& tw = walks_[track];
-  std::size_t keep = 0;
-  for (Wake& w : tw.to_check) {
-    if (!at_end && w.at >= now) {
-      tw.to_check[keep++] = w;
-      continue;
-    }
-    if (tw.in_park) {
-      tw.asleep.push_back(w);
-    } else if (tw.park_closed && tw.park_end == w.at) {
-      w.asleep = true;
-      w.unpark = tw.park_end;
-      tw.after.push_back({w});
-    } else {
-      wake_done(w);
-    }
-  }
-  tw.to_check.resize(keep);
-  keep = 0;
-  for (AfterUnpark& a : tw.after) {
+  for (auto it = tw.handoffs.begin(); it != tw.handoffs.end();) {
+    Handoff& a = *it;
     if (!a.settled && a.park_seen && !a.found_seen && (at_end || now > a.park_at)) a.settled = true;
-    if (at_end || (a.settled && (a.run_seen || !m_.task_level))) {
-      a.w.found_nothing = a.park_seen && (!a.found_seen || a.park_at < a.found_at);
-      wake_done(a.w);
+    const bool ready = at_end || (a.settled && (a.run_seen || !a.slept || !m_.task_level));
+    if (!a.matched || !ready) {
+      ++it;
       continue;
     }
-    tw.after[keep++] = a;
+    Wake w = a.w;
+    if (a.slept) {
+      w.asleep = true;
+      w.unpark = std::max(a.at, w.at);  // a wake recorded late (format before the stamp at [W1]): 0
+      if (a.run_seen && m_.task_level) w.run = std::max(a.run_at, w.at);
+      w.found_nothing = a.park_seen && (!a.found_seen || a.park_at < a.found_at);
+    }
+    wake_done(w);
+    it = tw.handoffs.erase(it);
   }
-  tw.after.resize(keep);
+  if (at_end) {
+    for (const Wake& w : tw.wakes) wake_done(w);  // no hand-off in the trace
+    tw.wakes.clear();
+    tw.handoffs.clear();
+  }
 }
 
 void Builder::wake_done(const Wake& w) {
@@ -342,19 +381,17 @@ void Builder::event(std::size_t track, const Event& e) {
     tw.t_prev = tr.first;
     set_state(track, tr.first);
   }
-  if (tr.worker >= 0 && (!tw.to_check.empty() || !tw.after.empty())) judge_wakes(track, at, false);
+  if (tr.worker >= 0 && !tw.handoffs.empty()) judge_wakes(track, at, false);
   tr.time_in[tw.cur] += at - tw.t_prev;
   if (tw.cur == kRunning && dag && tw.stack.back().run != kNoRun) graph_.add_self(tw.stack.back().run, at - tw.t_prev);
   tw.t_prev = at;
   ++tr.events;
   // What a wakee finds after its unpark.
   auto found = [&](bool run) {
-    for (AfterUnpark& a : tw.after) {
+    for (Handoff& a : tw.handoffs) {
+      if (!a.slept) continue;
       if (!a.found_seen) a.found_seen = true, a.found_at = at, a.settled = true;
-      if (run && !a.run_seen) {
-        a.run_seen = true;
-        if (m_.task_level) a.w.run = at;
-      }
+      if (run && !a.run_seen) a.run_seen = true, a.run_at = at;
     }
   };
   switch (EventType(e.type)) {
@@ -386,16 +423,21 @@ void Builder::event(std::size_t track, const Event& e) {
     }
     case EventType::kSearchBegin: push(track, at, SpanKind::kSearch, 0); break;
     case EventType::kSearchEnd:
+      if (e.a8) found(false);
       if (!tw.stack.empty() && tw.stack.back().kind == SpanKind::kSearch) pop(track, at, true);
       break;
     case EventType::kPark:
-      for (AfterUnpark& a : tw.after)
-        if (!a.park_seen) a.park_seen = true, a.park_at = at;
+      for (Handoff& a : tw.handoffs)
+        if (a.slept && !a.park_seen) a.park_seen = true, a.park_at = at;
       push(track, at, SpanKind::kPark, 0);
       break;
-    case EventType::kUnpark:
-      if (!tw.stack.empty() && tw.stack.back().kind == SpanKind::kPark) pop(track, at, true);
+    case EventType::kUnpark: {
+      // a16 = 1: a hand-off at the recheck, before any sleep (no park to end).
+      const bool slept = e.a16 == 0 && !tw.stack.empty() && tw.stack.back().kind == SpanKind::kPark;
+      if (slept) pop(track, at, true);
+      if (tr.worker >= 0 && e.a8) add_handoff(track, at, slept);
       break;
+    }
     case EventType::kSteal:
       ++tr.steals;
       tr.stolen += e.a32;
@@ -407,8 +449,8 @@ void Builder::event(std::size_t track, const Event& e) {
         ++c.first;
         c.second += s.count;
         if (opt_.sink) opt_.sink->steal(m_, s);
-        move(at, int(e.a16), -std::int32_t(e.a32));
-        move(at, tr.worker, std::int32_t(e.a32));
+        move(at, int(e.a16), -std::int64_t(e.a32));  // a damaged count: any of 2^32, no overflow
+        move(at, tr.worker, std::int64_t(e.a32));
       }
       break;
     case EventType::kWake: {
@@ -420,7 +462,7 @@ void Builder::event(std::size_t track, const Event& e) {
       w.injected = tw.last_inject;
       tw.last_inject = 0;
       if (w.wakee >= 0 && unsigned(w.wakee) < m_.workers)
-        walks_[w.wakee].to_check.push_back(w);
+        add_wake(std::size_t(w.wakee), w);
       else
         wake_done(w);
       break;
@@ -434,8 +476,9 @@ void Builder::event(std::size_t track, const Event& e) {
     case EventType::kInjectTake:
       tr.injected_taken += e.a32;
       if (tr.worker >= 0) {
-        move(at, -1, -std::int32_t(e.a32));
-        move(at, tr.worker, std::int32_t(e.a32));
+        found(false);
+        move(at, -1, -std::int64_t(e.a32));
+        move(at, tr.worker, std::int64_t(e.a32));
       }
       break;
     case EventType::kJoin:
@@ -567,13 +610,21 @@ std::vector<Model> analyse(const TraceIndex& ix, const AnalyseOptions& opt) {
       }
       b.add_track(std::move(t), any);
     }
+    // Threads outside the pool, and workers of other runtimes, with events about this one.
     for (std::size_t i = 0; i < ix.streams.size(); ++i) {
       const StreamIndex& s = ix.streams[i];
-      if (s.info.worker >= 0) continue;
+      if (s.info.worker >= 0 && (s.info.runtime == m.runtime || s.about.empty())) continue;
       Track t;
-      t.label = std::string(s.info.name[0] ? s.info.name : "thread") + " (tid " + std::to_string(s.info.tid) + ")";
+      if (s.info.worker >= 0) {
+        const auto of =
+            std::find_if(first.begin(), first.end(), [&](const auto& f) { return f.second == s.info.runtime; });
+        t.label = "w" + std::to_string(s.info.worker) + " of runtime " + std::to_string(of - first.begin() + 1) +
+                  " (tid " + std::to_string(s.info.tid) + ")";
+      } else {
+        t.label = std::string(s.info.name[0] ? s.info.name : "thread") + " (tid " + std::to_string(s.info.tid) + ")";
+        t.dropped = s.dropped;
+      }
       t.tid = s.info.tid;
-      t.dropped = s.dropped;
       bool any = false;
       for (const AboutRuntime& a : s.about) {
         if (!(a.runtime == m.runtime || (a.runtime == kBeforeRuntime && k == 0)) || !a.events) continue;
@@ -589,17 +640,19 @@ std::vector<Model> analyse(const TraceIndex& ix, const AnalyseOptions& opt) {
   }
 
   std::vector<std::uint64_t> about(ix.streams.size(), kBeforeRuntime);
+  for (std::size_t i = 0; i < ix.streams.size(); ++i)
+    if (ix.streams[i].info.worker >= 0) about[i] = ix.streams[i].info.runtime;
   EventReader reader(ix);
   EventReader::Item it;
   while (reader.next(&it)) {
     const StreamIndex& s = ix.streams[it.stream];
-    if (s.info.worker >= 0) {
-      if (worker_track[it.stream] == kNone) continue;
-      builders[model_of[s.info.runtime]].event(worker_track[it.stream], it.event);
-      continue;
-    }
     if (EventType(it.event.type) == EventType::kRuntime) {
       about[it.stream] = event_task(it.event);
+      continue;
+    }
+    if (s.info.worker >= 0 && (about[it.stream] == s.info.runtime || !follows_runtime_events(s.info, it.event))) {
+      if (worker_track[it.stream] == kNone) continue;
+      builders[model_of[s.info.runtime]].event(worker_track[it.stream], it.event);
       continue;
     }
     std::size_t k;

@@ -66,8 +66,8 @@ struct Wake {
   std::uint64_t at;
   std::size_t track;          // the waker's track (tracks[])
   int waker, wakee;           // waker -1: outside the pool
-  bool asleep = false;        // the wakee was parked when woken
-  std::uint64_t unpark = 0;   // its unpark (asleep only)
+  bool asleep = false;        // its hand-off (the unpark it caused) ended a park
+  std::uint64_t unpark = 0;   // that unpark (asleep only; not before `at`)
   std::uint64_t run = 0;      // its first task start after that (task level), else 0
   std::uint64_t injected = 0; // the waker's inject just before this wake (a submission), else 0
   bool found_nothing = false; // it parked again before finding work
@@ -82,11 +82,23 @@ struct Migration {
 
 // Each track's time in each State per slice of [from, to): `bins` equal
 // slices (the report's parallelism chart, the SVG's pixel columns).
+// A track's row holds only the slices from its first to its last span,
+// so the grid's memory follows what the file holds, not the track count.
 struct StateGrid {
+  using Cell = std::array<double, kStates>;
+  struct Row {
+    unsigned lo = 0;          // cells[k] is slice lo + k
+    std::vector<Cell> cells;  // ns
+  };
   std::uint64_t from = 0, to = 0;
   unsigned bins = 0;
-  std::vector<std::vector<std::array<double, kStates>>> share;  // [track][slice]: ns
+  std::vector<Row> share;  // [track]
   void add(std::size_t track, std::uint64_t begin, std::uint64_t end, std::uint8_t state);
+  // Track `track`'s ns in `state` in slice k (0 outside its row).
+  double at(std::size_t track, unsigned k, unsigned state) const {
+    const Row& r = share[track];
+    return k >= r.lo && k - r.lo < r.cells.size() ? r.cells[k - r.lo][state] : 0.0;
+  }
 };
 struct GridSpec {
   std::uint64_t from = 0, to = 0;  // to <= from: the model's active window

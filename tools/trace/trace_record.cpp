@@ -24,6 +24,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -60,7 +61,7 @@ constexpr Probe kProbes[] = {
     {"park_fence", EventType::kParkFence, 1, 0, true},
     {"slice_yield", EventType::kSliceYield, 1, 0, true},
     {"inject", EventType::kInject, 1, -1, true},
-    {"off_cpu", EventType::kOffCpu, 1, -1, false},  // arg: prev_state (0: preempted)
+    {"off_cpu", EventType::kOffCpu, 1, -1, false},  // arg: prev_state; then the thread's name
     {"on_cpu", EventType::kOnCpu, 0, -1, false},
 };
 
@@ -118,12 +119,38 @@ std::string probe_target_of_cmd(const std::string& exe) {
   return exe;
 }
 
-std::string bpftrace_program(const std::string& target, const std::string& filter) {
+// The bits of sched_switch's prev_state that say the thread blocked (S,
+// D, T, ...), as the tracepoint's format prints them (__print_flags):
+// without any of them it was still runnable, preempted (the kernel may add
+// a bit of its own for that, TASK_REPORT_MAX, above them). Unreadable
+// format: the states of kernels since 4.14 (TASK_REPORT, 0x7f, and
+// TASK_REPORT_IDLE, 0x80).
+std::uint64_t blocked_state_bits() {
+  std::ifstream f("/sys/kernel/tracing/events/sched/sched_switch/format");
+  std::string fmt((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::uint64_t bits = 0;
+  const auto from = fmt.find("__print_flags(");
+  const auto to = from == std::string::npos ? from : fmt.find("\"R\"", from);
+  for (auto at = from; at != std::string::npos && at < to; ++at) {
+    at = fmt.find('{', at);
+    if (at == std::string::npos || at >= to) break;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(fmt.c_str() + at + 1, &end, 0);
+    if (end && *end == ',') bits |= v;
+  }
+  return bits ? bits : 0xff;
+}
+
+std::string bpftrace_program(const std::string& target, const std::string& filter, bool command) {
   // A thread of the process leaving its CPU marks it (@pw), so that its
-  // return is seen too (sched_switch names the next thread by tid only).
+  // return is seen too (sched_switch names the next thread by tid only);
+  // that line carries the thread's name, for threads gone by the end. A
+  // command's process id comes first (cpid).
   std::string s =
+      std::string(command ? "BEGIN { printf(\"0 %d pid\\n\", cpid); }\n" : "") +
       "tracepoint:sched:sched_switch /" + filter +
-      "/ { @pw[tid] = 1; printf(\"%llu %d off_cpu %lld\\n\", nsecs, tid, (int64)args->prev_state); }\n"
+      "/ { @pw[tid] = 1; printf(\"%llu %d off_cpu %lld %s\\n\", nsecs, tid, (int64)args->prev_state, "
+      "args->prev_comm); }\n"
       "tracepoint:sched:sched_switch /@pw[args->next_pid]/ { printf(\"%llu %d on_cpu\\n\", nsecs, "
       "args->next_pid); }\n";
   for (const Probe& p : kProbes) {
@@ -140,7 +167,10 @@ std::string bpftrace_program(const std::string& target, const std::string& filte
 struct Collected {
   std::map<std::uint32_t, std::vector<Event>> by_tid;
   std::map<std::uint32_t, int> worker_of;  // tid -> worker index
+  std::map<std::uint32_t, std::string> name_of;  // tid -> its name when it last left its CPU
   std::uint64_t first_ns = UINT64_MAX, last_ns = 0;
+  std::uint64_t blocked_bits = 0xff;  // prev_state bits of a thread that blocked
+  int pid = 0;                        // the command's process (bpftrace's cpid)
 };
 
 void take_line(const char* line, Collected& c) {
@@ -148,6 +178,10 @@ void take_line(const char* line, Collected& c) {
   int tid, used = 0;
   char name[32];
   if (std::sscanf(line, "%llu %d %31s%n", &ns, &tid, name, &used) != 3) return;  // bpftrace's own lines
+  if (!std::strcmp(name, "pid")) {
+    c.pid = tid;
+    return;
+  }
   const Probe* p = nullptr;
   for (const Probe& q : kProbes)
     if (!std::strcmp(q.name, name)) p = &q;
@@ -175,7 +209,13 @@ void take_line(const char* line, Collected& c) {
       e.a16 = std::uint16_t(std::uint64_t(a[0]) >> 32);
       e.a32 = std::uint32_t(a[0]);
       break;
-    case EventType::kOffCpu: e.a8 = a[0] == 0; break;
+    case EventType::kOffCpu: {
+      e.a8 = (std::uint64_t(a[0]) & c.blocked_bits) == 0;  // preempted: runnable still
+      while (*rest == ' ') ++rest;
+      std::string comm(rest, std::strcspn(rest, "\n"));
+      if (!comm.empty()) c.name_of[std::uint32_t(tid)] = comm.substr(0, 15);
+      break;
+    }
     default: break;
   }
   if (p->worker_arg >= 0 && a[p->worker_arg] >= 0 && a[p->worker_arg] < 4096) c.worker_of[tid] = int(a[p->worker_arg]);
@@ -230,7 +270,11 @@ bool write_file(const std::string& path, int pid, std::uint64_t start_ns, Collec
     si.runtime = si.worker >= 0 ? 1 : 0;  // one runtime per traced process (probes carry no runtime)
     std::ifstream comm("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm");
     std::string name;
-    if (std::getline(comm, name)) std::strncpy(si.name, name.c_str(), sizeof si.name - 1);
+    if (!pid || !std::getline(comm, name)) {  // the thread is gone: its name as last seen
+      auto n = c.name_of.find(tid);
+      name = n == c.name_of.end() ? "" : n->second;
+    }
+    std::strncpy(si.name, name.c_str(), sizeof si.name - 1);
     record(RecordKind::kStream, ++id, &si, sizeof si, nullptr, 0);
     for (std::size_t i = 0; i < evs.size(); i += kChunk) {
       const std::size_t n = std::min(kChunk, evs.size() - i);
@@ -372,7 +416,9 @@ int record_main(const char* where, int pid, const std::vector<std::string>& cmd,
     std::fprintf(stderr, "%s: cannot find the file with parkway's probes\n", where);
     return 1;
   }
-  std::vector<std::string> args{bpftrace, "-q", "-e", bpftrace_program(target, pid > 0 ? "pid == " + std::to_string(pid) : "pid == cpid")};
+  std::vector<std::string> args{
+      bpftrace, "-q", "-e",
+      bpftrace_program(target, pid > 0 ? "pid == " + std::to_string(pid) : "pid == cpid", pid <= 0)};
   if (pid > 0) {
     args.push_back("-p");
     args.push_back(std::to_string(pid));
@@ -435,6 +481,7 @@ int record_main(const char* where, int pid, const std::vector<std::string>& cmd,
   }
   if (with_scx) scx.drain(&scx_recs);
   Collected c;
+  c.blocked_bits = blocked_state_bits();
   if (FILE* in = std::fopen(tmp, "r")) {
     char line[512];
     while (std::fgets(line, sizeof line, in)) take_line(line, c);
@@ -447,7 +494,7 @@ int record_main(const char* where, int pid, const std::vector<std::string>& cmd,
                  WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
     return 1;
   }
-  if (!write_and_report(where, out, pid > 0 ? pid : 0, start_ns, c, "events")) return 1;
+  if (!write_and_report(where, out, pid > 0 ? pid : c.pid, start_ns, c, "events")) return 1;
   return 0;
 }
 

@@ -12,8 +12,9 @@
 //     kEnd     EndInfo                         the last record of a complete file
 //
 // A stream is one thread's events: a worker (worker >= 0) or a thread
-// outside the pool (worker -1: inject, an outside wake, an outside park;
-// a kRuntime event names the runtime its following events are about).
+// outside the pool (worker -1: inject, an outside wake, an outside park).
+// A kRuntime event names the runtime the thread's following events are
+// about (a worker's: only its injections and outside wakes).
 // Chunks of one stream come in order; chunks of different streams
 // interleave in the order they were written.
 #pragma once
@@ -93,8 +94,10 @@ enum class EventType : std::uint8_t {
   kSearchBegin = 4,  //
   kSearchEnd = 5,    // a8 = found (0/1)
   kPark = 6,         // a32 = park id
-  kUnpark = 7,       // a8 = handed off (left counted as a searcher), a32 = park id
-  kWake = 8,         // a16 = wakee worker, a32 = waker (int32, -1: outside the pool)
+  kUnpark = 7,       // a8 = handed off (left counted as a searcher), a32 = park id; a16 = 1: a
+                     // worker's hand-off found at its recheck before sleeping (no park to end)
+  kWake = 8,         // a16 = wakee worker, a32 = waker (int32, -1: outside the pool); its time:
+                     // when the waker set out, before it took the wakee off the idle list
   kNotify = 9,       // a8 = woke (the waiter was asleep), a32 = the waiter's park id
   kParkFence = 10,   //
   kInject = 11,      // task (a16:a32 = 48-bit task address)

@@ -11,10 +11,13 @@
 //     again; the count travels in the next chunk's header.
 //   - The writer thread writes each stream's kFull slots in slot order
 //     (so a stream's chunks stay in time order) and marks them kFree.
-//   - A thread that ends hands over its partial chunk (kFull) and leaves
-//     its Stream for reuse once the writer has drained it.
+//   - A thread that ends hands over its partial chunk (kFull), or, while
+//     dropping, leaves its drop count for the writer to write in an empty
+//     chunk; its Stream is reused once the writer has done both.
 //   - At exit the level drops to 0, the writer stops, and the exiting
-//     thread writes what is left, partial chunks included, then kEnd.
+//     thread writes what is left, partial chunks and the drop counts of
+//     threads still dropping included, then kEnd (its drop count is the
+//     sum of the chunks').
 // Memory: kSlots * chunk_events * 16 bytes per thread that ever recorded
 // at once (threads that end give their Stream to the next).
 #include "trace/recorder.hpp"
@@ -22,6 +25,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #if defined(__x86_64__)
@@ -69,10 +74,15 @@ struct Stream {
   std::atomic<Event*>* committed = nullptr;  // the filling slot's
   unsigned cur = 0;                           // the slot filled (or, while dropping, the one awaited)
   bool dropping = false;
-  std::uint64_t dropped = 0;  // since the last chunk this thread started
+  // Events lost since the last chunk this thread started: the owner's
+  // count (read by finish while the owner may still run, hence atomic).
+  std::atomic<std::uint64_t> dropped{0};
 
   Slot slots[kSlots];
   std::atomic<bool> alive{false};  // an owner thread holds it
+  // A thread that ended while dropping: its last drops, for the writer to
+  // write (an empty chunk) before the stream can be reused.
+  std::atomic<std::uint64_t> retired_dropped{0};
   std::atomic<std::uint32_t> id{0};
   StreamInfo info{};
   // The writer's side.
@@ -173,15 +183,19 @@ void write_clock() noexcept {
   write_record(RecordKind::kClock, 0, &c, sizeof c);
 }
 
-void write_chunk(Stream& s, Slot& slot, std::uint32_t n) noexcept {
+void write_chunk(Stream& s, std::uint64_t dropped_before, const Event* events, std::uint32_t n) noexcept {
   const std::uint32_t id = s.id.load(std::memory_order_acquire);
   if (s.described != id) {
     write_record(RecordKind::kStream, id, &s.info, sizeof s.info);
     s.described = id;
   }
-  ChunkInfo ci{slot.dropped_before};
-  write_record(RecordKind::kChunk, id, &ci, sizeof ci, slot.events, n * sizeof(Event));
+  ChunkInfo ci{dropped_before};
+  write_record(RecordKind::kChunk, id, &ci, sizeof ci, events, n * sizeof(Event));
   g_rec.written += n;
+}
+
+void write_chunk(Stream& s, Slot& slot, std::uint32_t n) noexcept {
+  write_chunk(s, slot.dropped_before, slot.events, n);
 }
 
 // Writes every full slot of every stream, in slot order; true if any.
@@ -196,6 +210,13 @@ bool drain() noexcept {
       s->next_write = (s->next_write + 1) % kSlots;
       any = true;
     }
+    // An ended thread's last drops, after its chunks (adopt_stream waits for this).
+    if (!s->alive.load(std::memory_order_acquire))
+      if (const std::uint64_t d = s->retired_dropped.load(std::memory_order_relaxed)) {
+        write_chunk(*s, d, nullptr, 0);
+        s->retired_dropped.store(0, std::memory_order_release);  // pairs with adopt_stream's acquire
+        any = true;
+      }
   }
   return any;
 }
@@ -228,8 +249,8 @@ void poke_writer() noexcept {
 bool claim_slot(Stream& s, unsigned i) noexcept {
   Slot& slot = s.slots[i];
   if (slot.state.load(std::memory_order_acquire) != kFree) return false;
-  slot.dropped_before = s.dropped;
-  s.dropped = 0;
+  slot.dropped_before = s.dropped.load(std::memory_order_relaxed);
+  s.dropped.store(0, std::memory_order_relaxed);
   slot.committed.store(slot.events, std::memory_order_relaxed);
   slot.state.store(kFilling, std::memory_order_relaxed);
   s.cur = i;
@@ -251,8 +272,12 @@ void hand_over(Stream& s) noexcept {
 }
 
 void retire(Stream* s) noexcept {
+  if (s->dropping) {  // no chunk of its own to carry them: the writer writes them
+    s->retired_dropped.store(s->dropped.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    s->dropped.store(0, std::memory_order_relaxed);
+  }
   hand_over(*s);
-  s->alive.store(false, std::memory_order_release);
+  s->alive.store(false, std::memory_order_release);  // pairs with drain's acquire
 }
 
 struct Retirer {
@@ -279,7 +304,7 @@ void describe(Stream& s) noexcept {
 Stream* adopt_stream() noexcept {
   for (Stream* s = g_rec.streams.load(std::memory_order_acquire); s; s = s->next_in_list) {
     if (s->alive.load(std::memory_order_acquire)) continue;
-    bool drained = true;
+    bool drained = s->retired_dropped.load(std::memory_order_acquire) == 0;
     for (auto& slot : s->slots) drained = drained && slot.state.load(std::memory_order_acquire) == kFree;
     bool expect = false;
     // Drained, the writer's next slot is the one this stream fills next.
@@ -313,8 +338,7 @@ Stream* adopt_stream() noexcept {
       return nullptr;
     }
     describe(*s);
-    s->dropping = true;
-    s->dropped = 0;  // a reused stream's last owner's drops are in g_rec.dropped already
+    s->dropping = true;  // a reused stream's last owner's drops are written already (drain)
     (void)&tls_retirer;  // registers the thread-exit hand-over
     tls_stream = s;
     s->id.store(g_rec.next_stream.fetch_add(1, std::memory_order_relaxed), std::memory_order_release);
@@ -322,7 +346,7 @@ Stream* adopt_stream() noexcept {
     hand_over(*s);  // a no-op while dropping
   }
   if (claim_slot(*s, s->cur)) return s;
-  ++s->dropped;
+  s->dropped.store(s->dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   g_rec.dropped.fetch_add(1, std::memory_order_relaxed);
   return nullptr;
 }
@@ -352,6 +376,16 @@ void put(Stream* s, std::uint64_t ticks, std::uint64_t word) noexcept {
   put(s, now(), word);
 }
 
+// append_slow at a time taken earlier (no event of this thread in between).
+[[gnu::noinline]] void append_at(std::uint64_t ticks, std::uint64_t word) noexcept {
+  Stream* s = tls_stream;
+  if (!s || s->pos == s->end) {
+    s = make_room();
+    if (!s) return;
+  }
+  put(s, ticks, word);
+}
+
 [[gnu::always_inline]] inline void append(std::uint64_t word) noexcept {
   Stream* s = tls_stream;
 #if defined(__x86_64__)
@@ -375,12 +409,15 @@ void finish() noexcept {
   // What is left: each stream's filling chunk, as far as it is committed
   // (a thread still running at exit may be past this; its later events are
   // not recorded).
+  // A thread dropping has no filling chunk: its drops since its last
+  // chunk go in an empty one, so that each stream's chunks count all it lost.
   for (Stream* s = g_rec.streams.load(std::memory_order_acquire); s; s = s->next_in_list) {
     for (Slot& slot : s->slots) {  // at most one is filling, the newest
       if (slot.state.load(std::memory_order_acquire) != kFilling) continue;
       const auto n = std::uint32_t(slot.committed.load(std::memory_order_acquire) - slot.events);
       if (n || slot.dropped_before) write_chunk(*s, slot, n);
     }
+    if (const std::uint64_t d = s->dropped.load(std::memory_order_relaxed)) write_chunk(*s, d, nullptr, 0);
   }
   write_clock();
   EndInfo end{g_rec.written, g_rec.dropped.load(std::memory_order_relaxed), now(), monotonic_ns()};
@@ -448,11 +485,27 @@ bool parse_env(std::uint8_t* level) {
 
 void start() noexcept {
   std::uint8_t level = 0;
-  if (!parse_env(&level)) return;
-  g_rec.fd = ::open(g_rec.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const bool on = parse_env(&level);
+  // The trace is this process's: a program it runs (system(), exec) does
+  // not inherit PARKWAY_TRACE, which would make it write the same file.
+  // (Before main, in a static constructor: no other thread reads the
+  // environment yet.)
+  ::unsetenv("PARKWAY_TRACE");
+  if (!on) return;
+  g_rec.fd = ::open(g_rec.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (g_rec.fd < 0) {
     std::fprintf(stderr, "parkway: PARKWAY_TRACE: cannot open %s: %s; tracing is off\n", g_rec.path,
                  std::strerror(errno));
+    return;
+  }
+  // A file another live process is writing (given the same PARKWAY_TRACE
+  // explicitly) is left alone: the lock is held until this process ends.
+  struct stat st {};
+  if (::flock(g_rec.fd, LOCK_EX | LOCK_NB) != 0 || ::fstat(g_rec.fd, &st) != 0 ||
+      (S_ISREG(st.st_mode) && ::ftruncate(g_rec.fd, 0) != 0)) {
+    std::fprintf(stderr, "parkway: PARKWAY_TRACE: %s: %s; tracing is off\n", g_rec.path,
+                 errno == EWOULDBLOCK ? "another process is writing its trace there" : std::strerror(errno));
+    ::close(g_rec.fd);
     return;
   }
   FileHeader& h = g_rec.header;
@@ -506,6 +559,18 @@ void record(EventType type, std::uint8_t a8, std::uint16_t a16, std::uint32_t a3
 void record_task(EventType type, const void* task) noexcept {  // also kRuntime's runtime
   const auto a = std::uint64_t(reinterpret_cast<std::uintptr_t>(task));
   append(pack(type, 0, std::uint16_t(a >> 32), std::uint32_t(a)));
+}
+
+namespace {
+constinit thread_local std::uint64_t tls_wake_stamp __attribute__((tls_model("initial-exec"))) = 0;
+}
+
+void stamp_wake() noexcept { tls_wake_stamp = now(); }
+
+void record_wake(std::uint16_t wakee, std::uint32_t waker) noexcept {
+  const std::uint64_t t = tls_wake_stamp;
+  tls_wake_stamp = 0;
+  append_at(t ? t : now(), pack(EventType::kWake, 0, wakee, waker));
 }
 
 void note_runtime(const void* rt) noexcept {

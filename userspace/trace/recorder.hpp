@@ -61,10 +61,11 @@ bool run_traced(Task* t) noexcept;
 // the path of every spawn, made the compiler save registers on it).
 inline void on_spawn(int, const void*) noexcept {}
 inline void on_run(int, const void*) noexcept {}
-// A thread outside the pool about to inject into or wake a worker of
-// runtime `rt` (RuntimeImpl::inject, wake_one_from): a kRuntime event when
-// `rt` is not the thread's last, so the reader can tell the runtimes of one
-// process apart (a worker's stream names its runtime already).
+// A thread about to inject into runtime `rt` or wake one of its workers
+// from outside (RuntimeImpl::inject; wake_one_from, through on_wake_begin):
+// a kRuntime event when `rt` is not the thread's last, so the reader can
+// tell the runtimes of one process apart. A worker's stream names its own
+// runtime; the event sends its later injections and outside wakes to `rt`.
 void note_runtime(const void* rt) noexcept;
 inline void on_outside_runtime(const void* rt) noexcept {
   if (sched_on()) [[unlikely]] note_runtime(rt);
@@ -93,8 +94,29 @@ inline void on_park(int, std::uint32_t park_id) noexcept {
 inline void on_unpark(int, int handed_off, std::uint32_t park_id) noexcept {
   if (sched_on()) [[unlikely]] record(EventType::kUnpark, std::uint8_t(handed_off), 0, park_id);
 }
+// A wake is stamped when the waker sets out ([W1], before it takes the
+// wakee off the idle list), not when it is recorded (after FUTEX_WAKE
+// returned, when the wakee may have run and parked again): on_wake_begin
+// before Parking::wake_one, on_wake after it. A thread outside the pool
+// (outside_rt non-null) names the runtime first.
+void stamp_wake() noexcept;
+void record_wake(std::uint16_t wakee, std::uint32_t waker) noexcept;
+[[gnu::always_inline]] inline void on_wake_begin(const void* outside_rt) noexcept {
+  if (sched_on()) [[unlikely]] {
+    if (outside_rt) note_runtime(outside_rt);
+    stamp_wake();
+  }
+}
 inline void on_wake(int waker, int wakee) noexcept {
-  if (sched_on()) [[unlikely]] record(EventType::kWake, 0, std::uint16_t(wakee), std::uint32_t(waker));
+  if (sched_on()) [[unlikely]] record_wake(std::uint16_t(wakee), std::uint32_t(waker));
+}
+// A worker that was about to sleep and found work at its recheck ([P3a])
+// after a waker had taken it off the idle list: the hand-off that wake
+// made, with no park to end (kUnpark, a8 = 1, a16 = 1). Recorded only when
+// handed off, so that each wake of a worker has one handed-off unpark.
+inline void on_withdrawn(int handed_off, std::uint32_t park_id) noexcept {
+  if (sched_on()) [[unlikely]]
+    if (handed_off) record(EventType::kUnpark, 1, 1, park_id);
 }
 inline void on_notify(int, std::uint32_t park_id, int woke) noexcept {
   if (sched_on()) [[unlikely]] record(EventType::kNotify, std::uint8_t(woke), 0, park_id);
