@@ -474,6 +474,17 @@ if facts:
           "a traced program that runs another parkway program: its own trace, complete (%d of %s tasks)" %
           (tasks, facts["executed"]), "exit %d %s %s" % (rc, err.strip(), out[:200]))
 
+# Two traced programs at once into /dev/null: only a regular file is
+# locked against a second writer, so neither runs untraced.
+env = dict(os.environ)
+env.update({"PARKWAY_TRACE": "/dev/null", "PARKWAY_TRACE_LEVEL": "sched"})
+procs = [subprocess.Popen([GT, "rounds", "15"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env=env) for _ in range(2)]
+errs = [p.communicate(timeout=120)[1] for p in procs]
+check(all(p.returncode == 0 for p in procs) and not any("another process" in e for e in errs),
+      "two programs traced into /dev/null at once: neither is refused",
+      "exits %s: %s" % ([p.returncode for p in procs], " | ".join(e.strip()[:200] for e in errs)))
+
 facts, path = ground_truth("fork", ["fork"], "task")
 if facts:
     rc, out, err = report(path)

@@ -405,6 +405,37 @@ TEST(TxnInject, ChildrenAreGivenBackAtThreadExit) {
   EXPECT_EQ(total, 20u);
 }
 
+// A push after the thread's claims were given back at its exit: the
+// destructor of a thread_local made before the thread's first push runs
+// after them and pushes to a tree it had not used. It shares a child and
+// records nothing (before, it wrote its claim into the destroyed claim
+// list: a crash here, or a child owned for good); its task still comes out.
+struct PushAtExit {
+  InjectTree* tree = nullptr;
+  Item* item = nullptr;
+  ~PushAtExit() {
+    if (tree) tree->push(item);
+  }
+};
+
+TEST(TxnInject, APushAfterTheThreadGaveItsChildrenBack) {
+  InjectTree a(true), b(true);
+  std::vector<Item> items(2);
+  for (auto& it : items) it.invoke = noop;
+  std::thread([&] {
+    thread_local PushAtExit late;  // made before the first push: destroyed after the claims
+    late.tree = &b;
+    late.item = &items[1];
+    a.push(&items[0]);
+  }).join();
+  EXPECT_EQ(a.owned_children(), 0u);
+  EXPECT_EQ(b.owned_children(), 0u) << "a push at thread exit claimed a child nobody gives back";
+  std::size_t n = 0, total = 0;
+  while (a.pop_batch(32, &n)) total += n;
+  while (b.pop_batch(32, &n)) total += n;
+  EXPECT_EQ(total, 2u);
+}
+
 }  // namespace
 
 // The parking recheck (maybe_nonempty) against a claim, step by step: the

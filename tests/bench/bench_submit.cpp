@@ -135,10 +135,13 @@ struct TreeQ {
 // moodycamel as its authors advise for a known set of threads: each
 // producer enqueues through its own ProducerToken and each consumer
 // dequeues through a ConsumerToken (the token-less calls take the slower
-// implicit-producer path). Every run starts fresh threads, so a token
-// made on a thread's first call is that run's queue's.
+// implicit-producer path). Producers are fresh threads in every run, so
+// a producer's token is made for, and destroyed (at the thread's exit)
+// before, the one queue it pushes to. Consumer tokens are keyed by the
+// queue's serial: the main thread also pops (the leftover check of
+// every run), and a token of an earlier run's queue points into it.
 struct MoodyQ {
-  explicit MoodyQ(bool, std::size_t cap) : q(cap) {}
+  explicit MoodyQ(bool, std::size_t cap) : q(cap), serial(next_serial.fetch_add(1) + 1) {}
   bool push(Task* t) {
     thread_local std::optional<moodycamel::ProducerToken> tok;
     if (!tok) tok.emplace(q);
@@ -146,8 +149,12 @@ struct MoodyQ {
     return false;
   }
   std::size_t pop(std::size_t max, Ran& ran) {
+    thread_local std::uint64_t tok_serial = 0;
     thread_local std::optional<moodycamel::ConsumerToken> tok;
-    if (!tok) tok.emplace(q);
+    if (tok_serial != serial) {
+      tok.emplace(q);  // the old token's destructor does not touch its queue
+      tok_serial = serial;
+    }
     Task* buf[kBatch];
     std::size_t n = q.try_dequeue_bulk(*tok, buf, max < kBatch ? max : kBatch);
     for (std::size_t i = 0; i < n; ++i) {
@@ -157,6 +164,8 @@ struct MoodyQ {
     return n;
   }
   moodycamel::ConcurrentQueue<Task*> q;
+  const std::uint64_t serial;
+  static inline std::atomic<std::uint64_t> next_serial{0};
 };
 
 struct MutexQ {

@@ -429,10 +429,14 @@ void finish() noexcept {
 }
 
 // A forked child has no writer thread: it records nothing, and its exit
-// neither joins the parent's writer nor writes to the parent's file.
+// neither joins the parent's writer nor writes to the parent's file. It
+// closes its copy of the file, so that it does not keep the file's lock
+// (held by the open file, which it shares) after the parent ends.
 void in_forked_child() noexcept {
   g_level.store(0, std::memory_order_relaxed);
   g_rec.writer_started = false;
+  ::close(g_rec.fd);
+  g_rec.fd = -1;
 }
 
 bool parse_env(std::uint8_t* level) {
@@ -488,8 +492,10 @@ void start() noexcept {
   const bool on = parse_env(&level);
   // The trace is this process's: a program it runs (system(), exec) does
   // not inherit PARKWAY_TRACE, which would make it write the same file.
-  // (Before main, in a static constructor: no other thread reads the
-  // environment yet.)
+  // This runs when the library loads: at a program's start, before main,
+  // no other thread reads the environment yet; a program that dlopens the
+  // library while other threads use the environment races them here, as
+  // with any unsetenv.
   ::unsetenv("PARKWAY_TRACE");
   if (!on) return;
   g_rec.fd = ::open(g_rec.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
@@ -498,11 +504,14 @@ void start() noexcept {
                  std::strerror(errno));
     return;
   }
-  // A file another live process is writing (given the same PARKWAY_TRACE
-  // explicitly) is left alone: the lock is held until this process ends.
+  // A regular file another live process is writing (given the same
+  // PARKWAY_TRACE explicitly) is left alone: the lock is held until this
+  // process ends (a forked child lets go of it, in_forked_child). Anything
+  // else (/dev/null, a pipe) is neither locked nor truncated: processes may
+  // share it.
   struct stat st {};
-  if (::flock(g_rec.fd, LOCK_EX | LOCK_NB) != 0 || ::fstat(g_rec.fd, &st) != 0 ||
-      (S_ISREG(st.st_mode) && ::ftruncate(g_rec.fd, 0) != 0)) {
+  if (::fstat(g_rec.fd, &st) != 0 ||
+      (S_ISREG(st.st_mode) && (::flock(g_rec.fd, LOCK_EX | LOCK_NB) != 0 || ::ftruncate(g_rec.fd, 0) != 0))) {
     std::fprintf(stderr, "parkway: PARKWAY_TRACE: %s: %s; tracing is off\n", g_rec.path,
                  errno == EWOULDBLOCK ? "another process is writing its trace there" : std::strerror(errno));
     ::close(g_rec.fd);

@@ -29,14 +29,25 @@ struct ClaimList {
       c.b->owned.fetch_and(~(std::uint32_t(1) << c.child), std::memory_order_relaxed);
     c.b->unref();
   }
-  ~ClaimList() {
-    for (const Claim& c : v) drop(c);
-  }
+  ~ClaimList();
 };
 
 namespace {
 thread_local ClaimList t_claims;
+// Set once t_claims is destroyed at thread exit. A push after that (from
+// the destructor of a thread_local made before the thread's first push,
+// or of a static object after exit() destroyed the main thread's
+// thread_locals) must not touch t_claims: it shares a fixed child,
+// unrecorded.
+// Trivially destructible, so it stays readable to the thread's end.
+thread_local constinit bool t_claims_gone __attribute__((tls_model("initial-exec"))) = false;
 }  // namespace
+
+ClaimList::~ClaimList() {
+  for (const Claim& c : v) drop(c);
+  t_claims_gone = true;
+  for (auto& e : ProducerSlots::t_cache_) e = {};  // so later pushes ask lookup()
+}
 
 ProducerSlots::ProducerSlots(unsigned children) noexcept
     : serial_(g_next_serial.fetch_add(1, std::memory_order_relaxed)),
@@ -62,6 +73,8 @@ bool ProducerSlots::claim_free(unsigned* child) noexcept {
 }
 
 unsigned ProducerSlots::lookup() noexcept {
+  if (t_claims_gone) [[unlikely]]  // one child for every such push, so they keep their order
+    return unsigned(serial_ % n_) | kShared;
   auto& v = t_claims.v;
   for (const ClaimList::Claim& c : v)
     if (c.serial == serial_) {
@@ -87,7 +100,7 @@ unsigned ProducerSlots::lookup() noexcept {
 
 unsigned ProducerSlots::reclaim() noexcept {
   unsigned child;
-  if (!claim_free(&child)) return mine();
+  if (t_claims_gone || !claim_free(&child)) return mine();
   for (ClaimList::Claim& c : t_claims.v)
     if (c.serial == serial_) c.child = child;
   t_cache_[serial_ & (kCacheWays - 1)] = {serial_, child};

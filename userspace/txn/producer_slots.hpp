@@ -61,7 +61,7 @@ class ProducerSlots {
   // Direct-mapped by serial: a thread that alternates between a few trees
   // (several runtimes) still hits. Serial 0 is never issued.
   static constexpr unsigned kCacheWays = 4;
-  static inline thread_local Cache t_cache_[kCacheWays] = {};
+  static inline thread_local constinit Cache t_cache_[kCacheWays] __attribute__((tls_model("initial-exec"))) = {};
 
   // Shared by the tree and every thread that claimed in it; the last one
   // to let go frees it. On a line of its own: written only when a thread
