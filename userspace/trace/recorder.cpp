@@ -364,26 +364,22 @@ void put(Stream* s, std::uint64_t ticks, std::uint64_t word) noexcept {
   s->committed->store(e + 1, std::memory_order_release);  // pairs with the writer's acquire (finish)
 }
 
+// This thread's stream with room for an event, or nullptr (dropping).
+Stream* stream_with_room() noexcept {
+  Stream* s = tls_stream;
+  return s && s->pos != s->end ? s : make_room();
+}
+
 // append() when it needs a call: a new stream, a full chunk, dropping, or
 // the CLOCK_MONOTONIC clock. Kept out of append so that its common path
 // saves no register.
 [[gnu::noinline]] void append_slow(std::uint64_t word) noexcept {
-  Stream* s = tls_stream;
-  if (!s || s->pos == s->end) {
-    s = make_room();
-    if (!s) return;
-  }
-  put(s, now(), word);
+  if (Stream* s = stream_with_room()) put(s, now(), word);
 }
 
 // append_slow at a time taken earlier (no event of this thread in between).
 [[gnu::noinline]] void append_at(std::uint64_t ticks, std::uint64_t word) noexcept {
-  Stream* s = tls_stream;
-  if (!s || s->pos == s->end) {
-    s = make_room();
-    if (!s) return;
-  }
-  put(s, ticks, word);
+  if (Stream* s = stream_with_room()) put(s, ticks, word);
 }
 
 [[gnu::always_inline]] inline void append(std::uint64_t word) noexcept {
