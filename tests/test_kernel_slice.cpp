@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "kernel_slice.hpp"
+#include "sched_ext_link.hpp"
 #include "parkway/io.hpp"
 #include "parkway/parkway.hpp"
 

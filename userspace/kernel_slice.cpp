@@ -1,14 +1,14 @@
 // kernel_slice.cpp -- see kernel_slice.hpp.
 #include "kernel_slice.hpp"
 
+#include "sched_ext_link.hpp"
+
 #include <sched.h>
 #include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
-#include <string>
 
 namespace parkway::detail {
 
@@ -49,27 +49,6 @@ bool request_kernel_slice(unsigned us) noexcept {
 std::uint64_t kernel_slice_ns() noexcept {
   SchedAttr a;
   return get_attr(&a) ? a.sched_runtime : 0;
-}
-
-namespace {
-
-// The first line of `path`, without the newline; "" if unreadable.
-std::string first_line(const std::string& path) {
-  std::ifstream f(path);
-  std::string line;
-  std::getline(f, line);
-  return line;
-}
-
-}  // namespace
-
-bool sched_ext_runs_fair_tasks(const char* sysfs_dir) noexcept {
-  try {
-    const std::string dir(sysfs_dir);
-    return first_line(dir + "/state") == "enabled" && first_line(dir + "/switch_all") == "1";
-  } catch (...) {
-    return false;
-  }
 }
 
 bool in_fair_class() noexcept {

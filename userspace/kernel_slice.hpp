@@ -31,10 +31,6 @@ std::uint64_t kernel_slice_ns() noexcept;
 // preempted one). Checked when a worker starts.
 bool in_fair_class() noexcept;
 
-// True when the sched_ext directory `sysfs_dir` (/sys/kernel/sched_ext)
-// says a scheduler is enabled in switch-all mode (`state` "enabled",
-// `switch_all` "1"); false when it is absent.
-bool sched_ext_runs_fair_tasks(const char* sysfs_dir) noexcept;
 
 // [Y1] The end of a worker's slice, kept by the worker itself at its task
 // boundaries (docs/design/parking.md, "Ending the slice at a task

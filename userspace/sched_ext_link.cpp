@@ -189,4 +189,14 @@ SchedExtStatus SchedExtLink::status() const noexcept {
   return s;
 }
 
+bool sched_ext_runs_fair_tasks(const char* sysfs_dir) noexcept {
+  try {
+    const std::string dir(sysfs_dir);
+    return read_first_line((dir + "/state").c_str()) == "enabled" &&
+           read_first_line((dir + "/switch_all").c_str()) == "1";
+  } catch (...) {
+    return false;
+  }
+}
+
 }  // namespace parkway::detail

@@ -38,6 +38,12 @@ static_assert(static_cast<std::uint32_t>(WorkerState::Busy) == PARKWAY_W_BUSY &&
               static_cast<std::uint32_t>(WorkerState::Parked) == PARKWAY_W_PARKED,
               "WorkerState must match parkway_worker_state");
 
+// True when the sched_ext directory `sysfs_dir` (/sys/kernel/sched_ext)
+// says a scheduler is enabled in switch-all mode (`state` "enabled",
+// `switch_all` "1"): every fair-class thread runs under it
+// (in_fair_class, kernel_slice.hpp). False when it is absent.
+bool sched_ext_runs_fair_tasks(const char* sysfs_dir) noexcept;
+
 class SchedExtLink {
  public:
   // Looks for the scheduler (see above); inactive if absent. Never throws
