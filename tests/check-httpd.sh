@@ -388,6 +388,11 @@ py_checks "$HERE/httpd/empty_lines.py" "$PORT" 5
 # clients that reset mid-body.
 py_checks "$HERE/httpd/large_files.py" "$PORT" "$ROOT"
 
+# File bodies up to 16 KiB, read into the answer when cached: whole at
+# the size limit and past it, a Range, pipelined with a HEAD, rewritten
+# between requests, and one not in the page cache (send_file's path).
+py_checks "$HERE/httpd/small_files.py" "$PORT" "$ROOT"
+
 # ---- malformed requests: the parser's status, then close ---------------------------------
 r=$(printf 'GARBAGE\r\n\r\n' | raw 3)
 check "malformed request line -> 400 and close" bash -c 'grep -q "^HTTP/1.1 400 " <<<"$1" && grep -q "^Connection: close" <<<"$1" && grep -q "<EOF>$" <<<"$1"' _ "$r"

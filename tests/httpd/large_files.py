@@ -12,14 +12,14 @@
 #     (skipped, and says so, where the eviction does not take);
 #   - clients that reset the connection after reading part of big.bin: the
 #     server keeps serving.
-import ctypes
 import os
 import random
 import socket
 import sys
 import time
 
-from verdict import verdict
+from verdict import check
+from wire import cached_pages, read_answer, request
 
 PORT, ROOT = int(sys.argv[1]), sys.argv[2]
 
@@ -35,59 +35,12 @@ with open(os.path.join(ROOT, "cold.bin"), "wb") as f:
     os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
 
-def cached_pages(path):
-    """Pages of the file in the page cache, by cachestat(2) (Linux 6.5); -1 when it cannot tell."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        rng = (ctypes.c_uint64 * 2)(0, 0)
-        st = (ctypes.c_uint64 * 5)()
-        r = libc.syscall(ctypes.c_long(451), ctypes.c_int(fd), rng, st, ctypes.c_uint(0))
-        return int(st[0]) if r == 0 else -1
-    finally:
-        os.close(fd)
-
-
 COLD_PAGES = cached_pages(os.path.join(ROOT, "cold.bin"))
-
-
-def request(path, extra=""):
-    return ("GET %s HTTP/1.1\r\nHost: t\r\n%s\r\n" % (path, extra)).encode()
-
-
-def read_answer(s, buf, slow=False):
-    """One answer from s (buf: bytes already read); returns (status, headers, body, rest)."""
-    while b"\r\n\r\n" not in buf:
-        x = s.recv(65536)
-        if not x:
-            raise EOFError("connection closed in a head")
-        buf += x
-    head, buf = buf.split(b"\r\n\r\n", 1)
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
-    n = int(headers.get("content-length", "0"))
-    while len(buf) < n:
-        if slow:
-            time.sleep(0.002)
-        x = s.recv(16384 if slow else 262144)
-        if not x:
-            raise EOFError("connection closed in a body (%d of %d bytes)" % (len(buf), n))
-        buf += x
-    return status, headers, buf[:n], buf[n:]
 
 
 def connect():
     s = socket.create_connection(("127.0.0.1", PORT), timeout=20)
     return s
-
-
-def check(name, fn):
-    try:
-        ok, why = fn()
-    except Exception as e:  # a check that throws failed
-        ok, why = False, repr(e)
-    verdict(ok, name, why)
 
 
 def slow_whole():

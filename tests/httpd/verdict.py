@@ -4,3 +4,11 @@
 
 def verdict(ok, name, why=""):
     print(("PASS " if ok else "FAIL ") + name + ("" if ok or not why else ": " + why), flush=True)
+
+
+def check(name, fn):
+    try:
+        ok, why = fn()
+    except Exception as e:  # a check that throws failed
+        ok, why = False, repr(e)
+    verdict(ok, name, why)

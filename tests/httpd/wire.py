@@ -1,5 +1,8 @@
-# wire.py -- reading what parkway-httpd sends until it closes, shared by the
-# check scripts (raw.py, bodies.py, empty_lines.py).
+# wire.py -- writing requests to parkway-httpd and reading its answers,
+# shared by the check scripts (raw.py, bodies.py, empty_lines.py,
+# large_files.py, small_files.py).
+import ctypes
+import os
 import socket
 import time
 
@@ -49,3 +52,42 @@ def trickle_until_close(s, data, every, limit):
             closed = True
             break
     return got, closed, time.time() - t0
+
+
+def request(path, extra=""):
+    return ("GET %s HTTP/1.1\r\nHost: t\r\n%s\r\n" % (path, extra)).encode()
+
+
+def read_answer(s, buf, slow=False):
+    """One answer from s (buf: bytes already read); returns (status, headers, body, rest)."""
+    while b"\r\n\r\n" not in buf:
+        x = s.recv(65536)
+        if not x:
+            raise EOFError("connection closed in a head")
+        buf += x
+    head, buf = buf.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
+    n = int(headers.get("content-length", "0"))
+    while len(buf) < n:
+        if slow:
+            time.sleep(0.002)
+        x = s.recv(16384 if slow else 262144)
+        if not x:
+            raise EOFError("connection closed in a body (%d of %d bytes)" % (len(buf), n))
+        buf += x
+    return status, headers, buf[:n], buf[n:]
+
+
+def cached_pages(path):
+    """Pages of the file in the page cache, by cachestat(2) (Linux 6.5); -1 when it cannot tell."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        rng = (ctypes.c_uint64 * 2)(0, 0)
+        st = (ctypes.c_uint64 * 5)()
+        r = libc.syscall(ctypes.c_long(451), ctypes.c_int(fd), rng, st, ctypes.c_uint(0))
+        return int(st[0]) if r == 0 else -1
+    finally:
+        os.close(fd)

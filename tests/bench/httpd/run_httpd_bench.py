@@ -10,8 +10,9 @@ Sections (see docs/benchmarks.md, "HTTP server: parkway-httpd against nginx"):
 - load, pinned: each server on CPU 0 with one worker (parkway-httpd
   --workers 1, nginx worker_processes 1; taskset -c 0), wrk -t1 on CPU 1.
 - load, 2 workers: both servers with two workers, nothing pinned, wrk -t1.
-  Rows: GET /plaintext at 1, 64 and 256 connections, 16-deep pipelining
-  (pipeline.lua, 64 connections), a 4 KiB static file (64 connections).
+  Rows: GET /plaintext and GET of a 4 KiB static file, each at 1, 64 and
+  256 connections and with 16-deep pipelining (pipeline.lua, 64
+  connections).
   Per run: req/s, p50 and p99 from `wrk --latency`, and the server's CPU
   time per request (utime+stime of all its processes from /proc/PID/stat,
   after minus before, over the requests wrk completed). Repetitions are
@@ -555,8 +556,13 @@ LOAD_ROWS = [
     {"name": "plaintext c1", "path": "/plaintext", "conns": 1},
     {"name": "plaintext c64", "path": "/plaintext", "conns": 64},
     {"name": "plaintext c256", "path": "/plaintext", "conns": 256},
-    {"name": "plaintext c64 pipeline 16", "path": "/", "conns": 64, "script": os.path.join(HERE, "pipeline.lua")},
+    {"name": "plaintext c64 pipeline 16", "path": "/plaintext", "conns": 64,
+     "script": os.path.join(HERE, "pipeline.lua")},
+    {"name": "4 KiB file c1", "path": "/file4k.txt", "conns": 1},
     {"name": "4 KiB file c64", "path": "/file4k.txt", "conns": 64},
+    {"name": "4 KiB file c256", "path": "/file4k.txt", "conns": 256},
+    {"name": "4 KiB file c64 pipeline 16", "path": "/file4k.txt", "conns": 64,
+     "script": os.path.join(HERE, "pipeline.lua")},
 ]
 
 
