@@ -615,6 +615,14 @@ TEST(Io, AClosedListenersNumberOutlivesItsArmedAccept) {
 }
 
 namespace {
+// A read whose offset no kernel call takes (below -1): it fails with
+// EINVAL without the ring, but only on a worker.
+Bare read_at_a_bad_offset(int fd, std::atomic<int>* stage) {
+  std::byte buf[8];
+  auto r = co_await io::read(fd, buf, -5);
+  stage->store(r ? 0 : r.error().value());
+}
+
 Bare read_into_frame(int fd, std::atomic<int>* stage) {
   std::byte frame_buffer[64];  // the kernel would write here
   stage->store(1);
@@ -663,6 +671,19 @@ TEST(Io, OperationOutsideAWorkerIsRefusedByName) {
     EXPECT_NE(std::strstr(e.what(), "not on a parkway worker"), nullptr) << e.what();
   }
   b.h.destroy();
+  // Arguments that fail the operation do not skip the check: outside a
+  // worker it is refused the same way; on a worker it fails with EINVAL.
+  Bare bad = read_at_a_bad_offset(p.a, &stage);
+  bad.h.resume();
+  ASSERT_TRUE(bad.h.done());
+  EXPECT_TRUE(bad.h.promise().error) << "no std::logic_error; the co_await returned errno " << stage.load();
+  bad.h.destroy();
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  stage = -1;
+  Bare on_worker = read_at_a_bad_offset(p.a, &stage);
+  rt.run([&] { on_worker.h.resume(); });
+  EXPECT_EQ(stage.load(), EINVAL);
+  rt.run([&] { on_worker.h.destroy(); });
 }
 
 // A worker parked inside its ring (a recv in flight) is woken by a new
@@ -1855,6 +1876,36 @@ TEST(Io, ATakerDestroyedWhileItWaitsIsForgotten) {
   ::close(c);
 }
 
+// AcceptStream::next() off a worker is refused (std::logic_error) also
+// when a connection is queued and the co_await would not wait; the
+// connection stays for a taker on a worker.
+TEST(Io, ATakerOffAWorkerIsRefusedWithAConnectionQueued) {
+  pwtest::Watchdog wd("Io.ATakerOffAWorkerIsRefusedWithAConnectionQueued", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l) << l.error().message();
+  io::AcceptStream st = l->stream();
+  std::atomic<int> stage{0};
+  Bare armer = take_one(&st, &stage);  // arms the multishot accept on the worker, then goes
+  rt.run([&] { armer.h.resume(); });
+  rt.run([&] { armer.h.destroy(); });
+  const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(c, l->local_address().get(), l->local_address().size()), 0);
+  std::this_thread::sleep_for(50ms);  // the accept's CQE is reaped: the connection is queued
+  stage = 0;
+  Bare outside = take_one(&st, &stage);
+  outside.h.resume();  // on this thread, outside any pool
+  ASSERT_TRUE(outside.h.done());
+  EXPECT_EQ(stage.load(), 1) << "the co_await returned off a worker";
+  EXPECT_TRUE(outside.h.promise().error) << "no std::logic_error";
+  outside.h.destroy();
+  auto got = parkway::sync_wait(rt, [](io::AcceptStream* st) -> Task<io::Result<io::Socket>> {
+    co_return co_await st->next();
+  }(&st));
+  EXPECT_TRUE(got) << got.error().message();
+  ::close(c);
+}
+
 // Two accept streams on one Listener, each with a taker: closing the
 // listener ends both takers with ECANCELED, and the number is closed
 // once both accepts have left the kernel.
@@ -2440,12 +2491,22 @@ TEST(Io, AnAwaiterOutlivingItsStreamIsCancelled) {
   b.h.destroy();
   const int c2 = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_EQ(::connect(c2, l->local_address().get(), l->local_address().size()), 0);
-  ASSERT_TRUE(eventually([&] { return st->next().await_ready(); }, 2000ms)) << "the connection was not queued";
+  // await_ready is asked on the worker: off a worker it is false, so
+  // that await_suspend refuses the call.
+  auto queued = [&](io::AcceptStream::Next& n) {
+    bool ready = false;
+    rt.run([&] { ready = n.await_ready(); });
+    return ready;
+  };
+  ASSERT_TRUE(eventually([&] {
+    io::AcceptStream::Next n = st->next();
+    return queued(n);
+  }, 2000ms)) << "the connection was not queued";
   l->close();  // ends the accept: nobody waits, so nothing more is queued
   ASSERT_TRUE(eventually([&] { return ::fcntl(lfd, F_GETFD) == -1; }, 2000ms)) << "the accept did not end";
 
   io::AcceptStream::Next n = st->next();
-  ASSERT_TRUE(n.await_ready());
+  ASSERT_TRUE(queued(n));
   st.reset();
   io::Result<io::Socket> r = n.await_resume();
   ASSERT_FALSE(r) << "got a Socket for number " << r->fd() << ", closed by the stream's destructor";

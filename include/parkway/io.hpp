@@ -246,12 +246,13 @@ class PARKWAY_API OpBase {
     delete[] received_;
     if (owner_scope_) release_scope(owner_scope_);
   }
-  // Ready at once only when its arguments failed it (OpArgs::fail).
-  bool await_ready() const noexcept { return args_.fail != 0; }
+  // Never ready at once: await_suspend checks that it runs on a worker
+  // first, even for an operation its arguments failed (OpArgs::fail).
+  bool await_ready() const noexcept { return false; }
   // Submits to the calling worker's ring; false (resume now) when the
-  // operation ended without the ring: done at once (a send or cached
-  // read at the co_await), cancelled or timed out before it began, or
-  // refused by the ring (EBUSY, ENOMEM).
+  // operation ended without the ring: failed by its arguments, done at
+  // once (a send or cached read at the co_await), cancelled or timed out
+  // before it began, or refused by the ring (EBUSY, ENOMEM).
   bool await_suspend(std::coroutine_handle<> h);
 
  protected:

@@ -284,6 +284,8 @@ AcceptStream::Next::Next(detail::AcceptQueue* q, OpOptions o) noexcept
 }
 
 bool AcceptStream::Next::await_ready() noexcept {
+  // Off a worker, await_suspend refuses it, a connection queued or not.
+  if (::parkway::detail::Worker::current() == nullptr) return false;
   q->lock();
   const bool ready = !q->ready.empty();
   q->unlock();
