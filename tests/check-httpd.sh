@@ -3,10 +3,11 @@
 # 127.0.0.1 (port 0) with a temporary document root and talks to it with
 # curl and raw sockets (python3), a fuzz client (tests/httpd/fuzz.py, about
 # 10 s), bodies apart from their heads (tests/httpd/bodies.py), empty lines
-# between requests (tests/httpd/empty_lines.py, about 6 s), large
-# and uncached files (tests/httpd/large_files.py) and wrk
+# between requests (tests/httpd/empty_lines.py, about 6 s), large,
+# small and uncached files (tests/httpd/large_files.py, small_files.py) and wrk
 # (when installed); then a server shut down under load
-# (tests/httpd/shutdown.py), and one under `ulimit -n 64` that gets more
+# (tests/httpd/shutdown.py), slow readers (tests/httpd/slow_readers.py,
+# about 9 s), and one under `ulimit -n 64` that gets more
 # connections than it has descriptors (tests/httpd/exhaust.py); then
 # permissions (as nobody), signals (a closed stderr pipe, a second
 # SIGTERM, PARKWAY_TRACE on) and a runtime that cannot start. One line per check, then
@@ -37,8 +38,9 @@ if ! command -v python3 >/dev/null; then skipped "all checks" "python3 missing";
 HAVE_CURL=1; command -v curl >/dev/null || HAVE_CURL=0
 
 TMP=$(mktemp -d)
-PID=; PID2=; PID3=; PID5=; PID6=
+PID=; PID2=; PID3=; PID5=; PID6=; PID9=
 cleanup() {
+  [ -n "$PID9" ] && kill -KILL "$PID9" 2>/dev/null
   [ -n "$PID6" ] && kill -KILL "$PID6" 2>/dev/null
   [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
   [ -n "$PID5" ] && kill -KILL "$PID5" 2>/dev/null
@@ -245,7 +247,7 @@ r=$(printf 'GET /fib/20 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 
 check "/fib/20 -> 6765" bash -c 'grep -q "^HTTP/1.1 200 " <<<"$1" && grep -q "^6765<EOF>" <<<"$1"' _ "$r"
 r=$(printf 'GET /fib/30 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 10)
 check "/fib/30 -> 832040 (parallel)" bash -c 'grep -q "^832040<EOF>" <<<"$1"' _ "$r"
-for n in abc 99 -1 41 '' 10/ 1/0; do
+for n in abc 99 -1 -0 +1 41 '' 10/ 1/0; do
   r=$(printf 'GET /fib/%s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' "$n" | raw 3)
   check "/fib/$n -> 400" status_is "$r" 400
 done
@@ -324,6 +326,9 @@ r=$(printf '%s / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' "$(head -c 90
 check "a method longer than the request-line limit -> 501 (RFC 9112 3)" status_is "$r" 501
 r=$(printf 'HEAD /plaintext HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nab' | raw 3)
 check "HEAD whose body times out -> 408 with no content" bash -c '
+  head -n1 <<<"$1" | grep -q "^HTTP/1.1 408 " && grep -q "^<EOF>$" <<<"$1" && ! grep -q "Request Timeout<" <<<"$1" && [ "$(tail -n2 <<<"$1" | head -n1 | tr -d "\r")" = "" ]' _ "$r"
+r=$(printf 'HEAD /plaintext HTTP/1.1\r\nHost: t\r\n' | raw 3)
+check "HEAD whose head times out -> 408 with no content" bash -c '
   head -n1 <<<"$1" | grep -q "^HTTP/1.1 408 " && grep -q "^<EOF>$" <<<"$1" && ! grep -q "Request Timeout<" <<<"$1" && [ "$(tail -n2 <<<"$1" | head -n1 | tr -d "\r")" = "" ]' _ "$r"
 if python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' "$ROOT/sock" 2>/dev/null; then
   r=$(printf 'GET /sock HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
@@ -466,6 +471,19 @@ fi
 # connection ends after the request in hand; new connections are refused.
 py_checks "$HERE/httpd/shutdown.py" "$BIN" "$TMP/err4"
 sanitizer_clean "shutdown-under-load server stderr: no sanitizer report" "$TMP/err4"
+
+# ---- slow readers ------------------------------------------------------------------------------
+# A large answer read slowly but steadily is sent whole (a send's timeout
+# counts progress), and clients that pipeline many small-file requests and
+# read nothing do not make the server hold every answer.
+start_server "--idle-timeout 1" "$TMP/out9" "$TMP/err9" "$BIN" --port 0 --root "$ROOT" --workers 2 --idle-timeout 1
+PID9=$SPID PORT9=$SPORT
+if [ -n "$PORT9" ]; then
+  py_checks "$HERE/httpd/slow_readers.py" "$PORT9" "$PID9" "$ROOT"
+  stop_server "--idle-timeout 1 server: SIGTERM -> exit 0" "$PID9"
+  [ "$STOPPED" = 1 ] && PID9=
+  sanitizer_clean "--idle-timeout 1 server stderr: no sanitizer report" "$TMP/err9"
+fi
 
 # ---- descriptor exhaustion -------------------------------------------------------------------
 # 150 held connections against a server with 64 descriptors: accept fails

@@ -29,6 +29,10 @@
 // a reset that could destroy the answer.
 #include "connection.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -47,6 +51,19 @@ constexpr std::size_t kSmallBuffer = 2 * 1024;   // holds a typical request, or 
 constexpr std::size_t kLargeBuffer = 32 * 1024;  // holds the largest head the limits allow
 constexpr auto kLingerTime = std::chrono::seconds(2);  // at most, reading what a closed client still sends
 constexpr std::size_t kLingerBytes = 64 * 1024;        // and at most this much
+// Answers pipelined behind one another go out in one send, but once this
+// much waits, it goes before the next request is answered: a client that
+// pipelines hundreds of requests for small files and reads nothing would
+// otherwise make the connection hold every answer's body.
+constexpr std::size_t kMaxBatched = 64 * 1024;
+// A send's timeout (idle_timeout) is per wait for room in the socket, and
+// the kernel reports room only once a third of its buffer (autotuned to
+// megabytes) has drained: a client reading a large answer slower than
+// about a buffer's third per timeout was cut off while still reading.
+// With TCP_NOTSENT_LOWAT the socket holds at most this much unsent and
+// reports room once half of it has gone, so each wait is for this
+// much / 2 of progress.
+constexpr int kNotSentLowat = 128 * 1024;
 
 class Connection {
  public:
@@ -301,6 +318,10 @@ Task<bool> Connection::answer_buffered() {
     log(line, r.status);
     const bool written = co_await write_response(r, last);
     if (!written) co_return false;
+    if (out_.size() >= kMaxBatched) {
+      const bool sent = co_await flush();
+      if (!sent) co_return false;
+    }
     parser().reset();
     first_ = false;
     idle_deadline_ = {};  // the next idle wait counts from here
@@ -337,7 +358,8 @@ Task<bool> Connection::serve_until_idle() {
       // Slow or stalled head: say so, then close (a client that closed
       // mid-head hears nothing).
       if (peer_closed_) co_return false;
-      append_answer(simple_response(408), /*last=*/true);
+      // A HEAD's answer has no content, errors' included (RFC 9110 9.3.2)
+      append_answer(simple_response(408, parser().method() == "HEAD"), /*last=*/true);
       co_await flush(/*last=*/true);
       linger_ = true;
       co_return false;
@@ -412,6 +434,7 @@ void Connection::start_request(io::Bytes got) {
 
 Task<void> serve_connection(io::Socket s, ServerState& state) {
   (void)s.set_nodelay();
+  (void)::setsockopt(s.fd(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &kNotSentLowat, sizeof kNotSentLowat);
   try {
     Connection c(std::move(s), state);
     for (;;) {

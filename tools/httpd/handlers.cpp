@@ -49,8 +49,10 @@ Response text_response(int status, std::string_view body, bool head, std::string
 
 std::uint64_t serial_fib(int n) { return n < 2 ? std::uint64_t(n) : serial_fib(n - 1) + serial_fib(n - 2); }
 
-// N of /fib/N, or -1 when it is not an integer from 0 to 40.
+// N of /fib/N, or -1 when it is not an integer from 0 to 40 written in
+// one or two digits (from_chars alone would take "-0").
 int fib_argument(std::string_view arg) {
+  if (arg.find_first_not_of("0123456789") != std::string_view::npos) return -1;
   int n = -1;
   auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), n);
   if (arg.empty() || arg.size() > 2 || ec != std::errc() || end != arg.data() + arg.size() || n < 0 || n > 40)
@@ -195,6 +197,13 @@ int open_for_serving(int root_fd, std::string_view relative) {
   return open_beneath(root_fd, relative, O_RDONLY | O_NONBLOCK);
 }
 
+// The answer to a failed open (-errno `fd`). A 503 (out of descriptors or
+// memory) says when to try again.
+Response open_error_response(int fd, bool head) {
+  const int st = open_error_status(fd);
+  return text_response(st, std::string(reason_phrase(st)) + "\n", head, st == 503 ? "Retry-After: 1\r\n" : "");
+}
+
 // Bodies up to this size are read into the answer when their pages are
 // cached, and go out in the answer's one send (with the answers
 // pipelined beside it): five system calls for a file answer (openat2,
@@ -234,8 +243,7 @@ Task<Response> file_response(const RequestParser& req, PathResult p, bool head,
   // reading; its index.html may still be served.
   const bool searchable_dir = fd == -EACCES && is_directory_beneath(cfg.root_fd, p.relative);
   if (fd < 0 && !searchable_dir) {
-    int st = open_error_status(fd);
-    co_return text_response(st, std::string(reason_phrase(st)) + "\n", head);
+    co_return open_error_response(fd, head);
   }
   io::File f;
   io::Result<io::FileInfo> info = io::FileInfo{.mode = S_IFDIR};
@@ -255,8 +263,7 @@ Task<Response> file_response(const RequestParser& req, PathResult p, bool head,
     p.relative += p.relative.empty() ? "index.html" : "/index.html";
     fd = open_for_serving(cfg.root_fd, p.relative);
     if (fd < 0) {
-      int st = open_error_status(fd);
-      co_return text_response(st, std::string(reason_phrase(st)) + "\n", head);
+      co_return open_error_response(fd, head);
     }
     f = io::File(fd);
     info = stat_open_file(f.fd());

@@ -198,6 +198,10 @@ int open_error_status(int neg_errno) noexcept {
     case EACCES:
     case EPERM:
       return 403;
+    case EMFILE:  // out of descriptors or memory: a passing state, try again later
+    case ENFILE:
+    case ENOMEM:
+      return 503;
     default:
       return 500;
   }

@@ -1317,7 +1317,9 @@ TEST(OpenErrors, Statuses) {
   EXPECT_EQ(open_error_status(-ELOOP), 404);
   EXPECT_EQ(open_error_status(-EXDEV), 404);
   EXPECT_EQ(open_error_status(-EACCES), 403);
-  EXPECT_EQ(open_error_status(-EMFILE), 500);
+  EXPECT_EQ(open_error_status(-EMFILE), 503);
+  EXPECT_EQ(open_error_status(-ENFILE), 503);
+  EXPECT_EQ(open_error_status(-EIO), 500);
 }
 
 // ---- fuzz --------------------------------------------------------------------

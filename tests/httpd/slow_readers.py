@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+# slow_readers.py PORT PID ROOT -- clients that read slowly or not at all,
+# against a parkway-httpd on 127.0.0.1:PORT (process PID) serving ROOT and
+# started with --idle-timeout 1. Prints PASS/FAIL lines:
+#   - a 6 MB file read at 800 KB/s through a 64 KiB receive buffer (7.5 s,
+#     no pause longer than 0.1 s): every byte. A send's timeout is per wait
+#     for room, and without TCP_NOTSENT_LOWAT a wait lasted until a third
+#     of the socket's multi-megabyte buffer had drained (1.6 s here): the
+#     body was cut off after about 4 MB;
+#   - 20 connections that each pipeline 700 requests for a 16 KiB file
+#     behind one with a 15 KiB header (which grows the connection's buffer
+#     to hold 400 such requests) and read nothing: the server's resident
+#     memory grows by less than 6 MiB (1.3-1.6 MiB; it held every answer
+#     of a batch before the batch was capped: 9-17 MiB).
+import os
+import random
+import socket
+import sys
+import time
+
+from verdict import check
+
+PORT, PID, ROOT = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+
+rng = random.Random(13)
+BIG = rng.randbytes(6_000_000)
+with open(os.path.join(ROOT, "slow-big.bin"), "wb") as f:
+    f.write(BIG)
+with open(os.path.join(ROOT, "slow-16k.bin"), "wb") as f:
+    f.write(rng.randbytes(16 * 1024))
+
+
+def rss_kb():
+    with open("/proc/%d/status" % PID) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return -1
+
+
+def slow_reader():
+    rate = 800_000
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    s.settimeout(10)
+    s.connect(("127.0.0.1", PORT))
+    s.sendall(b"GET /slow-big.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    got, t0 = b"", time.time()
+    while True:
+        x = s.recv(rate // 10)
+        if not x:
+            break
+        got += x
+        time.sleep(len(x) / rate)
+    s.close()
+    head, _, body = got.partition(b"\r\n\r\n")
+    ok = head.startswith(b"HTTP/1.1 200 ") and body == BIG
+    return ok, "%s, %d of %d body bytes in %.1f s" % (head[:15], len(body), len(BIG), time.time() - t0)
+
+
+def pipeliners():
+    before = rss_kb()
+    big_head = b"GET /slow-16k.bin HTTP/1.1\r\nHost: t\r\nX-Pad: " + b"p" * (15 * 1024) + b"\r\n\r\n"
+    batch = big_head + b"GET /slow-16k.bin HTTP/1.1\r\nHost: t\r\n\r\n" * 700
+    socks = []
+    for _ in range(20):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        # The whole batch in the server's socket at once, so that its
+        # reads find full buffers rather than what has trickled in.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1024 * 1024)
+        s.connect(("127.0.0.1", PORT))
+        s.setblocking(False)
+        sent = 0
+        end = time.time() + 2
+        while sent < len(batch) and time.time() < end:
+            try:
+                sent += s.send(batch[sent:])
+            except BlockingIOError:
+                time.sleep(0.01)
+        socks.append(s)
+    time.sleep(1.5)
+    grown = rss_kb() - before
+    for s in socks:
+        s.close()
+    return grown < 6 * 1024, "resident memory grew by %d KiB (from %d KiB)" % (grown, before)
+
+
+check("a large file read slowly but steadily: every byte (send timeouts count progress)", slow_reader)
+check("20 pipelining clients that read nothing: resident memory grows < 6 MiB", pipeliners)
