@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 # small_files.py PORT ROOT -- file bodies small enough to be read into the
-# answer (up to 16 KiB, when their pages are cached: handlers.cpp,
+# answer (up to 8 KiB, when their pages are cached: handlers.cpp,
 # read_cached), against a parkway-httpd on 127.0.0.1:PORT serving ROOT.
 # Writes ROOT/small-N.bin and ROOT/small-cold.bin, then prints PASS/FAIL
 # lines:
-#   - GET of files of 1 byte, 4 KiB, 16 KiB (the largest read into the
-#     answer) and 16 KiB + 1 (sent by send_file): every byte, and the
+#   - GET of files of 1 byte, 4 KiB, 8 KiB (the largest read into the
+#     answer) and 8 KiB + 1 (sent by send_file): every byte, and the
 #     Content-Length;
 #   - a Range inside a small file: 206 and exactly those bytes;
 #   - 32 pipelined GETs of the four files and a HEAD on one connection:
@@ -24,7 +24,7 @@ from verdict import check
 from wire import cached_pages, read_answer, request
 
 PORT, ROOT = int(sys.argv[1]), sys.argv[2]
-INLINE_MAX = 16 * 1024
+INLINE_MAX = 8 * 1024
 
 rng = random.Random(11)
 FILES = {n: rng.randbytes(n) for n in (1, 4096, INLINE_MAX, INLINE_MAX + 1)}
