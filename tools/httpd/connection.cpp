@@ -4,7 +4,8 @@
 // One coroutine per connection (serve_connection) waits for a request,
 // then serve_until_idle reads and parses every complete request buffered
 // (pipelining), appending each response to one output string, which goes
-// out in a single send before the next read (a file's body follows its
+// out in a single send before the next read, or once it holds 64 KiB (a
+// small cached file's body is in the answer; a larger one follows its
 // head by io::send_file). The buffer is small and
 // doubles when a head does not fit, up to the largest head the limits
 // allow. A connection that waits for its next request holds no buffer:
