@@ -39,6 +39,10 @@ CASES=(
   "coro-task-of-reference|T is a reference|parkway::Task<int&> f() { co_return g_x; }"
   "coro-task-not-movable|T cannot be moved|parkway::Task<NoMove> f() { co_return NoMove{}; }"
   "coro-task-of-value|compiles|parkway::Task<int> f() { co_return g_x; }"
+  "coro-await-task-lvalue|awaited once, as an rvalue|parkway::Task<int> one() { co_return 1; } parkway::Task<int> f() { auto t = one(); co_return co_await t; }"
+  "coro-await-task-rvalue|compiles|parkway::Task<int> one() { co_return 1; } parkway::Task<int> f() { auto t = one(); co_return co_await std::move(t); }"
+  "coro-await-spawned-lvalue|awaited once, as an rvalue|parkway::Task<int> one() { co_return 1; } parkway::Task<int> f() { auto s = parkway::spawn(one()); co_return co_await s; }"
+  "coro-await-spawned-rvalue|compiles|parkway::Task<int> one() { co_return 1; } parkway::Task<int> f() { auto s = parkway::spawn(one()); co_return co_await std::move(s); }"
 )
 
 pass=0; fail=0; skip=0

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -349,7 +350,76 @@ TEST(Cancel, ParallelForStopsWhenItsGroupIsCancelled) {
   EXPECT_LE(after.load(), long(4 * grain));
 }
 
+// The same with the loop on another runtime (parallel_for(rt, ...) from a
+// group's task): the loop runs as a task of no group there, and before it
+// took the group along every call ran (2000 of 2000).
+TEST(Cancel, ParallelForOnAnotherRuntimeStopsWhenItsGroupIsCancelled) {
+  pwtest::Watchdog w("Cancel.ParallelForOnAnotherRuntimeStopsWhenItsGroupIsCancelled", 60);
+  parkway::Runtime a(parkway::Options{.workers = 2, .name = "caller"});
+  parkway::Runtime b(parkway::Options{.workers = 2, .name = "loop"});
+  const std::size_t n = 2000;
+  std::atomic<long> calls{0};
+  std::atomic<bool> started{false};
+  a.run([&] {
+    parkway::TaskGroup g;
+    g.spawn([&] {
+      parkway::parallel_for(b, 0, n, 1, [&](std::size_t) {
+        started.store(true, std::memory_order_release);
+        calls.fetch_add(1, std::memory_order_relaxed);
+        std::this_thread::sleep_for(500us);
+      });
+    });
+    while (!started.load(std::memory_order_acquire)) std::this_thread::yield();
+    g.cancel();
+    EXPECT_NO_THROW(g.wait());
+  });
+  EXPECT_LT(calls.load(), long(n) / 2) << calls.load() << " of " << n << " calls ran";
+}
+
 // ---- coroutines ------------------------------------------------------------
+
+namespace {
+
+parkway::Task<int> seven_after(std::atomic<bool>* started, std::atomic<bool>* go) {
+  started->store(true);
+  while (!go->load()) std::this_thread::sleep_for(1ms);
+  co_return 7;
+}
+
+parkway::Task<int> one_more() { co_return 1; }
+
+// Spawns a child, cancels its own group while the child runs, then joins.
+parkway::Task<void> join_after_cancel(parkway::TaskGroup* g, std::atomic<int>* got, std::atomic<int>* next_threw) {
+  std::atomic<bool> started{false}, go{false};
+  auto s = parkway::spawn(seven_after(&started, &go));
+  while (!started.load()) std::this_thread::sleep_for(1ms);  // a thief runs it
+  g->cancel();
+  go.store(true);
+  got->store(co_await std::move(s));
+  try {
+    co_await one_more();
+  } catch (const parkway::Cancelled&) {
+    next_threw->store(1);
+  }
+}
+
+}  // namespace
+
+// A join is no cancellation point: in a cancelled group it waits for the
+// child and returns its result (before, it threw Cancelled without
+// joining, and the Spawned's destructor waited); the next co_await throws.
+TEST(Cancel, AJoinInACancelledGroupWaitsForTheChild) {
+  pwtest::Watchdog w("Cancel.AJoinInACancelledGroupWaitsForTheChild", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  std::atomic<int> got{-1}, next_threw{0};
+  rt.run([&] {
+    parkway::TaskGroup g;
+    g.spawn([&] { parkway::sync_wait(rt, join_after_cancel(&g, &got, &next_threw)); });
+    EXPECT_NO_THROW(g.wait());
+  });
+  EXPECT_EQ(got.load(), 7);
+  EXPECT_EQ(next_threw.load(), 1);
+}
 
 namespace {
 
@@ -933,6 +1003,47 @@ TEST(Cancel, ShutdownDeadlineFromAnotherRuntimesWorkerDrops) {
   }
   blocker.get();
   EXPECT_EQ(ran.load(), 0);
+}
+
+// A coroutine that moved to a runtime with co_await resume_on() and
+// waits in its queue when shutdown(deadline) passes the deadline is
+// dropped like an unstarted task: counted, its co_await throws
+// RuntimeShutdown, and nothing after it runs (before, the drain ran the
+// rest of its body on the thread that called shutdown, uncounted).
+TEST(Cancel, ShutdownDeadlineDropsAResumeOnContinuation) {
+  pwtest::Watchdog w("Cancel.ShutdownDeadlineDropsAResumeOnContinuation", 60);
+  std::atomic<bool> release{false}, started{false}, queued{false}, body_ran{false};
+  parkway::Runtime other(parkway::Options{.workers = 1, .name = "other"});
+  parkway::Future<void> blocker;
+  std::optional<parkway::Spawned<void>> mover;
+  {
+    parkway::Runtime rt(parkway::Options{.workers = 1, .name = "drained"});
+    blocker = rt.submit([&] {
+      started.store(true);
+      while (!release.load(std::memory_order_acquire)) std::this_thread::sleep_for(1ms);
+    });
+    ASSERT_TRUE(wait_for(started));
+    mover.emplace(parkway::spawn(
+        [](parkway::Runtime* rt, std::atomic<bool>* queued, std::atomic<bool>* body_ran) -> parkway::Task<void> {
+          queued->store(true);
+          co_await parkway::resume_on(*rt);
+          body_ran->store(true);
+          std::this_thread::sleep_for(1s);
+        }(&rt, &queued, &body_ran),
+        other));
+    ASSERT_TRUE(wait_for(queued));
+    std::this_thread::sleep_for(20ms);  // its continuation is in rt's queue
+    const auto t0 = std::chrono::steady_clock::now();
+    const parkway::ShutdownReport r = rt.shutdown(t0 + 20ms);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 500ms) << "the drain ran the coroutine's body";
+    EXPECT_EQ(r.dropped, 1u);
+    EXPECT_EQ(r.running, 1u);
+    EXPECT_FALSE(body_ran.load());
+    EXPECT_THROW(mover->get(), parkway::RuntimeShutdown);
+    release.store(true, std::memory_order_release);
+  }
+  blocker.get();
+  EXPECT_FALSE(body_ran.load());
 }
 
 // A deadline already past with blocked workers: the queue is dropped at

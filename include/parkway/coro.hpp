@@ -27,8 +27,9 @@
 // (spawn/sync_wait from inside a group's task; an inline co_await passes
 // the awaiting coroutine's group on; detach() and the outside of any group
 // give none). Once that group, or a group it was made under, is cancelled,
-// every co_await in the coroutine but io::close's throws
-// parkway::Cancelled before it suspends; past Runtime::shutdown's
+// every co_await in the coroutine but io::close's and a Spawned's join
+// throws parkway::Cancelled before it suspends (a join waits for the
+// child and returns what it ended with); past Runtime::shutdown's
 // deadline, RuntimeShutdown. A coroutine dropped unstarted by that
 // shutdown completes with RuntimeShutdown. After every co_await the
 // coroutine runs under its own group again, whoever resumed it.
@@ -163,6 +164,9 @@ struct PromiseBase {
   TaskGroup* group = nullptr;
   // Where Promise<T> keeps the exception we end with.
   std::exception_ptr* error_slot = nullptr;
+  // Set by resume_moved when a co_await resume_on() continuation is
+  // dropped (past Runtime::shutdown's deadline): ResumeOn rethrows it.
+  std::exception_ptr moved_error;
   std::atomic<void*> cont{nullptr};
   CompletionWord finished;
   bool spawned = false;
@@ -183,13 +187,23 @@ struct PromiseBase {
     if constexpr (requires { std::remove_reference_t<A>::kRunsWhenCancelled; }) {
       return AwaiterRef<std::remove_reference_t<A>>{a, group, nullptr};
     } else {
-      if (cancellation_active()) [[unlikely]]
-        throw_if_stopped(group);
-      if constexpr (requires { static_cast<A&&>(a).operator co_await(); })
+      // A Spawned's join is no cancellation point: it waits for the child
+      // and returns what the child ended with (one of the same group ends
+      // with Cancelled at its own next co_await). Thrown here, Cancelled
+      // would leave the Spawned unjoined, for its destructor to wait for.
+      if constexpr (!requires { std::remove_reference_t<A>::kJoinsWhenCancelled; }) {
+        if (cancellation_active()) [[unlikely]]
+          throw_if_stopped(group);
+      }
+      if constexpr (requires { static_cast<A&&>(a).operator co_await(); }) {
         return GroupAwaiter<decltype(static_cast<A&&>(a).operator co_await())>{static_cast<A&&>(a).operator co_await(),
                                                                              group};
-      else
+      } else {
+        static_assert(requires { a.await_ready(); },
+                      "parkway: not awaitable here; a parkway::Task or Spawned is awaited once, as an rvalue: "
+                      "co_await std::move(t)");
         return AwaiterRef<std::remove_reference_t<A>>{a, group, group};
+      }
     }
   }
 
@@ -243,8 +257,13 @@ struct PromiseBase {
   }
   // The starter task of resume_on(): continues a coroutine that already
   // ran, under its group (its co_await checked the group's cancellation).
+  // Past Runtime::shutdown's deadline it is dropped like any task that
+  // has not started: the co_await throws RuntimeShutdown (ResumeOn), so
+  // the coroutine runs only its unwinding, wherever the drop happens.
   static bool resume_moved(::parkway::detail::Task* t) noexcept {
     Starter* st = static_cast<Starter*>(t);
+    if (cancellation_active() && drop_this_task()) [[unlikely]]
+      st->promise->moved_error = dropped_task_error();
     GroupScope in(st->promise->group);
     st->h.resume();
     return true;
@@ -363,6 +382,8 @@ class [[nodiscard]] Spawned {
 
   bool ready() const noexcept { return h_ && h_.promise().finished.is_zero(); }
 
+  // co_await joins even in a cancelled group (PromiseBase::await_transform).
+  static constexpr bool kJoinsWhenCancelled = true;
   auto operator co_await() && {
     struct Awaiter {
       Spawned* self;
@@ -451,8 +472,11 @@ Spawned<T> spawn(Task<T> t) {
 // Starts t as a runtime task on rt and lets it run on its own: nobody
 // joins it, its frame frees itself when it finishes, and an exception it
 // ends with is printed on stderr (as for a dropped Spawned). Shutting rt
-// down still waits for it (and cancels the I/O it waits for:
-// parkway/io.hpp). For servers: one detached coroutine per connection.
+// down waits for it while it is queued or running on rt, and cancels the
+// I/O on rt's rings it waits for (parkway/io.hpp), so that it resumes
+// and ends; one suspended on anything else (a Spawned of another
+// runtime, an awaitable of its own) is not waited for, and must not touch
+// rt once rt is gone. For servers: one detached coroutine per connection.
 template <class T>
 void detach(Task<T> t, Runtime& rt) {
   typename Task<T>::Handle h = t.release();
@@ -479,8 +503,12 @@ void detach(Task<T> t) {
 //   co_await parkway::resume_on(io);       // back on the server's workers
 //
 // Throws RuntimeShutdown (from the co_await, in the coroutine, which stays
-// where it was) if rt is shutting down. On the caller's own runtime the
-// coroutine is pushed on the caller's deque, where a thief may take it.
+// where it was) if rt is shutting down; also if rt's shutdown(deadline)
+// passes its deadline before the coroutine's turn comes (it is dropped as
+// a task that has not started would be, counted in the report's
+// `dropped`, and its unwinding runs where the drop happens). On the
+// caller's own runtime the coroutine is pushed on the caller's deque,
+// where a thief may take it.
 class ResumeOn {
  public:
   explicit ResumeOn(Runtime& rt) noexcept : rt_(rt) {}
@@ -495,12 +523,17 @@ class ResumeOn {
     starter.invoke = &detail::PromiseBase::resume_moved;
     starter.h = h;
     starter.promise = &h.promise();
+    promise_ = &h.promise();
     detail::enqueue_on(rt_, &starter);  // from here on h may run (and end) elsewhere: touch nothing
   }
-  void await_resume() const noexcept {}
+  void await_resume() const {
+    if (promise_ != nullptr && promise_->moved_error) [[unlikely]]
+      std::rethrow_exception(std::exchange(promise_->moved_error, nullptr));
+  }
 
  private:
   Runtime& rt_;
+  detail::PromiseBase* promise_ = nullptr;
 };
 
 [[nodiscard]] inline ResumeOn resume_on(Runtime& rt) noexcept { return ResumeOn(rt); }

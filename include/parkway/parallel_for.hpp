@@ -79,7 +79,14 @@ void parallel_for(Runtime& rt, std::size_t begin, std::size_t end, std::size_t g
   detail::check_range(begin, end, grain);
   if (begin == end) return;
   detail::ForState<std::remove_reference_t<F>> s{f, grain};
-  rt.run([&s, begin, end] { detail::parallel_for_split(begin, end, s); });
+  // The caller's group goes along (run() on another runtime submits the
+  // loop as a task of no group): its cancellation stops the loop there
+  // too. The caller waits for the loop, so the group outlives it.
+  TaskGroup* outer = detail::tls_group;
+  rt.run([&s, begin, end, outer] {
+    detail::GroupScope in(outer);
+    detail::parallel_for_split(begin, end, s);
+  });
   if (s.error) std::rethrow_exception(s.error);
 }
 
