@@ -351,8 +351,8 @@ TEST(Cancel, ParallelForStopsWhenItsGroupIsCancelled) {
 }
 
 // The same with the loop on another runtime (parallel_for(rt, ...) from a
-// group's task): the loop runs as a task of no group there, and before it
-// took the group along every call ran (2000 of 2000).
+// group's task): the loop runs as a task of no group there, so without
+// the group taken along every call runs (2000 of 2000).
 TEST(Cancel, ParallelForOnAnotherRuntimeStopsWhenItsGroupIsCancelled) {
   pwtest::Watchdog w("Cancel.ParallelForOnAnotherRuntimeStopsWhenItsGroupIsCancelled", 60);
   parkway::Runtime a(parkway::Options{.workers = 2, .name = "caller"});
@@ -406,8 +406,9 @@ parkway::Task<void> join_after_cancel(parkway::TaskGroup* g, std::atomic<int>* g
 }  // namespace
 
 // A join is no cancellation point: in a cancelled group it waits for the
-// child and returns its result (before, it threw Cancelled without
-// joining, and the Spawned's destructor waited); the next co_await throws.
+// child and returns its result (thrown before the join, Cancelled would
+// leave the Spawned for its destructor to wait for); the next co_await
+// throws.
 TEST(Cancel, AJoinInACancelledGroupWaitsForTheChild) {
   pwtest::Watchdog w("Cancel.AJoinInACancelledGroupWaitsForTheChild", 60);
   parkway::Runtime rt(parkway::Options{.workers = 2});
@@ -1008,8 +1009,9 @@ TEST(Cancel, ShutdownDeadlineFromAnotherRuntimesWorkerDrops) {
 // A coroutine that moved to a runtime with co_await resume_on() and
 // waits in its queue when shutdown(deadline) passes the deadline is
 // dropped like an unstarted task: counted, its co_await throws
-// RuntimeShutdown, and nothing after it runs (before, the drain ran the
-// rest of its body on the thread that called shutdown, uncounted).
+// RuntimeShutdown, and nothing after it runs (run by the drain instead,
+// the rest of its body would run on the thread that called shutdown,
+// uncounted).
 TEST(Cancel, ShutdownDeadlineDropsAResumeOnContinuation) {
   pwtest::Watchdog w("Cancel.ShutdownDeadlineDropsAResumeOnContinuation", 60);
   std::atomic<bool> release{false}, started{false}, queued{false}, body_ran{false};

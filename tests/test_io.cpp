@@ -1849,6 +1849,22 @@ Bare take_one(io::AcceptStream* st, std::atomic<int>* stage) {
   stage->store(2);
   (void)c;
 }
+
+// A client connected to l (a blocking connect): its number, -1 if the
+// connect failed.
+int connect_client(const io::Listener& l) {
+  const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (::connect(c, l.local_address().get(), l.local_address().size()) == 0) return c;
+  ::close(c);
+  return -1;
+}
+
+// AcceptStream::next() awaited on a worker of rt.
+io::Result<io::Socket> next_on(parkway::Runtime& rt, io::AcceptStream* st) {
+  return parkway::sync_wait(rt, [](io::AcceptStream* st) -> Task<io::Result<io::Socket>> {
+    co_return co_await st->next();
+  }(st));
+}
 }  // namespace
 
 // A coroutine destroyed while it waits in AcceptStream::next() is
@@ -1865,12 +1881,10 @@ TEST(Io, ATakerDestroyedWhileItWaitsIsForgotten) {
   rt.run([&] { b.h.resume(); });
   ASSERT_EQ(stage.load(), 1);
   rt.run([&] { b.h.destroy(); });
-  const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_EQ(::connect(c, l->local_address().get(), l->local_address().size()), 0);
+  const int c = connect_client(*l);
+  ASSERT_GE(c, 0);
   std::this_thread::sleep_for(50ms);  // the accept's CQE is reaped with nobody waiting
-  auto got = parkway::sync_wait(rt, [](io::AcceptStream* st) -> Task<io::Result<io::Socket>> {
-    co_return co_await st->next();
-  }(&st));
+  auto got = next_on(rt, &st);
   EXPECT_TRUE(got) << got.error().message();
   EXPECT_EQ(stage.load(), 1) << "the destroyed taker was resumed";
   ::close(c);
@@ -1889,8 +1903,8 @@ TEST(Io, ATakerOffAWorkerIsRefusedWithAConnectionQueued) {
   Bare armer = take_one(&st, &stage);  // arms the multishot accept on the worker, then goes
   rt.run([&] { armer.h.resume(); });
   rt.run([&] { armer.h.destroy(); });
-  const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_EQ(::connect(c, l->local_address().get(), l->local_address().size()), 0);
+  const int c = connect_client(*l);
+  ASSERT_GE(c, 0);
   std::this_thread::sleep_for(50ms);  // the accept's CQE is reaped: the connection is queued
   stage = 0;
   Bare outside = take_one(&st, &stage);
@@ -1899,9 +1913,7 @@ TEST(Io, ATakerOffAWorkerIsRefusedWithAConnectionQueued) {
   EXPECT_EQ(stage.load(), 1) << "the co_await returned off a worker";
   EXPECT_TRUE(outside.h.promise().error) << "no std::logic_error";
   outside.h.destroy();
-  auto got = parkway::sync_wait(rt, [](io::AcceptStream* st) -> Task<io::Result<io::Socket>> {
-    co_return co_await st->next();
-  }(&st));
+  auto got = next_on(rt, &st);
   EXPECT_TRUE(got) << got.error().message();
   ::close(c);
 }

@@ -19,7 +19,7 @@ import sys
 import time
 
 from verdict import check
-from wire import cached_pages, read_answer, request
+from wire import read_answer, request, write_evicted
 
 PORT, ROOT = int(sys.argv[1]), sys.argv[2]
 
@@ -28,14 +28,7 @@ BIG = rng.randbytes(5 * 1024 * 1024)
 COLD = rng.randbytes(1024 * 1024)
 with open(os.path.join(ROOT, "big.bin"), "wb") as f:
     f.write(BIG)
-with open(os.path.join(ROOT, "cold.bin"), "wb") as f:
-    f.write(COLD)
-    f.flush()
-    os.fsync(f.fileno())
-    os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-
-
-COLD_PAGES = cached_pages(os.path.join(ROOT, "cold.bin"))
+COLD_PAGES = write_evicted(os.path.join(ROOT, "cold.bin"), COLD)
 
 
 def connect():

@@ -12,9 +12,9 @@
 #   - 40 connections that each pipeline 1200 short requests for an 8 KiB
 #     file (read into the answer) behind one with a 15 KiB header (which
 #     grows the connection's buffer to hold 550 of them) and read nothing:
-#     the server's resident memory grows by less than 8 MiB (it held each
-#     connection's whole batch, what the socket did not take, before the
-#     batch was capped).
+#     the server's resident memory grows by less than 8 MiB (it would hold each
+#     connection's whole batch, what the socket did not take, if the
+#     batch had no cap).
 import os
 import random
 import socket

@@ -21,7 +21,7 @@ import socket
 import sys
 
 from verdict import check
-from wire import cached_pages, read_answer, request
+from wire import read_answer, request, write_evicted
 
 PORT, ROOT = int(sys.argv[1]), sys.argv[2]
 INLINE_MAX = 8 * 1024
@@ -32,12 +32,7 @@ for n, data in FILES.items():
     with open(os.path.join(ROOT, "small-%d.bin" % n), "wb") as f:
         f.write(data)
 COLD = rng.randbytes(8192)
-with open(os.path.join(ROOT, "small-cold.bin"), "wb") as f:
-    f.write(COLD)
-    f.flush()
-    os.fsync(f.fileno())
-    os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-COLD_PAGES = cached_pages(os.path.join(ROOT, "small-cold.bin"))
+COLD_PAGES = write_evicted(os.path.join(ROOT, "small-cold.bin"), COLD)
 
 
 def connect():

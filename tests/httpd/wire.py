@@ -91,3 +91,14 @@ def cached_pages(path):
         return int(st[0]) if r == 0 else -1
     finally:
         os.close(fd)
+
+
+def write_evicted(path, data):
+    """Writes data to path and drops its pages from the page cache where
+    the file system lets it; returns cached_pages(path) after (0: evicted)."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    return cached_pages(path)
