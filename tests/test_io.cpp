@@ -1583,6 +1583,64 @@ TEST(Io, AContinuationIsNotBuriedUnderASiblingsTasks) {
 }
 
 namespace {
+// Receives a byte on fd, then notes id. All on one worker: no lock.
+Task<void> note_after_recv(int fd, int id, std::vector<int>* order) {
+  std::byte b[1];
+  (void)co_await io::recv(fd, b);
+  order->push_back(id);
+}
+// The bytes of every waiting receive arrive, then late's bytes, and only
+// then is late's receive issued.
+Task<void> recv_after_its_bytes(std::vector<Pair>* waiting, Pair* late, std::vector<int>* order) {
+  for (auto& p : *waiting)
+    if (::write(p.b, "x", 1) != 1) throw std::runtime_error("write");
+  if (::write(late->b, "x", 1) != 1) throw std::runtime_error("write");
+  std::byte b[1];
+  (void)co_await io::recv(late->a, b);
+  order->push_back(-1);
+}
+bool rings_defer_taskrun() {
+  const char* e = std::getenv("PARKWAY_IO_SETUP");
+  return !(e && std::strcmp(e, "coop") == 0);
+}
+}  // namespace
+
+// A receive whose bytes are already there completes behind the receives
+// whose bytes came before (Options::io_recv_poll_first): eight receives
+// wait on one worker, their bytes arrive, then a ninth connection's bytes
+// and only then its receive. The ninth's continuation runs last. With
+// the option off, on a DEFER_TASKRUN ring, it completes while its SQE is
+// submitted and runs first: the queue jump the option removes.
+TEST(Io, AReceiveWhoseBytesAreThereWaitsItsTurn) {
+  pwtest::Watchdog wd("Io.AReceiveWhoseBytesAreThereWaitsItsTurn", 60);
+  for (bool poll_first : {true, false}) {
+    parkway::Runtime rt(parkway::Options{.workers = 1, .io_recv_poll_first = poll_first});
+    std::vector<Pair> waiting(8);
+    Pair late;
+    std::vector<int> order;
+    std::vector<parkway::Spawned<void>> all;
+    for (int i = 0; i < int(waiting.size()); ++i) all.push_back(parkway::spawn(note_after_recv(waiting[i].a, i, &order), rt));
+    ASSERT_TRUE(eventually([&] { return rt.stats().total.io_ops >= waiting.size(); }));
+    // Their receives are in the kernel once the worker, out of work, has
+    // parked in its ring (its park's entry submits them).
+    ASSERT_TRUE(eventually([&] { return rt.stats().total.ring_parks >= 1; }));
+    std::this_thread::sleep_for(50ms);
+    parkway::sync_wait(rt, recv_after_its_bytes(&waiting, &late, &order));
+    for (auto& s : all) s.get();
+    ASSERT_EQ(order.size(), waiting.size() + 1);
+    const auto late_at = std::find(order.begin(), order.end(), -1) - order.begin();
+    std::printf("io_recv_poll_first %s: the late receive ran %td of %zu\n", poll_first ? "true" : "false", late_at + 1,
+                order.size());
+    for (int i = 0; i < int(waiting.size()); ++i) EXPECT_EQ(order[i + (late_at <= i)], i) << "the waiting receives ran out of order";
+    if (poll_first) {
+      EXPECT_EQ(late_at, std::ptrdiff_t(waiting.size())) << "the late receive went ahead of receives whose bytes came first";
+    } else if (rings_defer_taskrun()) {
+      EXPECT_EQ(late_at, 0) << "with the option off the late receive should complete at its submission";
+    }
+  }
+}
+
+namespace {
 Task<void> spin_after_recv(int fd, int ms, std::atomic<int>* done) {
   std::byte b[1];
   (void)co_await io::recv(fd, b);

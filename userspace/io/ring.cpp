@@ -124,6 +124,7 @@ IoRing::IoRing(Worker& w) : w_(w), ready_(w.io_ready()) {
     rc = io_uring_queue_init_params(o.io_sq_entries, &ring_, &p);
     if (rc == 0) {
       defer_taskrun_ = (flags & IORING_SETUP_DEFER_TASKRUN) != 0;
+      recv_poll_first_ = o.io_recv_poll_first;
       wait_no_iowait_ = (p.features & kFeatNoIowait) != 0 && (p.features & IORING_FEAT_EXT_ARG) != 0 &&
                         !env_says_iowait();
       break;
@@ -239,6 +240,7 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
       return rc;
     }
   }
+  if (a.opcode == IORING_OP_RECV || a.opcode == IORING_OP_RECVMSG) queue_behind(sqe);
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
   urgent_ |= peer_waits_for(a.opcode);
   st->ring = this;
@@ -519,6 +521,17 @@ void IoRing::complete(OpState* st) noexcept {
   unref(st);               // the kernel's reference
 }
 
+// A receive waits its turn behind the completions already waiting for
+// this worker (io.md, "Receives wait their turn"). Without the flag, a
+// receive whose bytes have already arrived completes while its SQE is
+// submitted, and its CQE goes ahead of the deferred completions of
+// receives that were waiting before it; with it, the kernel arms the
+// poll first, finds the bytes there and queues the completion behind
+// theirs. Not with io_recv_poll_first = false.
+void IoRing::queue_behind(io_uring_sqe* sqe) const noexcept {
+  if (recv_poll_first_) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+}
+
 // st's owned receive, into whichever pool buffer the kernel picks.
 void IoRing::prep_pool_recv(io_uring_sqe* sqe, const OpState* st) noexcept {
   io_uring_prep_recv(sqe, st->owned_fd, nullptr, st->owned_len, int(st->owned_flags));
@@ -601,6 +614,7 @@ int IoRing::submit_owned_recv_again(OpState* st) noexcept {
   if (!sqe) return -EBUSY;
   w_.count_io_recv_pool_empty();
   prep_pool_recv(sqe, st);
+  queue_behind(sqe);
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
   ++submitted_;
   return kNotYet;

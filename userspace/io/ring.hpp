@@ -162,6 +162,7 @@ class IoRing {
   // it again then. Returns the result to complete st with, or kNotYet.
   int prep_owned_recv(io_uring_sqe* sqe, OpState* st) noexcept;
   static void prep_pool_recv(io_uring_sqe* sqe, const OpState* st) noexcept;
+  void queue_behind(io_uring_sqe* sqe) const noexcept;
   static constexpr int kNotYet = -0x7fffffff;
   int settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcept;
   int submit_owned_recv_again(OpState* st) noexcept;
@@ -176,6 +177,7 @@ class IoRing {
   bool armed_ = false;        // the ring's wait on the park word is in the kernel
   unsigned cancels_ = 0;      // ASYNC_CANCELs (requests and cancel-everything) in the kernel
   bool defer_taskrun_ = false;
+  bool recv_poll_first_ = true;  // Options::io_recv_poll_first
   bool wait_no_iowait_ = false;  // waits pass IORING_ENTER_NO_IOWAIT (Linux 6.15)
   unsigned sq_ticks_ = 0;     // between_tasks() calls since urgent SQEs were queued
   bool urgent_ = false;       // an SQE a peer waits for is queued (between_tasks)

@@ -3,7 +3,7 @@
 // over loopback").
 //
 //   echo_parkway [--port P] [--workers N] [--seconds S] [--compute-us U]
-//                [--sends first|ring]
+//                [--sends first|ring] [--recvs queued|inline]
 //
 // One io::Listener on 127.0.0.1:P (0: any free port), one AcceptStream
 // (multishot accept) and one detached coroutine per connection: recv into
@@ -14,6 +14,10 @@
 //
 // --sends ring: every send goes through the ring (Options::io_send_first =
 // false); the default tries each send at its co_await first (io.md).
+// --recvs inline: a receive whose bytes are there completes as its SQE is
+// submitted (Options::io_recv_poll_first = false); the default queues it
+// behind the completions already waiting (io.md, "Receives wait their
+// turn").
 //
 // --compute-us U (the "completion latency under compute" case): besides
 // the echo, a detached coroutine keeps one worker busy with a stream of
@@ -87,7 +91,7 @@ Task<void> compute_stream(std::chrono::nanoseconds d) {
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "echo_parkway: %s\nusage: echo_parkway [--port P] [--workers N] [--seconds S] [--compute-us U] "
-               "[--sends first|ring]\n",
+               "[--sends first|ring] [--recvs queued|inline]\n",
                why);
   std::exit(2);
 }
@@ -97,7 +101,7 @@ Task<void> compute_stream(std::chrono::nanoseconds d) {
 int main(int argc, char** argv) {
   long port = 0, workers = 1, compute_us = 0;
   double seconds = 0;
-  bool send_first = true;
+  bool send_first = true, recv_poll_first = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (i + 1 >= argc) usage(("missing value after " + a).c_str());
@@ -109,6 +113,9 @@ int main(int argc, char** argv) {
     else if (a == "--sends" && (std::strcmp(v, "first") == 0 || std::strcmp(v, "ring") == 0))
       send_first = std::strcmp(v, "first") == 0;
     else if (a == "--sends") usage("--sends takes first or ring");
+    else if (a == "--recvs" && (std::strcmp(v, "queued") == 0 || std::strcmp(v, "inline") == 0))
+      recv_poll_first = std::strcmp(v, "queued") == 0;
+    else if (a == "--recvs") usage("--recvs takes queued or inline");
     else usage(("unknown option " + a).c_str());
   }
   if (port < 0 || port > 65535 || workers < 1 || workers > 64 || seconds < 0 || compute_us < 0)
@@ -128,7 +135,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string where = l->local_address().to_string();
-  parkway::Runtime rt(parkway::Options{.workers = unsigned(workers), .name = "echo", .io_send_first = send_first});
+  parkway::Runtime rt(parkway::Options{.workers = unsigned(workers), .name = "echo", .io_send_first = send_first,
+                                       .io_recv_poll_first = recv_poll_first});
   parkway::detach(serve(std::move(*l)), rt);
   if (compute_us > 0) parkway::detach(compute_stream(std::chrono::microseconds(compute_us)), rt);
   std::printf("listening on %s\n", where.c_str());
