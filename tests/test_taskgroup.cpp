@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "parkway/parkway.hpp"
@@ -152,6 +153,38 @@ TEST(TaskGroup, FromOutsideThePool) {
   for (int i = 0; i < 1000; ++i) g.spawn([&] { n.fetch_add(1); });
   g.wait();
   EXPECT_EQ(n.load(), 1000);
+}
+
+// A task of the group that waits for it would wait for itself: wait()
+// throws std::logic_error instead, from the group's own task and from a
+// task of a group made inside one. The group's own wait then returns.
+TEST(TaskGroup, AWaitFromInsideItsOwnTaskIsRefused) {
+  pwtest::Watchdog w("TaskGroup.AWaitFromInsideItsOwnTaskIsRefused", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  parkway::TaskGroup g(rt);
+  std::atomic<int> refused{0};
+  auto wait_for_g = [&] {
+    try {
+      g.wait();
+    } catch (const std::logic_error& e) {
+      if (std::string(e.what()).find("own tasks") != std::string::npos) refused.fetch_add(1);
+    }
+  };
+  g.spawn(wait_for_g);
+  g.spawn([&] {
+    parkway::TaskGroup h;
+    h.spawn(wait_for_g);
+    h.wait();
+  });
+  g.wait();
+  EXPECT_EQ(refused.load(), 2);
+  // Waiting from a task of another group is no self-wait.
+  parkway::TaskGroup other(rt);
+  std::atomic<bool> done{false};
+  g.spawn([&] { done.store(true); });
+  other.spawn([&] { g.wait(); });
+  other.wait();
+  EXPECT_TRUE(done.load());
 }
 
 TEST(ParallelFor, CoversEveryIndexOnce) {

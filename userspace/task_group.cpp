@@ -162,6 +162,17 @@ bool TaskGroup::wait_check(void* p) noexcept {
 
 // Called by join() once the calling worker's own deque is empty (or on a
 // thread outside any pool).
+// The running task's group and the groups above it (each made inside a
+// task of the next, which is still running): if this group is one of
+// them, the caller is one of its tasks, or runs below one.
+void TaskGroup::refuse_own_task() const {
+  for (const TaskGroup* g = detail::tls_group; g != nullptr; g = g->parent_)
+    if (g == this)
+      throw std::logic_error(
+          "parkway::TaskGroup::wait: called from inside one of the group's own tasks; it would wait for "
+          "its caller and never return (wait for the group from the code that spawned into it)");
+}
+
 void TaskGroup::wait_slow() noexcept {
   using namespace detail;
   Worker* me = Worker::current();

@@ -113,12 +113,14 @@ class PARKWAY_API TaskGroup {
   // Returns once every spawned task that started has finished (those a
   // cancellation skipped never start). Rethrows the first exception a task
   // threw; returns normally after cancel() if no task threw. Either way the
-  // group is no longer cancelled afterwards, and can be reused. Not from
-  // one of the group's own tasks (nor from a task below one, while that
-  // task runs): the caller counts among the tasks it waits for, so it
-  // never returns. The destructor waits the same way.
+  // group is no longer cancelled afterwards, and can be reused. Called
+  // from one of the group's own tasks (or from a task of a group made
+  // below one, while that task runs), it throws std::logic_error once it
+  // would have to block: the caller counts among the tasks it waits for,
+  // so the wait would never end. The destructor waits the same way, and
+  // must not run inside one of the group's tasks.
   void wait() {
-    join();
+    join_impl<true>();
     if (__builtin_expect(error_.load(std::memory_order_acquire) != nullptr, 0)) rethrow_exception();
   }
 
@@ -254,15 +256,21 @@ class PARKWAY_API TaskGroup {
   // branch between the spawn and the return but the calls themselves
   // (g++ 12 ignores [[likely]] on these conditions). finished() tests its
   // two words with one branch for the same reason (docs/design/slot.md).
-  void join() noexcept {
+  void join() noexcept { join_impl<false>(); }
+  // kRefuseOwnTask: before it blocks, throw if the caller is one of the
+  // group's own tasks (refuse_own_task); only there, off the fast path.
+  template <bool kRefuseOwnTask>
+  void join_impl() noexcept(!kRefuseOwnTask) {
     if (__builtin_expect(finished(), 0)) return;
     do {
       if (__builtin_expect(!detail::run_own_task(), 0)) {
+        if constexpr (kRefuseOwnTask) refuse_own_task();
         wait_slow();
         return;
       }
     } while (__builtin_expect(!finished(), 0));
   }
+  void refuse_own_task() const;
   struct WaitState;
   static bool wait_check(void* w) noexcept;
   void wait_slow() noexcept;
