@@ -20,6 +20,8 @@ $(BUILD)/tools/httpd/obj/%.o: $(HTTPD_DIR)/%.cpp $(HTTPD_PART_HDRS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(HTTPD_CXXFLAGS) -c $< -o $@
 
+$(HTTPD_TEST_OBJ): HTTPD_CXXFLAGS += $(TEST_DEBUG)  # line tables only, as the unit tests (tests/tests.mk)
+
 $(HTTPD_TEST_BIN): $(HTTPD_TEST_OBJ) $(HTTPD_PART_OBJS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(HTTPD_CXXFLAGS) -o $@ $^ -lgtest_main -lgtest -pthread
