@@ -124,7 +124,9 @@ IoRing::IoRing(Worker& w) : w_(w), ready_(w.io_ready()) {
     rc = io_uring_queue_init_params(o.io_sq_entries, &ring_, &p);
     if (rc == 0) {
       defer_taskrun_ = (flags & IORING_SETUP_DEFER_TASKRUN) != 0;
-      recv_poll_first_ = o.io_recv_poll_first;
+      // IORING_RECVSEND_POLL_FIRST came with COOP_TASKRUN (Linux 5.19):
+      // a ring set up without either refuses it.
+      recv_poll_first_ = o.io_recv_poll_first && flags != 0;
       wait_no_iowait_ = (p.features & kFeatNoIowait) != 0 && (p.features & IORING_FEAT_EXT_ARG) != 0 &&
                         !env_says_iowait();
       break;
