@@ -1583,10 +1583,12 @@ TEST(Io, AContinuationIsNotBuriedUnderASiblingsTasks) {
 }
 
 namespace {
-// Receives a byte on fd, then notes id. All on one worker: no lock.
+// Receives a byte on a Socket of its own (a dup of fd), then notes id.
+// All on one worker: no lock.
 Task<void> note_after_recv(int fd, int id, std::vector<int>* order) {
+  io::Socket s(::dup(fd));
   std::byte b[1];
-  (void)co_await io::recv(fd, b);
+  (void)co_await s.recv(b);
   order->push_back(id);
 }
 // The bytes of every waiting receive arrive, then late's bytes, and only
@@ -1595,22 +1597,20 @@ Task<void> recv_after_its_bytes(std::vector<Pair>* waiting, Pair* late, std::vec
   for (auto& p : *waiting)
     if (::write(p.b, "x", 1) != 1) throw std::runtime_error("write");
   if (::write(late->b, "x", 1) != 1) throw std::runtime_error("write");
+  io::Socket s(::dup(late->a));
   std::byte b[1];
-  (void)co_await io::recv(late->a, b);
+  (void)co_await s.recv(b);
   order->push_back(-1);
-}
-bool rings_defer_taskrun() {
-  const char* e = std::getenv("PARKWAY_IO_SETUP");
-  return !(e && std::strcmp(e, "coop") == 0);
 }
 }  // namespace
 
-// A receive whose bytes are already there completes behind the receives
-// whose bytes came before (Options::io_recv_poll_first): eight receives
-// wait on one worker, their bytes arrive, then a ninth connection's bytes
-// and only then its receive. The ninth's continuation runs last. With
-// the option off, on a DEFER_TASKRUN ring, it completes while its SQE is
-// submitted and runs first: the queue jump the option removes.
+// A receive on a socket whose bytes are already there completes behind
+// the receives whose bytes came before (Options::io_recv_poll_first):
+// eight receives wait on one worker, their bytes arrive, then a ninth
+// connection's bytes and only then its receive. The ninth's continuation
+// runs last. With the option off, on a DEFER_TASKRUN ring, it completes
+// while its SQE is submitted and runs first: the queue jump the option
+// removes.
 TEST(Io, AReceiveWhoseBytesAreThereWaitsItsTurn) {
   pwtest::Watchdog wd("Io.AReceiveWhoseBytesAreThereWaitsItsTurn", 60);
   for (bool poll_first : {true, false}) {
@@ -1619,6 +1619,14 @@ TEST(Io, AReceiveWhoseBytesAreThereWaitsItsTurn) {
     Pair late;
     std::vector<int> order;
     std::vector<parkway::Spawned<void>> all;
+    // On a failed ASSERT the receives still waiting end (EOF) before
+    // their Spawned handles wait for them.
+    struct EndReceives {
+      std::vector<Pair>& w;
+      ~EndReceives() {
+        for (auto& p : w) ::shutdown(p.b, SHUT_WR);
+      }
+    } end_receives{waiting};
     for (int i = 0; i < int(waiting.size()); ++i) all.push_back(parkway::spawn(note_after_recv(waiting[i].a, i, &order), rt));
     ASSERT_TRUE(eventually([&] { return rt.stats().total.io_ops >= waiting.size(); }));
     // Their receives are in the kernel once the worker, out of work, has
@@ -1627,6 +1635,7 @@ TEST(Io, AReceiveWhoseBytesAreThereWaitsItsTurn) {
     std::this_thread::sleep_for(50ms);
     parkway::sync_wait(rt, recv_after_its_bytes(&waiting, &late, &order));
     for (auto& s : all) s.get();
+    const bool defers = rt.submit([] { return parkway::detail::Worker::current()->io_ring().defers_taskrun(); }).get();
     ASSERT_EQ(order.size(), waiting.size() + 1);
     const auto late_at = std::find(order.begin(), order.end(), -1) - order.begin();
     std::printf("io_recv_poll_first %s: the late receive ran %td of %zu\n", poll_first ? "true" : "false", late_at + 1,
@@ -1634,10 +1643,53 @@ TEST(Io, AReceiveWhoseBytesAreThereWaitsItsTurn) {
     for (int i = 0; i < int(waiting.size()); ++i) EXPECT_EQ(order[i + (late_at <= i)], i) << "the waiting receives ran out of order";
     if (poll_first) {
       EXPECT_EQ(late_at, std::ptrdiff_t(waiting.size())) << "the late receive went ahead of receives whose bytes came first";
-    } else if (rings_defer_taskrun()) {
+    } else if (defers) {
       EXPECT_EQ(late_at, 0) << "with the option off the late receive should complete at its submission";
     }
   }
+}
+
+namespace {
+Task<std::pair<int, int>> dontwait_twice(int fd) {
+  io::Socket s(::dup(fd));
+  std::byte b[8];
+  auto got = co_await s.recv(b, {}, MSG_DONTWAIT);
+  auto none = co_await s.recv(b, {}, MSG_DONTWAIT);
+  co_return std::pair<int, int>{got ? int(*got) : -got.error().value(), none ? int(*none) : -none.error().value()};
+}
+Task<std::pair<int, double>> recv_on_a_pipe(int fd) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::byte b[8];
+  auto r = co_await io::recv(fd, b);
+  co_return std::pair<int, double>{r ? int(*r) : -r.error().value(), ms_since(t0)};
+}
+}  // namespace
+
+// A receive on a socket with MSG_DONTWAIT takes the bytes there (the
+// kernel's poll-first would fail it with EAGAIN before it looked), and
+// with none there fails with EAGAIN at once.
+TEST(Io, AReceiveWithDontwaitTakesTheBytesThere) {
+  pwtest::Watchdog wd("Io.AReceiveWithDontwaitTakesTheBytesThere", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  Pair p;
+  ASSERT_EQ(::write(p.b, "abc", 3), 3);
+  const auto [got, none] = parkway::sync_wait(rt, dontwait_twice(p.a));
+  EXPECT_EQ(got, 3);
+  EXPECT_EQ(none, -EAGAIN);
+}
+
+// A receive on a descriptor that is no socket fails with ENOTSOCK at
+// once, even with nothing to read on it.
+TEST(Io, AReceiveOnAPipeFailsAtOnce) {
+  pwtest::Watchdog wd("Io.AReceiveOnAPipeFailsAtOnce", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  const auto [res, ms] = parkway::sync_wait(rt, recv_on_a_pipe(fds[0]));
+  ::close(fds[0]);
+  ::close(fds[1]);
+  EXPECT_EQ(res, -ENOTSOCK);
+  EXPECT_LT(ms, 1000.0) << "the receive waited for the pipe";
 }
 
 namespace {

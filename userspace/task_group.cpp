@@ -162,13 +162,15 @@ bool TaskGroup::wait_check(void* p) noexcept {
 
 // Called by join() once the calling worker's own deque is empty (or on a
 // thread outside any pool).
-// The running task's group and the groups above it (each made inside a
-// task of the next, which is still running): if this group is one of
-// them, the caller is one of its tasks, or runs below one.
+// On a worker, the running task's group is this one: the caller is one
+// of its tasks (or a coroutine that one of them spawned). Only the
+// direct group: a group's parent_ may be gone once it has been waited
+// for and reused, and a plain thread's current group can be left over
+// from a coroutine an awaitable of the user's resumed there
+// (coroutines.md, "Limits").
 void TaskGroup::refuse_own_task() const {
-  for (const TaskGroup* g = detail::tls_group; g != nullptr; g = g->parent_)
-    if (g == this)
-      throw std::logic_error(
+  if (detail::tls_group == this && detail::Worker::current() != nullptr)
+    throw std::logic_error(
           "parkway::TaskGroup::wait: called from inside one of the group's own tasks; it would wait for "
           "its caller and never return (wait for the group from the code that spawned into it)");
 }

@@ -224,6 +224,11 @@ struct OpArgs {
   // past 2^63 - 1).
   int fail = 0;
   std::uint8_t sqe_flags = 0;  // IOSQE_ASYNC: straight to the kernel's worker thread
+  // The descriptor is an io::Socket's: a receive on it may ask the kernel
+  // to poll first (Options::io_recv_poll_first), which on a descriptor
+  // that is not a socket would wait for it to become readable before
+  // failing with ENOTSOCK.
+  bool socket = false;
 };
 
 // The awaiter part every operation shares (userspace/io/op.cpp).

@@ -61,13 +61,14 @@ struct Options {
   // Only if that cannot finish without waiting for a device (EAGAIN), or
   // fails, does the read go to the ring. false: every read on the ring.
   bool io_read_first = true;
-  // A receive (recv, recv_owned, recvmsg) whose bytes have already
-  // arrived completes behind the completions already waiting for its
-  // worker, not ahead of them: its SQE asks the kernel to poll first
+  // A receive on an io::Socket (recv, recv_owned) whose bytes have
+  // already arrived completes behind the completions already waiting for
+  // its worker, not ahead of them: its SQE asks the kernel to poll first
   // (IORING_RECVSEND_POLL_FIRST). So connections are served in the order
   // their bytes arrived, and a server's busiest connections do not keep
   // the others waiting (docs/design/io.md, "Receives wait their turn").
-  // false: the kernel tries such a receive at once, while submitting.
+  // Not for receives with MSG_DONTWAIT, nor on raw descriptors. false:
+  // the kernel tries such a receive at once, while submitting.
   bool io_recv_poll_first = true;
   // The pool each worker's ring keeps for io::recv_owned (receives that
   // hold no memory while they wait; the kernel picks a buffer when bytes

@@ -113,12 +113,13 @@ class PARKWAY_API TaskGroup {
   // Returns once every spawned task that started has finished (those a
   // cancellation skipped never start). Rethrows the first exception a task
   // threw; returns normally after cancel() if no task threw. Either way the
-  // group is no longer cancelled afterwards, and can be reused. Called
-  // from one of the group's own tasks (or from a task of a group made
-  // below one, while that task runs), it throws std::logic_error once it
-  // would have to block: the caller counts among the tasks it waits for,
-  // so the wait would never end. The destructor waits the same way, and
-  // must not run inside one of the group's tasks.
+  // group is no longer cancelled afterwards, and can be reused. Not from
+  // inside one of the group's own tasks: the caller counts among the
+  // tasks it waits for, so the wait would never end. Called from one
+  // (or from a coroutine one of them spawned), it throws
+  // std::logic_error once it would have to block; from deeper down (a
+  // task of a group made inside one) it is not detected and never
+  // returns. The destructor waits the same way.
   void wait() {
     join_impl<true>();
     if (__builtin_expect(error_.load(std::memory_order_acquire) != nullptr, 0)) rethrow_exception();

@@ -114,6 +114,7 @@ struct OpState {
   int owned_fd = -1;
   std::uint32_t owned_len = 0;  // the caller's max: the block's size; 0: not such a receive
   std::uint32_t owned_flags = 0;
+  bool recv_polls_first = false;  // a receive whose SQE polls first (IoRing::queue_behind); an owned one goes in again so
   union {
     OpState* again_next = nullptr;  // an owned receive: the ring's list of those waiting for pool buffers
     void* guard_of;                 // a taker's guard (AcceptStream::next with options): its queue

@@ -3,6 +3,7 @@
 
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -242,7 +243,8 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
       return rc;
     }
   }
-  if (a.opcode == IORING_OP_RECV || a.opcode == IORING_OP_RECVMSG) queue_behind(sqe);
+  st->recv_polls_first = a.socket && (a.opcode == IORING_OP_RECV || a.opcode == IORING_OP_RECVMSG) &&
+                     (a.op_flags & MSG_DONTWAIT) == 0 && queue_behind(sqe);
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
   urgent_ |= peer_waits_for(a.opcode);
   st->ring = this;
@@ -523,15 +525,19 @@ void IoRing::complete(OpState* st) noexcept {
   unref(st);               // the kernel's reference
 }
 
-// A receive waits its turn behind the completions already waiting for
-// this worker (io.md, "Receives wait their turn"). Without the flag, a
-// receive whose bytes have already arrived completes while its SQE is
-// submitted, and its CQE goes ahead of the deferred completions of
-// receives that were waiting before it; with it, the kernel arms the
-// poll first, finds the bytes there and queues the completion behind
-// theirs. Not with io_recv_poll_first = false.
-void IoRing::queue_behind(io_uring_sqe* sqe) const noexcept {
+// A receive on a socket waits its turn behind the completions already
+// waiting for this worker (io.md, "Receives wait their turn"). Without
+// the flag, a receive whose bytes have already arrived completes while
+// its SQE is submitted, and its CQE goes ahead of the deferred
+// completions of receives that were waiting before it; with it, the
+// kernel arms the poll first, finds the bytes there and queues the
+// completion behind theirs. Not with io_recv_poll_first = false; the
+// caller leaves out receives with MSG_DONTWAIT (which would fail with
+// EAGAIN before looking at the socket) and those on a descriptor not
+// known to be a socket. Returns whether it set the flag.
+bool IoRing::queue_behind(io_uring_sqe* sqe) const noexcept {
   if (recv_poll_first_) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+  return recv_poll_first_;
 }
 
 // st's owned receive, into whichever pool buffer the kernel picks.
@@ -594,9 +600,10 @@ void IoRing::submit_receives_held() noexcept {
   }
 }
 
-// The pool was empty when the kernel issued the receive (it takes a
-// buffer before it looks at the socket, so an idle socket's receive
-// fails so too): completions not yet reaped hold the buffers. Once the
+// The pool was empty when the kernel tried the receive (it takes a
+// buffer as it tries the socket: at once, or when bytes arrive for a
+// receive that polls first): completions not yet reaped hold the
+// buffers. Once the
 // reaps have drained the CQ, each of which gave its buffer back, the
 // receive goes in again (submit_receives_held), under the same
 // user_data, still counted in flight and in the deadline heap. Its
@@ -616,7 +623,7 @@ int IoRing::submit_owned_recv_again(OpState* st) noexcept {
   if (!sqe) return -EBUSY;
   w_.count_io_recv_pool_empty();
   prep_pool_recv(sqe, st);
-  queue_behind(sqe);
+  if (st->recv_polls_first) queue_behind(sqe);
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
   ++submitted_;
   return kNotYet;

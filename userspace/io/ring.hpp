@@ -131,6 +131,8 @@ class IoRing {
   // How often [F1] found the kernel's TASKRUN flag set with no work behind
   // it and cleared it. The test sets the flag to make that state at will.
   std::uint64_t stale_taskrun_hints() const noexcept { return stale_taskrun_hints_; }
+  // Set up with DEFER_TASKRUN: completions wait for the owner's entry.
+  bool defers_taskrun() const noexcept { return defer_taskrun_; }
   void raise_taskrun_flag_for_test() noexcept {
     __atomic_fetch_or(ring_.sq.kflags, unsigned(IORING_SQ_TASKRUN), __ATOMIC_SEQ_CST);
   }
@@ -162,7 +164,8 @@ class IoRing {
   // it again then. Returns the result to complete st with, or kNotYet.
   int prep_owned_recv(io_uring_sqe* sqe, OpState* st) noexcept;
   static void prep_pool_recv(io_uring_sqe* sqe, const OpState* st) noexcept;
-  void queue_behind(io_uring_sqe* sqe) const noexcept;
+  bool queue_behind(io_uring_sqe* sqe) const noexcept;
+
   static constexpr int kNotYet = -0x7fffffff;
   int settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcept;
   int submit_owned_recv_again(OpState* st) noexcept;

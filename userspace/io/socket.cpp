@@ -194,7 +194,9 @@ Task<Result<Socket>> Socket::connect(Address a, OpOptions o) {
 }
 
 SizeOp Socket::recv(std::span<std::byte> buf, OpOptions o, int flags) {
-  return SizeOp(detail::recv_args(checked("recv"), buf, flags), o, scope());
+  OpArgs a = detail::recv_args(checked("recv"), buf, flags);
+  a.socket = true;
+  return SizeOp(a, o, scope());
 }
 
 detail::PollOp Socket::poll(unsigned events, OpOptions o) {
@@ -202,7 +204,9 @@ detail::PollOp Socket::poll(unsigned events, OpOptions o) {
 }
 
 OwnedRecvOp Socket::recv_owned(std::size_t max, OpOptions o, int flags) {
-  return OwnedRecvOp(detail::recv_owned_args(checked("recv"), max, flags), o, scope());
+  OpArgs a = detail::recv_owned_args(checked("recv"), max, flags);
+  a.socket = true;
+  return OwnedRecvOp(a, o, scope());
 }
 
 SizeOp Socket::send(std::span<const std::byte> buf, OpOptions o, int flags) {
