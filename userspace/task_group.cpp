@@ -160,8 +160,6 @@ bool TaskGroup::wait_check(void* p) noexcept {
   return false;
 }
 
-// Called by join() once the calling worker's own deque is empty (or on a
-// thread outside any pool).
 // On a worker, the running task's group is this one: the caller is one
 // of its tasks (or a coroutine that one of them spawned). Only the
 // direct group: a group's parent_ may be gone once it has been waited
@@ -171,10 +169,12 @@ bool TaskGroup::wait_check(void* p) noexcept {
 void TaskGroup::refuse_own_task() const {
   if (detail::tls_group == this && detail::Worker::current() != nullptr)
     throw std::logic_error(
-          "parkway::TaskGroup::wait: called from inside one of the group's own tasks; it would wait for "
-          "its caller and never return (wait for the group from the code that spawned into it)");
+        "parkway::TaskGroup::wait: called from inside one of the group's own tasks; it would wait for "
+        "its caller and never return (wait for the group from the code that spawned into it)");
 }
 
+// Called by join() once the calling worker's own deque is empty (or on a
+// thread outside any pool).
 void TaskGroup::wait_slow() noexcept {
   using namespace detail;
   Worker* me = Worker::current();

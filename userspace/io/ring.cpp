@@ -244,7 +244,7 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
     }
   }
   st->recv_polls_first = a.socket && (a.opcode == IORING_OP_RECV || a.opcode == IORING_OP_RECVMSG) &&
-                     (a.op_flags & MSG_DONTWAIT) == 0 && queue_behind(sqe);
+                         (a.op_flags & MSG_DONTWAIT) == 0 && queue_behind(sqe);
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
   urgent_ |= peer_waits_for(a.opcode);
   st->ring = this;
@@ -603,9 +603,8 @@ void IoRing::submit_receives_held() noexcept {
 // The pool was empty when the kernel tried the receive (it takes a
 // buffer as it tries the socket: at once, or when bytes arrive for a
 // receive that polls first): completions not yet reaped hold the
-// buffers. Once the
-// reaps have drained the CQ, each of which gave its buffer back, the
-// receive goes in again (submit_receives_held), under the same
+// buffers. Once the reaps have drained the CQ, each of which gave its
+// buffer back, the receive goes in again (submit_receives_held), under the same
 // user_data, still counted in flight and in the deadline heap. Its
 // descriptor is still open: a Socket's close waits for the
 // operations in its scope (close_scope), and a raw descriptor must stay

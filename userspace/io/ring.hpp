@@ -165,7 +165,6 @@ class IoRing {
   int prep_owned_recv(io_uring_sqe* sqe, OpState* st) noexcept;
   static void prep_pool_recv(io_uring_sqe* sqe, const OpState* st) noexcept;
   bool queue_behind(io_uring_sqe* sqe) const noexcept;
-
   static constexpr int kNotYet = -0x7fffffff;
   int settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcept;
   int submit_owned_recv_again(OpState* st) noexcept;
