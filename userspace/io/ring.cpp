@@ -243,8 +243,9 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
       return rc;
     }
   }
-  st->recv_polls_first = a.socket && (a.opcode == IORING_OP_RECV || a.opcode == IORING_OP_RECVMSG) &&
-                         (a.op_flags & MSG_DONTWAIT) == 0 && queue_behind(sqe);
+  st->recv_polls_first = recv_poll_first_ && a.socket && (a.opcode == IORING_OP_RECV || a.opcode == IORING_OP_RECVMSG) &&
+                         (a.op_flags & MSG_DONTWAIT) == 0;
+  if (st->recv_polls_first) queue_behind(sqe);
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
   urgent_ |= peer_waits_for(a.opcode);
   st->ring = this;
@@ -531,14 +532,11 @@ void IoRing::complete(OpState* st) noexcept {
 // its SQE is submitted, and its CQE goes ahead of the deferred
 // completions of receives that were waiting before it; with it, the
 // kernel arms the poll first, finds the bytes there and queues the
-// completion behind theirs. Not with io_recv_poll_first = false; the
-// caller leaves out receives with MSG_DONTWAIT (which would fail with
-// EAGAIN before looking at the socket) and those on a descriptor not
-// known to be a socket. Returns whether it set the flag.
-bool IoRing::queue_behind(io_uring_sqe* sqe) const noexcept {
-  if (recv_poll_first_) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
-  return recv_poll_first_;
-}
+// completion behind theirs. submit() decides (OpState::recv_polls_first):
+// not with io_recv_poll_first = false, not with MSG_DONTWAIT (the kernel
+// would fail it with EAGAIN before looking at the socket), not on a
+// descriptor not known to be a socket.
+void IoRing::queue_behind(io_uring_sqe* sqe) noexcept { sqe->ioprio |= IORING_RECVSEND_POLL_FIRST; }
 
 // st's owned receive, into whichever pool buffer the kernel picks.
 void IoRing::prep_pool_recv(io_uring_sqe* sqe, const OpState* st) noexcept {
@@ -604,8 +602,8 @@ void IoRing::submit_receives_held() noexcept {
 // buffer as it tries the socket: at once, or when bytes arrive for a
 // receive that polls first): completions not yet reaped hold the
 // buffers. Once the reaps have drained the CQ, each of which gave its
-// buffer back, the receive goes in again (submit_receives_held), under the same
-// user_data, still counted in flight and in the deadline heap. Its
+// buffer back, the receive goes in again (submit_receives_held), under
+// the same user_data, still counted in flight and in the deadline heap. Its
 // descriptor is still open: a Socket's close waits for the
 // operations in its scope (close_scope), and a raw descriptor must stay
 // open until its co_await returns. A cancel already on its way would

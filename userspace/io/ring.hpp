@@ -164,7 +164,7 @@ class IoRing {
   // it again then. Returns the result to complete st with, or kNotYet.
   int prep_owned_recv(io_uring_sqe* sqe, OpState* st) noexcept;
   static void prep_pool_recv(io_uring_sqe* sqe, const OpState* st) noexcept;
-  bool queue_behind(io_uring_sqe* sqe) const noexcept;
+  static void queue_behind(io_uring_sqe* sqe) noexcept;
   static constexpr int kNotYet = -0x7fffffff;
   int settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcept;
   int submit_owned_recv_again(OpState* st) noexcept;
