@@ -353,14 +353,17 @@ Task<bool> Connection::serve_until_idle() {
     if (!sent) co_return false;
     skip_empty_lines();
     if (begin_ == end_) co_return true;
-    // The rest of a head.
+    // The rest of a head. Whether it is a HEAD's is read first: the
+    // parser's views point into the buffer, which read_more moves (or
+    // frees, when it grows it) before it waits.
+    const bool is_head = parser().method() == "HEAD";
     const bool more = co_await read_more({.deadline = head_deadline_, .cancel = &st_.abort});
     if (!more) {
       // Slow or stalled head: say so, then close (a client that closed
       // mid-head hears nothing).
       if (peer_closed_) co_return false;
       // A HEAD's answer has no content, errors' included (RFC 9110 9.3.2)
-      append_answer(simple_response(408, parser().method() == "HEAD"), /*last=*/true);
+      append_answer(simple_response(408, is_head), /*last=*/true);
       co_await flush(/*last=*/true);
       linger_ = true;
       co_return false;
