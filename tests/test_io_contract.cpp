@@ -258,8 +258,8 @@ TEST(IoContract, ASocketClosedBetweenStepsOfSendFileIsACancel) {
 }
 
 // The copy path of send_file reads the file (here a pipe: the read waits
-// for its writer) on the ring. A close of the Socket during the read
-// ends the call at its next step; a close of the File cancels the read.
+// for its writer) on the ring. A close of either the Socket or the File
+// during the read cancels it.
 TEST(IoContract, ACloseDuringSendFilesReadIsACancel) {
   pwtest::Watchdog wd("IoContract.ACloseDuringSendFilesReadIsACancel", 60);
   struct IgnoreSigpipe {
@@ -304,10 +304,53 @@ TEST(IoContract, ACloseDuringSendFilesReadIsACancel) {
     };
     const std::string e = parkway::sync_wait(rt, t(&p.out, &in, pipe_fds[1], close_socket));
     ::close(pipe_fds[1]);
-    if (close_socket)
-      EXPECT_TRUE(e == "send: Operation canceled" || e == "send_file: Operation canceled") << e;
-    else
-      EXPECT_EQ(e, "read: Operation canceled");
+    EXPECT_EQ(e, "read: Operation canceled");
+  }
+}
+
+// A close of the File ends the call while it waits for room in the
+// socket too, a step that is not the File's: a cached file sent by
+// sendfile (a poll for room), a pipe's bytes read into the copy path's
+// buffer (send_all's send). Each wait has a 5 s timeout: without the
+// close reaching the step, the call ends with ETIMEDOUT instead.
+TEST(IoContract, AFileClosedWhileSendFileWaitsForRoomEndsIt) {
+  pwtest::Watchdog wd("IoContract.AFileClosedWhileSendFileWaitsForRoomEndsIt", 60);
+  constexpr std::size_t kSize = 4 << 20;
+  TempFile tf(kSize);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  for (bool from_pipe : {false, true}) {
+    SCOPED_TRACE(from_pipe ? "a pipe's bytes" : "a cached file");
+    TcpPair p(rt);  // nobody reads p.in: its 64 KiB buffers fill up
+    int pipe_fds[2] = {-1, -1};
+    io::File f;
+    if (from_pipe) {
+      ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+      f = io::File(pipe_fds[0]);
+      // More than the socket takes: the pipe's 1 MiB (its size is raised).
+      ASSERT_GE(::fcntl(pipe_fds[1], F_SETPIPE_SZ, 1 << 20), 1 << 20);
+      std::vector<char> bytes(1 << 20, 'x');
+      ASSERT_EQ(::write(pipe_fds[1], bytes.data(), bytes.size()), ssize_t(bytes.size()));
+    } else {
+      f = io::File(::open(tf.path.c_str(), O_RDONLY | O_CLOEXEC));
+    }
+    ASSERT_TRUE(f.is_open());
+    auto t = [](io::Socket* s, io::File* f) -> Task<std::pair<std::string, double>> {
+      auto sending = [](io::Socket* s, const io::File* f) -> Task<std::pair<std::string, double>> {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto r = co_await s->send_file(*f, 0, kSize, {.timeout = 5s});
+        co_return std::pair{describe(r, kSize),
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+      };
+      auto sender = parkway::spawn(sending(s, f));
+      (void)co_await io::sleep_for(100ms);  // the call waits for room in the socket
+      f->close();
+      co_return co_await std::move(sender);
+    };
+    const auto [e, seconds] = parkway::sync_wait(rt, t(&p.out, &f));
+    if (pipe_fds[1] >= 0) ::close(pipe_fds[1]);  // pipe_fds[0] is f's
+    // The sendfile path waits with a poll, the copy path with send_all's steps.
+    EXPECT_TRUE(e == "poll: Operation canceled" || e == "send: Operation canceled") << e;
+    EXPECT_LT(seconds, 2.5) << e;
   }
 }
 

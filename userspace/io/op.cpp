@@ -106,6 +106,7 @@ void cancel_members(OpScope* s) noexcept {
     st = next;
   }
   for (StreamLink* l = s->streams; l; l = l->next) post_once(l->req);
+  for (ScopeFollower* f = s->followers; f; f = f->next) cancel_scope(f->follower);
 }
 }  // namespace
 
@@ -122,6 +123,30 @@ void close_scope(OpScope* s, int fd) noexcept {
   if (!now) s->close_fd = fd;
   s->unlock();
   if (now && fd >= 0) ::close(fd);
+}
+
+bool follow_scope(OpScope* leader, ScopeFollower& f) noexcept {
+  leader->lock();
+  const bool ok = !leader->cancelled.load(std::memory_order_relaxed);
+  if (ok) {
+    f.next = leader->followers;
+    if (f.next) f.next->pprev = &f.next;
+    f.pprev = &leader->followers;
+    leader->followers = &f;
+  }
+  leader->unlock();
+  return ok;
+}
+
+void unfollow_scope(OpScope* leader, ScopeFollower& f) noexcept {
+  leader->lock();
+  if (f.pprev) {
+    *f.pprev = f.next;
+    if (f.next) f.next->pprev = f.pprev;
+    f.next = nullptr;
+    f.pprev = nullptr;
+  }
+  leader->unlock();
 }
 
 DescriptorPin::DescriptorPin(OpScope* s) noexcept : s_(s), ok_(true) {

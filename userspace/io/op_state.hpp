@@ -70,6 +70,18 @@ struct StreamLink {
 // Posts req to its ring unless it was posted already (retain first).
 void post_once(CancelRequest* req) noexcept;
 
+// A scope that a cancel of another scope (its leader) cancels too: a call
+// of many steps on two descriptors (send_file) puts its steps in a
+// CancelSource of its own that follows both descriptors' scopes and the
+// caller's CancelSource, so that a close of either, or the cancel, ends
+// the step in flight whichever descriptor it waits on. In the leader's
+// list (OpScope::followers), under its lock; cancel_members walks it.
+struct ScopeFollower {
+  OpScope* follower = nullptr;
+  ScopeFollower* next = nullptr;
+  ScopeFollower** pprev = nullptr;  // null: not in a list
+};
+
 // Membership of an operation in a scope (a Descriptor's, a CancelSource's).
 struct ScopeLink {
   OpScope* scope = nullptr;
@@ -168,6 +180,7 @@ struct OpScope {
   std::atomic<bool> lock_{false};
   OpState* head = nullptr;
   StreamLink* streams = nullptr;  // a Listener's armed multishot accepts, to cancel (accept_stream.cpp)
+  ScopeFollower* followers = nullptr;  // scopes cancelled with this one (follow_scope)
   std::uint32_t streams_in_kernel = 0;  // those accepts that may still be submitted or in the
                                         // kernel: they name the descriptor too (close_scope)
   const ::parkway::TaskGroup* group = nullptr;  // a group's scope: whose coroutines' operations it holds
@@ -194,6 +207,13 @@ void scope_remove(OpState* st, int slot) noexcept;
 // ENOBUFS, must not find the number closed and given to another file
 // (io.md, "Closing a descriptor").
 void close_scope(OpScope* s, int fd) noexcept;
+// Makes f.follower cancelled whenever `leader` is; false (f not linked)
+// if the leader is cancelled already. Lock order: a leader's lock, then
+// its followers'; a follower leads no scope. unfollow_scope unlinks f
+// (a no-op if it is not linked); both must be called on the same leader,
+// which must live until then.
+bool follow_scope(OpScope* leader, ScopeFollower& f) noexcept;
+void unfollow_scope(OpScope* leader, ScopeFollower& f) noexcept;
 // Under s's lock, once the last operation or the accept stream has left
 // a closed scope: the descriptor to close (after unlocking), or -1.
 inline int take_fd_to_close(OpScope* s) noexcept {

@@ -23,10 +23,12 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "io/op_state.hpp"
 #include "parkway/io.hpp"
@@ -124,18 +126,16 @@ bool is_nonblocking(int fd) noexcept {
 }
 
 // What the loop needs of the socket and the file: their numbers, and for
-// a Socket and a File their scopes, held from the call to the end (so
-// that a close cancels the step in flight and, between steps, ends the
-// call with ECANCELED instead of a use of a closed number). A raw
-// descriptor's scopes are none.
+// a Socket and a File their scopes, held from the call to the end (a
+// step on either is in its own descriptor's scope, so that a close
+// leaves the number open until the step has left; StepCancel makes a
+// close of either end the step and, between steps, the call, with
+// ECANCELED instead of a use of a closed number). A raw descriptor's
+// scopes are none.
 struct Descriptors {
   int sock;
   int file;
   detail::ScopeRef sock_scope, file_scope;
-  bool closed() const noexcept {
-    return (sock_scope && detail::scope_cancelled(sock_scope.get())) ||
-           (file_scope && detail::scope_cancelled(file_scope.get()));
-  }
   detail::PollOp wait_for_room(const OpOptions& o) const {
     return detail::PollOp(detail::poll_args(sock, POLLOUT), o, sock_scope.get());
   }
@@ -146,6 +146,39 @@ struct Descriptors {
     return detail::send_all_steps(sock, detail::ScopeRef(sock_scope.get()), b, o,
                                   detail::ScopeRef(o.cancel ? o.cancel->scope() : nullptr), 0);
   }
+};
+
+// The CancelSource of a call's steps: it follows the caller's
+// CancelSource and the socket's and the file's scopes, so that the
+// caller's cancel or a close of either descriptor ends the step in
+// flight, whichever descriptor it waits on (a wait for room in the
+// socket when the file is closed, a read of the file when the socket
+// is). A leader cancelled already cancels it at once. The leaders live
+// longer: the frame holds their references.
+class StepCancel {
+ public:
+  StepCancel(std::initializer_list<detail::OpScope*> leaders) noexcept {
+    int i = 0;
+    for (detail::OpScope* l : leaders) {
+      links_[i].second.follower = source_.scope();
+      if (l && detail::follow_scope(l, links_[i].second))
+        links_[i].first = l;
+      else if (l)
+        source_.cancel();
+      ++i;
+    }
+  }
+  ~StepCancel() {
+    for (auto& [leader, link] : links_)
+      if (leader) detail::unfollow_scope(leader, link);
+  }
+  StepCancel(const StepCancel&) = delete;
+  StepCancel& operator=(const StepCancel&) = delete;
+  CancelSource* source() noexcept { return &source_; }
+
+ private:
+  CancelSource source_;
+  std::pair<detail::OpScope*, detail::ScopeFollower> links_[3]{};
 };
 
 // `cancel`: o.cancel's scope, taken at the call (io.hpp: the source may
@@ -163,16 +196,18 @@ Task<Result<std::size_t>> send_file_loop(Descriptors d, std::uint64_t offset, st
   // file is longer), as at the end of the file.
   if (offset > std::uint64_t(INT64_MAX)) co_return Error(EINVAL, "send_file");
   count = std::size_t(std::min<std::uint64_t>(count, std::uint64_t(INT64_MAX) - offset));
-  std::optional<CancelSource> held;  // in this frame: each step's OpOptions points at it
+  std::optional<CancelSource> held;  // in this frame: the caller's scope, which `steps` follows
   hold_source(o, held, std::move(cancel));
   if (o.cancel != nullptr && o.cancel->cancelled()) co_return Error(ECANCELED, "send_file");  // came first
   if (detail::time_passed(o)) co_return Error(ETIMEDOUT, "send_file");  // passed already
+  StepCancel steps{o.cancel ? o.cancel->scope() : nullptr, d.sock_scope.get(), d.file_scope.get()};
+  o.cancel = steps.source();  // each step's, from here on
   bool direct = count > 0 && is_nonblocking(d.sock);
   std::unique_ptr<std::byte[]> copy;  // the copy path's buffer, made when first needed
   std::size_t done = 0;
   while (done < count) {
     // A cancel, or a close of the Socket or File, since the last step.
-    if ((o.cancel != nullptr && o.cancel->cancelled()) || d.closed()) co_return Error(ECANCELED, "send_file");
+    if (o.cancel->cancelled()) co_return Error(ECANCELED, "send_file");
     // Time that has passed ends the call before its next step, as it does
     // each step of a send_all (a sendfile step waits on nothing).
     if (detail::time_passed(o)) co_return Error(ETIMEDOUT, "send_file");
