@@ -354,6 +354,30 @@ TEST(IoContract, AFileClosedWhileSendFileWaitsForRoomEndsIt) {
   }
 }
 
+// A Socket's receive with MSG_OOB is tried at once, as the kernel takes
+// it: with no urgent byte there it fails with EINVAL (a receive that
+// polled first would wait for ordinary bytes, here until its timeout);
+// with one, it returns that byte.
+TEST(IoContract, AnUrgentReceiveIsTriedAtOnce) {
+  pwtest::Watchdog wd("IoContract.AnUrgentReceiveIsTriedAtOnce", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  TcpPair p(rt);
+  auto urgent = [](io::Socket* s) -> Task<std::pair<std::string, double>> {
+    const auto t0 = std::chrono::steady_clock::now();
+    char b[4];
+    auto r = co_await s->recv(std::as_writable_bytes(std::span(b)), {.timeout = 5s}, MSG_OOB);
+    co_return std::pair{r ? std::string(b, *r) : r.error().message(),
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+  };
+  const auto [none, none_s] = parkway::sync_wait(rt, urgent(&p.out));
+  EXPECT_EQ(none, "recv: Invalid argument");
+  EXPECT_LT(none_s, 2.5) << "the receive waited";
+  ASSERT_EQ(::send(p.in, "!", 1, MSG_OOB), 1);
+  std::this_thread::sleep_for(20ms);  // the urgent byte has arrived
+  const auto [got, got_s] = parkway::sync_wait(rt, urgent(&p.out));
+  EXPECT_EQ(got, "!");
+}
+
 // ---- Offsets past 2^63 - 1 ----------------------------------------------------
 
 TEST(IoContract, OffsetsPastTwoToThe63AreInvalidNotTheFilePosition) {

@@ -67,7 +67,7 @@ struct Options {
   // (IORING_RECVSEND_POLL_FIRST). So connections are served in the order
   // their bytes arrived, and a server's busiest connections do not keep
   // the others waiting (docs/design/io.md, "Receives wait their turn").
-  // Not for receives with MSG_DONTWAIT, nor on raw descriptors. false:
+  // Not for receives with MSG_DONTWAIT or MSG_OOB, nor on raw descriptors. false:
   // the kernel tries such a receive at once, while submitting.
   bool io_recv_poll_first = true;
   // The pool each worker's ring keeps for io::recv_owned (receives that

@@ -244,7 +244,7 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
     }
   }
   st->recv_polls_first = recv_poll_first_ && a.socket && (a.opcode == IORING_OP_RECV || a.opcode == IORING_OP_RECVMSG) &&
-                         (a.op_flags & MSG_DONTWAIT) == 0;
+                         (a.op_flags & (MSG_DONTWAIT | MSG_OOB)) == 0;
   if (st->recv_polls_first) queue_behind(sqe);
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
   urgent_ |= peer_waits_for(a.opcode);
@@ -534,7 +534,9 @@ void IoRing::complete(OpState* st) noexcept {
 // kernel arms the poll first, finds the bytes there and queues the
 // completion behind theirs. submit() decides (OpState::recv_polls_first):
 // not with io_recv_poll_first = false, not with MSG_DONTWAIT (the kernel
-// would fail it with EAGAIN before looking at the socket), not on a
+// would fail it with EAGAIN before looking at the socket), not with
+// MSG_OOB (the poll waits for ordinary bytes: with no urgent byte the
+// receive would wait for them instead of failing with EINVAL), not on a
 // descriptor not known to be a socket.
 void IoRing::queue_behind(io_uring_sqe* sqe) noexcept { sqe->ioprio |= IORING_RECVSEND_POLL_FIRST; }
 
