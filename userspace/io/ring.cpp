@@ -388,8 +388,13 @@ void IoRing::expire_deadlines() noexcept {
     // reached it (then ETIMEDOUT, in complete), its own result if it
     // finished first (the cancel then finds nothing).
     st->timed_out = true;
+    // The cancel names st by its address: it holds a reference until its
+    // own CQE (kTagCancel releases it), so that a cancel left in the SQ
+    // past st's end (a submission refused while the CQ overflows) finds
+    // no other operation made at that address.
+    st->cancel.retain(&st->cancel);
     io_uring_prep_cancel64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp, 0);
-    io_uring_sqe_set_data64(sqe, kTagInternal);
+    io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(&st->cancel) | kTagCancel);
     ++cancels_;
     urgent_ = true;  // its awaiter waits
   }
