@@ -182,8 +182,8 @@ class StepCancel {
 };
 
 // `cancel`: o.cancel's scope, taken at the call (io.hpp: the source may
-// be destroyed before the call ends); the loop's steps use a
-// CancelSource of its own on it.
+// be destroyed before the call ends); the loop's steps go with
+// StepCancel's source, which follows it.
 Task<Result<std::size_t>> send_file_loop(Descriptors d, std::uint64_t offset, std::size_t count, OpOptions o,
                                          detail::ScopeRef cancel) {
   using ::parkway::detail::Worker;
