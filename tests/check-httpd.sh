@@ -7,7 +7,7 @@
 # small and uncached files (tests/httpd/large_files.py, small_files.py) and wrk
 # (when installed); then a server shut down under load
 # (tests/httpd/shutdown.py), slow readers (tests/httpd/slow_readers.py,
-# about 9 s), and one under `ulimit -n 64` that gets more
+# about 9 s; tests/httpd/slow_pipelining.py, about 12 s), and one under `ulimit -n 64` that gets more
 # connections than it has descriptors (tests/httpd/exhaust.py); then
 # permissions (as nobody), signals (a closed stderr pipe, a second
 # SIGTERM, PARKWAY_TRACE on) and a runtime that cannot start. One line per check, then
@@ -503,6 +503,13 @@ if [ -n "$PORT9" ]; then
   [ "$STOPPED" = 1 ] && PID9=
   sanitizer_clean "--idle-timeout 1 server stderr: no sanitizer report" "$TMP/err9"
 fi
+# Clients that pipeline and read the answers slowly: the next request's
+# head and body timeouts count from the answers' send, and a shutdown
+# with a request unread ends the connection without a reset.
+py_checks "$HERE/httpd/slow_pipelining.py" "$BIN" "$TMP/err-slow"
+for f in "$TMP"/err-slow.*; do
+  sanitizer_clean "slow pipelining server ($(basename "$f")) stderr: no sanitizer report" "$f"
+done
 
 # ---- descriptor exhaustion -------------------------------------------------------------------
 # 150 held connections against a server with 64 descriptors: accept fails

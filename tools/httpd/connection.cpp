@@ -18,9 +18,10 @@
 // handler reads the head where the parser left it, in the buffer that a
 // body read moves. Timeouts are OpOptions on the reads: the head of a
 // request must arrive within header_timeout of its first byte (of the
-// accept, for the first one), its body within body_timeout of the head's
-// end, and a keep-alive connection may wait idle_timeout for the next
-// request. Every read that waits for a request after the first carries
+// accept, for the first one; of the end of the send of the answers
+// before it, for one pipelined behind them), its body within
+// body_timeout of the head's end (or of that send), and a keep-alive
+// connection may wait idle_timeout for the next request. Every read that waits for a request after the first carries
 // the server's `idle` CancelSource, every other operation its `abort`
 // source, which is how shutdown closes idle keep-alive connections at once
 // and the others after a grace period; a request answered once shutdown
@@ -77,14 +78,18 @@ class Connection {
   void start_request(io::Bytes got);
   Task<bool> serve_until_idle();
   Task<void> linger();
+  // Shutdown ended the idle wait while a request was on its way: its
+  // bytes, unread, would make the close a reset that destroys what the
+  // client has yet to read of the answers before (RFC 9112 9.6). True
+  // (and the connection set to linger) if bytes are waiting.
+  bool shut_down_with_bytes_waiting();
 
  private:
   Task<bool> answer_buffered();
   std::string_view buffered() const { return {reinterpret_cast<const char*>(buf_.get()) + begin_, end_ - begin_}; }
   Task<bool> read_more(io::OpOptions o);
   void free_for_idle();
-  // deadline: the send's, instead of idle_timeout per step (a body's).
-  Task<bool> flush(bool last = false, bool more = false, Clock::time_point deadline = {});
+  Task<bool> flush(bool last = false, bool more = false);
   Task<bool> discard_body(Clock::time_point deadline);
   void skip_empty_lines();
   // Batches r's head, with "Connection: close" if it is the connection's
@@ -149,10 +154,9 @@ Task<bool> Connection::read_more(io::OpOptions o) {
 // last flush (`last`): once the grace period of a shutdown is over every
 // operation carrying `abort` fails at once, so the last answer (a 503 for
 // a computation that stopped) goes out with a short timeout of its own.
-Task<bool> Connection::flush(bool last, bool more, Clock::time_point deadline) {
+Task<bool> Connection::flush(bool last, bool more) {
   if (out_.empty()) co_return true;
   io::OpOptions o{.timeout = st_.config.idle_timeout, .cancel = &st_.abort};
-  if (deadline != Clock::time_point{}) o = {.deadline = deadline, .cancel = &st_.abort};
   if (last && st_.abort.cancelled()) o = {.timeout = std::chrono::milliseconds(500)};
   auto r = co_await sock_.send_all({reinterpret_cast<const std::byte*>(out_.data()), out_.size()}, o,
                                    more ? MSG_NOSIGNAL | MSG_MORE : MSG_NOSIGNAL);
@@ -188,10 +192,16 @@ Task<bool> Connection::discard_body(Clock::time_point deadline) {
     }
     // The answers before this request go out before the wait: a client
     // that sends the rest of a body later would otherwise hold them back
-    // (and, request after request, grow them without bound). Within the
-    // body's deadline: a client that reads nothing is closed by then.
-    const bool sent = co_await flush(/*last=*/false, /*more=*/false, deadline);
-    if (!sent) co_return false;
+    // (and, request after request, grow them without bound). Their send
+    // waits as any answer's does (idle_timeout without progress), and the
+    // body's deadline then counts from its end: the time a slow reader
+    // took to take them is not its body's.
+    if (!out_.empty()) {
+      const bool sent = co_await flush();
+      if (!sent) co_return false;
+      deadline = std::max(deadline, Clock::now() + st_.config.body_timeout);
+      o.deadline = deadline;
+    }
     const bool more = co_await read_more(o);
     if (!more) {
       if (Clock::now() >= deadline) error_status_ = 408;  // too slow: say so before closing
@@ -349,10 +359,15 @@ Task<bool> Connection::serve_until_idle() {
   for (;;) {
     const bool answered = co_await answer_buffered();
     if (!answered) co_return false;
+    const bool had_answers = !out_.empty();
     const bool sent = co_await flush();
     if (!sent) co_return false;
     skip_empty_lines();
     if (begin_ == end_) co_return true;
+    // A head begun behind answers has its header_timeout from the end of
+    // their send: the time a slow reader took to take them is not its
+    // head's (its rest may be waiting in the socket, unread by us).
+    if (had_answers) head_deadline_ = std::max(head_deadline_, Clock::now() + st_.config.header_timeout);
     // The rest of a head. Whether it is a HEAD's is read first: the
     // parser's views point into the buffer, which read_more moves (or
     // frees, when it grows it) before it waits.
@@ -363,6 +378,7 @@ Task<bool> Connection::serve_until_idle() {
       // mid-head hears nothing).
       if (peer_closed_) co_return false;
       // A HEAD's answer has no content, errors' included (RFC 9110 9.3.2)
+      log("-", 408);
       append_answer(simple_response(408, is_head), /*last=*/true);
       co_await flush(/*last=*/true);
       linger_ = true;
@@ -390,10 +406,12 @@ void Connection::skip_empty_lines() {
 // before the client has read it. So after an error answer, or a
 // `Connection: close` one with requests pipelined behind it, the server
 // half-closes and reads (and drops) what the client still sends, until
-// its EOF, kLingerTime or kLingerBytes, then closes. Not once shutdown
-// has begun, and not after the client has closed.
+// its EOF, kLingerTime or kLingerBytes, then closes; also once shutdown
+// has begun (an answer sent within the grace period must reach its
+// client), but no longer than the grace period. Not after the client has
+// closed.
 Task<void> Connection::linger() {
-  if (!linger_ || peer_closed_ || st_.idle.cancelled()) co_return;
+  if (!linger_ || peer_closed_) co_return;
   free_for_idle();
   if (!wr_shut_) (void)co_await sock_.shutdown(SHUT_WR);
   const io::OpOptions o{.deadline = Clock::now() + kLingerTime, .cancel = &st_.abort};
@@ -402,6 +420,14 @@ Task<void> Connection::linger() {
     if (!got || got->empty()) co_return;
     dropped += got->size();
   }
+}
+
+bool Connection::shut_down_with_bytes_waiting() {
+  if (!st_.idle.cancelled()) return false;
+  char b;
+  if (::recv(sock_.fd(), &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) return false;
+  linger_ = true;
+  return true;
 }
 
 io::OpOptions Connection::start_idle_wait() {
@@ -445,7 +471,10 @@ Task<void> serve_connection(io::Socket s, ServerState& state) {
       // Idle: the connection holds this frame, its receive's state and no
       // buffer (an owned receive takes its block when bytes arrive).
       auto got = co_await c.socket().recv_owned(kSmallBuffer, c.start_idle_wait());
-      if (!got || got->empty()) break;  // closed, reset, timed out or shut down
+      if (!got || got->empty()) {  // closed, reset, timed out or shut down
+        if (!got && c.shut_down_with_bytes_waiting()) co_await c.linger();
+        break;
+      }
       c.start_request(std::move(*got));
       const bool open = co_await c.serve_until_idle();
       if (!open) {

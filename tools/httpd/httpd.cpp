@@ -45,7 +45,8 @@ const char kUsage[] =
     "  --bind ADDR         address to listen on (default 127.0.0.1)\n"
     "  --root DIR          serve the files under DIR (none by default)\n"
     "  --workers N         worker threads (default: one per CPU)\n"
-    "  --access-log        log each response on stderr\n"
+    "  --access-log        log each response on stderr (written as it happens: a\n"
+    "                      reader that stops reading stops the server)\n"
     "  --header-timeout S  seconds a request head may take to arrive (default 10)\n"
     "  --body-timeout S    seconds a request body may take to arrive after its head\n"
     "                      (default 10)\n"
@@ -161,7 +162,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     auto value = [&]() -> const char* {
-      if (i + 1 >= argc) usage_error("an option is missing its value");
+      if (i + 1 >= argc) usage_error((std::string(a) + ": missing its value").c_str());
       return argv[++i];
     };
     if (a == "--help" || a == "-h") {

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+# slow_pipelining.py BINARY STDERR_PREFIX -- clients that pipeline and read
+# their answers slowly, against parkway-httpd servers this script starts
+# on 127.0.0.1 (2 workers, files under a temporary root). Prints PASS/FAIL:
+#   - --header-timeout 1: 20 requests for an 8 KiB file and the start of
+#     a 21st head in one write, the rest of that head 0.2 s later, answers
+#     read at 40 KB/s through a 4 KiB receive buffer: 21 answers. The
+#     head's clock runs from the end of the answers' send before it, not
+#     from their making (a 408 with the head's rest unread, before);
+#   - --body-timeout 1: the same 20, then a POST whose 5-byte body comes
+#     0.2 s after its head: 20 answers and the POST's 405, whole (the
+#     body's clock ran out while the answers went out, and the connection
+#     was reset, before);
+#   - --access-log: a head that stalls gets a 408, and the log has its line;
+#   - --shutdown-timeout 10: SIGTERM while a 4 MB file goes to a client
+#     reading at 2 MB/s that pipelined one more request: the file arrives
+#     whole and the connection ends with EOF, not a reset (the close with
+#     the request unread reset it, and the end of the file was lost).
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from verdict import check
+
+BIN, ERR = sys.argv[1], sys.argv[2]
+ROOT = tempfile.mkdtemp(prefix="parkway-httpd-slow-")
+atexit.register(shutil.rmtree, ROOT, True)
+EIGHT_K = b"8" * 8192
+BIG = os.urandom(4_000_000)
+with open(os.path.join(ROOT, "8k"), "wb") as f:
+    f.write(EIGHT_K)
+with open(os.path.join(ROOT, "big.bin"), "wb") as f:
+    f.write(BIG)
+
+
+def start(args, err):
+    p = subprocess.Popen([BIN, "--port", "0", "--workers", "2", "--root", ROOT] + args,
+                         stdout=subprocess.PIPE, stderr=open(err, "w"), text=True)
+    line = p.stdout.readline()
+    return p, int(line.split("127.0.0.1:")[1].split()[0])
+
+
+def stop(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+    try:
+        return p.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return p.wait()
+
+
+def answers(data):
+    """[(status, whole)] of the answers in data, in order."""
+    out = []
+    while data:
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        if not sep:
+            out.append(("partial head", False))
+            break
+        lines = head.split(b"\r\n")
+        status = lines[0].split(b" ")[1].decode()
+        n = 0
+        for line in lines[1:]:
+            k, _, v = line.partition(b":")
+            if k.strip().lower() == b"content-length":
+                n = int(v)
+        out.append((status, len(rest) >= n))
+        data = rest[n:]
+    return out
+
+
+def slow_read(s, rate, limit):
+    """Reads at about `rate` bytes a second until EOF, a reset or `limit`
+    seconds: (bytes, "eof" | "reset" | "limit")."""
+    got, t0 = b"", time.time()
+    s.settimeout(0.5)
+    while time.time() - t0 < limit:
+        try:
+            b = s.recv(4096)
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            return got, "reset"
+        if not b:
+            return got, "eof"
+        got += b
+        time.sleep(len(b) / rate)
+    return got, "limit"
+
+
+def pipeline_then(port, tail, rest):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"GET /8k HTTP/1.1\r\nHost: t\r\n\r\n" * 20 + tail)
+    time.sleep(0.2)
+    s.sendall(rest)
+    got, how = slow_read(s, 40_000, 20)
+    s.close()
+    return answers(got), how
+
+
+def head_after_answers():
+    p, port = start(["--header-timeout", "1"], ERR + ".head")
+    try:
+        a, how = pipeline_then(port, b"GET /8k HTTP/1.1\r\nHo", b"st: t\r\nConnection: close\r\n\r\n")
+    finally:
+        stop(p)
+    ok = len(a) == 21 and all(st == "200" and whole for st, whole in a)
+    return ok, "got %s, then %s" % ([st for st, _ in a], how)
+
+
+def body_after_answers():
+    p, port = start(["--body-timeout", "1"], ERR + ".body")
+    try:
+        a, how = pipeline_then(
+            port, b"POST /8k HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nConnection: close\r\n\r\n", b"hello")
+    finally:
+        stop(p)
+    ok = len(a) == 21 and all(st == "200" and whole for st, whole in a[:20]) and a[20] == ("405", True)
+    return ok, "got %s, then %s" % ([st for st, _ in a], how)
+
+
+def head_timeout_logged():
+    err = ERR + ".log"
+    p, port = start(["--header-timeout", "1", "--access-log"], err)
+    try:
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"GET /8k HTTP/1.1\r\nHost: t\r\n")
+        got, how = slow_read(s, 10_000_000, 5)
+        s.close()
+    finally:
+        stop(p)
+    log = [line for line in open(err).read().splitlines() if '"-" 408' in line]
+    return got.startswith(b"HTTP/1.1 408 ") and len(log) == 1, "answer %r, log lines %s" % (got[:20], log)
+
+
+def shutdown_with_a_request_waiting():
+    p, port = start(["--shutdown-timeout", "10"], ERR + ".shutdown")
+    try:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        got, t0, how = b"", time.time(), "limit"
+        s.settimeout(0.5)
+        sent = termed = False
+        while time.time() - t0 < 20:
+            if not sent and time.time() - t0 > 0.3:
+                s.sendall(b"GET /8k HTTP/1.1\r\nHost: t\r\n\r\n")
+                sent = True
+            if not termed and time.time() - t0 > 0.5:
+                p.send_signal(signal.SIGTERM)
+                termed = True
+            try:
+                b = s.recv(65536)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                how = "reset"
+                break
+            if not b:
+                how = "eof"
+                break
+            got += b
+            time.sleep(len(b) / 2_000_000)
+        s.close()
+        rc = p.wait(timeout=15)
+    finally:
+        stop(p)
+    _, _, body = got.partition(b"\r\n\r\n")
+    ok = body[:len(BIG)] == BIG and how == "eof" and rc == 0
+    return ok, "%d of %d body bytes, then %s, exit %s" % (min(len(body), len(BIG)), len(BIG), how, rc)
+
+
+check("pipelined answers read slowly: the next head's timeout counts from their send", head_after_answers)
+check("pipelined answers read slowly: the next body's timeout counts from their send", body_after_answers)
+check("a head timeout's 408 is in the access log", head_timeout_logged)
+check("SIGTERM with a pipelined request unread: the answer in hand arrives whole, then EOF",
+      shutdown_with_a_request_waiting)
