@@ -644,6 +644,19 @@ if [ -n "$SPORT" ]; then
   [ "$STOPPED" = 1 ] || kill -KILL "$PID6" 2>/dev/null; PID6=
 fi
 
+# Bad arguments: status 2 and a first line that names the option.
+bad_args() {
+  local want=$1; shift
+  "$BIN" "$@" >/dev/null 2>"$TMP/args"
+  local rc=$?
+  check "parkway-httpd $* -> status 2, \"$want\" (got $rc, \"$(head -n1 "$TMP/args")\")" \
+    bash -c '[ "$1" = 2 ] && [ "$(head -n1 "$2")" = "$3" ]' _ "$rc" "$TMP/args" "$want"
+}
+bad_args "parkway-httpd: --port: expected 0..65535" --port 70000
+bad_args "parkway-httpd: --root: missing its value" --port 0 --root
+bad_args "parkway-httpd: unknown option --bogus" --port 0 --bogus
+bad_args "parkway-httpd: --port is required" --root /
+
 # A runtime that cannot start its threads (4096 workers in 1 GB of
 # address space) is an error message and status 1, not an abort.
 if [ "$SAN" = 1 ]; then
