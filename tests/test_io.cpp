@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -937,6 +938,57 @@ TEST(Io, ShutdownCancelsOperationsInFlight) {
     ASSERT_TRUE(eventually([&] { return rt.stats().total.io_ops >= 51; }));
   }
   EXPECT_EQ(cancelled.load(), 51);
+}
+
+namespace {
+// After shutdown has cancelled its receive: a send with room, a receive
+// whose bytes are there and an accept whose connection is queued. Each
+// result: the count, or -errno.
+Task<void> after_the_cancel(int idle, int tx, int rx, io::Listener* l, std::array<std::atomic<int>, 4>* out) {
+  std::byte b[16];
+  auto r = co_await io::recv(idle, b);  // nothing comes: the shutdown cancels it
+  (*out)[0] = r ? int(*r) : -r.error().value();
+  static const char msg[] = "hello";
+  auto s = co_await io::send(tx, std::as_bytes(std::span(msg, 5)));
+  (*out)[1] = s ? int(*s) : -s.error().value();
+  auto q = co_await io::recv(rx, b);
+  (*out)[2] = q ? int(*q) : -q.error().value();
+  io::AcceptStream st = l->stream();
+  auto c = co_await st.next();
+  (*out)[3] = c ? 1 : -c.error().value();
+}
+}  // namespace
+
+// Once shutdown has cancelled a worker's operations, one begun there
+// after is cancelled too, even one the kernel could do at once: before,
+// the send went out, the receive and the accept returned what was there.
+TEST(Io, AnOperationBegunAfterTheShutdownsCancelIsCancelled) {
+  pwtest::Watchdog wd("Io.AnOperationBegunAfterTheShutdownsCancelIsCancelled", 60);
+  for (bool send_first : {true, false}) {
+    SCOPED_TRACE(send_first ? "io_send_first" : "sends on the ring");
+    Pair idle, tx, rx;
+    ASSERT_EQ(::write(rx.b, "data", 4), 4);
+    auto l = io::Listener::bind(io::Address::loopback(0));
+    ASSERT_TRUE(l);
+    const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const io::Address to = l->local_address();
+    ASSERT_EQ(::connect(client, to.get(), to.size()), 0);  // queued in the backlog
+    std::array<std::atomic<int>, 4> out;
+    for (auto& o : out) o = 999;
+    {
+      parkway::Runtime rt(parkway::Options{.workers = 1, .io_send_first = send_first});
+      parkway::detach(after_the_cancel(idle.a, tx.a, rx.a, &*l, &out), rt);
+      ASSERT_TRUE(eventually([&] { return rt.stats().total.io_ops >= 1; }));
+    }
+    ::close(client);
+    EXPECT_EQ(out[0], -ECANCELED);
+    EXPECT_EQ(out[1], -ECANCELED) << "the send went out";
+    EXPECT_EQ(out[2], -ECANCELED) << "the receive took the bytes";
+    EXPECT_EQ(out[3], -ECANCELED) << "the accept took the connection";
+    char b[8];
+    EXPECT_EQ(::recv(tx.b, b, sizeof b, MSG_DONTWAIT), -1) << "the peer got the send";
+    EXPECT_EQ(::recv(rx.a, b, sizeof b, MSG_DONTWAIT | MSG_PEEK), 4) << "the bytes were taken";
+  }
 }
 
 namespace {

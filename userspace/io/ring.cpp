@@ -220,6 +220,13 @@ io_uring_sqe* IoRing::get_sqe_without_reap() noexcept {
 }
 
 int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
+  // Shutdown has cancelled every operation here (cancel_everything): one
+  // begun now is cancelled before it reaches the kernel, which would do
+  // it at once if it could (a send with room, a receive whose bytes are
+  // there) ahead of the next cancel. A close still runs: its descriptor
+  // must not stay open.
+  if (ops_at_cancel_ != kNoCancelYet && a.opcode != IORING_OP_CLOSE) [[unlikely]]
+    return -ECANCELED;
   io_uring_sqe* sqe = get_sqe();
   if (!sqe) return -EBUSY;
   io_uring_prep_rw(a.opcode, sqe, a.fd, reinterpret_cast<const void*>(a.addr), a.len, a.off);
@@ -274,6 +281,8 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
 }
 
 int IoRing::submit_multishot_accept(int fd, std::uint64_t tagged) noexcept {
+  if (ops_at_cancel_ != kNoCancelYet) [[unlikely]]
+    return -ECANCELED;  // as in submit()
   io_uring_sqe* sqe = get_sqe();
   if (!sqe) return -EBUSY;
   io_uring_prep_multishot_accept(sqe, fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
