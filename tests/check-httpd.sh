@@ -7,7 +7,7 @@
 # small and uncached files (tests/httpd/large_files.py, small_files.py) and wrk
 # (when installed); then a server shut down under load
 # (tests/httpd/shutdown.py), slow readers (tests/httpd/slow_readers.py,
-# about 9 s; tests/httpd/slow_pipelining.py, about 12 s), and one under `ulimit -n 64` that gets more
+# about 9 s; tests/httpd/slow_pipelining.py, about 5 s), and one under `ulimit -n 64` that gets more
 # connections than it has descriptors (tests/httpd/exhaust.py); then
 # permissions (as nobody), signals (a closed stderr pipe, a second
 # SIGTERM, PARKWAY_TRACE on) and a runtime that cannot start. One line per check, then
