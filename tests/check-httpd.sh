@@ -112,6 +112,7 @@ printf 'SECRET-OUTSIDE-ROOT\n' > "$TMP/outside/secret.txt"
 printf 'decoy: not the file asked for\n' > "$ROOT/zzzzz"
 printf 'from the future\n' > "$ROOT/future.txt"
 printf 'a file named fib\n' > "$ROOT/fib"
+: > "$ROOT/empty.txt"
 touch -d '2099-01-01 00:00:00 UTC' "$ROOT/future.txt"
 ln -s "$TMP/outside/secret.txt" "$ROOT/escape.txt"
 touch -d '2020-01-02 03:04:05 UTC' "$ROOT/hello.txt"
@@ -157,6 +158,11 @@ check "Range -> 206 with Content-Range and the bytes" bash -c '
   grep -q "^Content-Length: 6" <<<"$1" && grep -q "static<EOF>" <<<"$1"' _ "$r"
 r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=500-\r\nConnection: close\r\n\r\n' | raw 3)
 check "unsatisfiable Range -> 416" bash -c 'grep -q "^HTTP/1.1 416 " <<<"$1" && grep -q "^Content-Range: bytes \*/20" <<<"$1"' _ "$r"
+# The one satisfiable range of an empty file, a suffix (RFC 9110 14.1.1),
+# which no 206 can describe: the whole, empty file.
+r=$(printf 'GET /empty.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=-5\r\nConnection: close\r\n\r\n' | raw 3)
+check "suffix Range of an empty file -> 200, Content-Length: 0" bash -c '
+  grep -q "^HTTP/1.1 200 " <<<"$1" && grep -q "^Content-Length: 0"$'"'"'\r'"'"'"$" <<<"$1"' _ "$r"
 # RFC 9110 13.2.2: the 304 conditions come before Range; If-Range is the
 # Last-Modified date exactly or the whole file is sent; HEAD ignores Range.
 r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=7-12\r\nIf-Range: Thu, 02 Jan 2020 03:04:05 GMT\r\nConnection: close\r\n\r\n' | raw 3)
@@ -222,6 +228,11 @@ check "missing file -> 404" status_is "$r" 404
 r=$(printf 'GET /sub?a=1%%20b HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
 check "directory without its slash -> 301, Location: /sub/ with the query" bash -c '
   grep -q "^HTTP/1.1 301 " <<<"$1" && grep -q "^Location: /sub/?a=1%20b"$'"'"'\r'"'"'"$" <<<"$1"' _ "$r"
+# Bytes of the query that a URI's query may not hold are percent-encoded
+# in Location (RFC 9110 10.2.2, RFC 3986 3.4); a valid escape stays.
+r=$(printf 'GET /sub?q="<x>"{|}^%%ZZ&ok=%%41 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
+check "301 with a query a URI may not hold -> Location percent-encodes it" bash -c '
+  grep -q "^HTTP/1.1 301 " <<<"$1" && grep -q "^Location: /sub/?q=%22%3Cx%3E%22%7B%7C%7D%5E%25ZZ&ok=%41"$'"'"'\r'"'"'"$" <<<"$1"' _ "$r"
 r=$(printf 'HEAD /sub HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
 check "HEAD of a directory without its slash -> 301, no body" bash -c '
   grep -q "^HTTP/1.1 301 " <<<"$1" && grep -q "^Location: /sub/" <<<"$1" && [[ "$1" == *$'"'"'\r\n\r\n<EOF>'"'"' ]]' _ "$r"

@@ -156,25 +156,45 @@ std::optional<std::string_view> ranges_apply(const RequestParser& req, bool head
 
 // The Location of a directory named without its final slash: the
 // normalised path, percent-encoded but for unreserved bytes and '/', with
-// the slash and the request's query. It starts with one '/' (the path has
-// no empty segment), so it names this server, never another host.
+// the slash and the request's query, whose bytes outside RFC 3986's query
+// characters (a '%' not followed by two hex digits among them) are
+// percent-encoded too, so that Location is a URI-reference (RFC 9110
+// 10.2.2). It starts with one '/' (the path has no empty segment), so it
+// names this server, never another host.
 std::string directory_location(std::string_view relative, std::string_view target) {
   static constexpr char kHex[] = "0123456789ABCDEF";
+  auto is_hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F') || (c >= 'a' && c <= 'f'); };
+  auto unreserved = [](unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '-' || c == '.' ||
+           c == '_' || c == '~';
+  };
   std::string loc = "/";
+  auto encode = [&loc](unsigned char c) {
+    loc += '%';
+    loc += kHex[c >> 4];
+    loc += kHex[c & 15];
+  };
   for (const char ch : relative) {
     const auto c = static_cast<unsigned char>(ch);
-    const bool alnum = (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
-    if (alnum || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+    if (unreserved(c) || c == '/')
       loc += ch;
-    } else {
-      loc += '%';
-      loc += kHex[c >> 4];
-      loc += kHex[c & 15];
-    }
+    else
+      encode(c);
   }
   loc += '/';
   const std::size_t q = target.find_first_of("?#");  // a query only before any fragment
-  if (q != std::string_view::npos && target[q] == '?') loc += target.substr(q, target.find('#', q) - q);
+  if (q != std::string_view::npos && target[q] == '?') {
+    const std::string_view query = target.substr(q, target.find('#', q) - q);
+    static constexpr std::string_view kQueryChars = "!$&'()*+,;=:@/?";  // sub-delims, ':', '@', '/', '?'
+    for (std::size_t i = 0; i < query.size(); ++i) {
+      const auto c = static_cast<unsigned char>(query[i]);
+      if (unreserved(c) || kQueryChars.find(char(c)) != std::string_view::npos ||
+          (c == '%' && i + 2 < query.size() && is_hex(query[i + 1]) && is_hex(query[i + 2])))
+        loc += char(c);
+      else
+        encode(c);
+    }
+  }
   return loc;
 }
 

@@ -329,7 +329,11 @@ ByteRange parse_range(std::string_view value, std::uint64_t size) noexcept {
   std::uint64_t a = 0, b = 0;
   if (dash == 0) {  // suffix range: the last n bytes
     if (!read_saturating(spec.substr(1), b)) return {};
-    if (b == 0 || size == 0) return {RangeKind::Unsatisfiable};
+    if (b == 0) return {RangeKind::Unsatisfiable};
+    // An empty representation's only satisfiable range is such a suffix
+    // (RFC 9110 14.1.1), and a 206 cannot describe no bytes: the whole,
+    // empty, as a 200 (14.2 lets a server ignore Range).
+    if (size == 0) return {};
     return {RangeKind::Satisfiable, b >= size ? 0 : size - b, size - 1};
   }
   if (!read_saturating(spec.substr(0, dash), a)) return {};
