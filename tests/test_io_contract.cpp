@@ -378,6 +378,45 @@ TEST(IoContract, AnUrgentReceiveIsTriedAtOnce) {
   EXPECT_EQ(got, "!");
 }
 
+// A send with MSG_WAITALL sends everything, as the ring's does, also with
+// sends done at the co_await on: that one would return what fit (here
+// 219,264 of 4 MiB before).
+TEST(IoContract, ASendWithWaitallSendsItAll) {
+  pwtest::Watchdog wd("IoContract.ASendWithWaitallSendsItAll", 60);
+  constexpr std::size_t kSize = 4 << 20;
+  for (bool send_first : {true, false}) {
+    SCOPED_TRACE(send_first ? "io_send_first" : "sends on the ring");
+    parkway::Runtime rt(parkway::Options{.workers = 1, .io_send_first = send_first});
+    int sp[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sp), 0);
+    std::atomic<std::size_t> drained{0};
+    std::thread reader([&] {  // drains the other end until EOF
+      std::vector<char> b(64 * 1024);
+      for (;;) {
+        const ssize_t n = ::recv(sp[1], b.data(), b.size(), 0);
+        if (n > 0) {
+          drained += std::size_t(n);
+        } else if (n == 0 || errno != EAGAIN) {
+          return;
+        } else {
+          std::this_thread::sleep_for(1ms);
+        }
+      }
+    });
+    std::vector<std::byte> bytes(kSize, std::byte{7});
+    auto sending = [](int fd, std::span<const std::byte> b) -> Task<std::string> {
+      auto r = co_await io::send(fd, b, {.timeout = 5s}, MSG_WAITALL);
+      co_return r ? std::to_string(*r) : r.error().message();
+    };
+    const std::string sent = parkway::sync_wait(rt, sending(sp[0], bytes));
+    ::close(sp[0]);
+    reader.join();
+    ::close(sp[1]);
+    EXPECT_EQ(sent, std::to_string(kSize));
+    EXPECT_EQ(drained.load(), kSize);
+  }
+}
+
 // ---- Offsets past 2^63 - 1 ----------------------------------------------------
 
 TEST(IoContract, OffsetsPastTwoToThe63AreInvalidNotTheFilePosition) {

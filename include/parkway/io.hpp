@@ -372,7 +372,9 @@ PARKWAY_API detail::SizeOp recv(int fd, std::span<std::byte> buf, OpOptions o = 
 PARKWAY_API detail::SizeOp send(int fd, std::span<const std::byte> buf, OpOptions o = {}, int flags = 0);
 // A receive that holds no memory while it waits: up to `max` bytes (at
 // most Options::io_recv_pool_buffer_bytes), copied, once they arrive,
-// into a new block of `max` bytes that the result owns. (That is with
+// into a new block of `max` bytes that the result owns. MSG_TRUNC
+// throws std::invalid_argument (it would report more than the block
+// holds). (That is with
 // the ring's buffer pool; a ring without one, io_recv_pool_buffers = 0 or
 // a pool the kernel refused, takes the block of `max` bytes before it
 // waits and receives into it.) For connections

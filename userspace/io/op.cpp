@@ -226,7 +226,10 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
     return false;
   }
   const Options& ro = w->runtime().opts;
-  const bool send = args_.opcode == IORING_OP_SEND || args_.opcode == IORING_OP_SENDMSG;
+  // A send with MSG_WAITALL goes to the ring, which sends it all; one at
+  // the co_await would return what fit.
+  const bool send = (args_.opcode == IORING_OP_SEND || args_.opcode == IORING_OP_SENDMSG) &&
+                    (args_.op_flags & MSG_WAITALL) == 0;
   const bool read = args_.opcode == IORING_OP_READ || args_.opcode == IORING_OP_READV;
   if (((send && ro.io_send_first) || (read && ro.io_read_first)) && !cancelled_before_start() &&
       !w->io_cancelling_everything()) {

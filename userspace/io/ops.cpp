@@ -58,6 +58,12 @@ OpArgs recv_args(int fd, std::span<std::byte> buf, int flags) {
 
 OpArgs recv_owned_args(int fd, std::size_t max, int flags) {
   if (max == 0) throw std::invalid_argument("parkway::io::recv_owned: max must be at least 1 byte, got 0");
+  // With MSG_TRUNC the kernel reports a datagram's whole length (and on
+  // TCP drops the bytes it counts): more than the block holds.
+  if ((flags & MSG_TRUNC) != 0)
+    throw std::invalid_argument(
+        "parkway::io::recv_owned: MSG_TRUNC is not supported (the result holds at most max bytes; "
+        "use recv into a buffer of your own)");
   return OpArgs{.name = "recv", .opcode = IORING_OP_RECV, .fd = fd, .len = clamp_len(max),
                 .op_flags = std::uint32_t(flags), .owned = true};
 }

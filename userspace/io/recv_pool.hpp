@@ -36,6 +36,7 @@ class RecvPool {
   // memory ran out: the receives then take their block before they wait.
   bool ensure(io_uring* ring, unsigned entries, unsigned bytes) noexcept;
   const std::byte* buffer(unsigned bid) const noexcept { return mem_ + std::size_t(bid) * bytes_; }
+  unsigned buffer_bytes() const noexcept { return bytes_; }
   // Hands buffer bid back to the kernel.
   void give_back(unsigned bid) noexcept;
   // Unregisters the pool and frees its memory (the ring's destructor).
