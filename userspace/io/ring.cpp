@@ -575,13 +575,14 @@ int IoRing::prep_owned_recv(io_uring_sqe* sqe, OpState* st) noexcept {
 }
 
 int IoRing::settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcept {
+  // The kernel clamps the count to the buffer's: res <= owned_len
+  // (recv_owned refuses MSG_TRUNC, which reports more). Clamped here too,
+  // so that no count can make a copy or the result pass its block.
+  res = std::min(res, int(st->owned_len));
   if ((flags & IORING_CQE_F_BUFFER) != 0) {
-    // The kernel clamps the length to the buffer's: res <= owned_len
-    // (recv_owned refuses MSG_TRUNC, which reports more); clamped here
-    // too, so that no count can make the copy pass either block.
     const unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
     if (res > 0) {
-      res = int(std::min<std::uint32_t>({std::uint32_t(res), st->owned_len, pool_.buffer_bytes()}));
+      res = std::min(res, int(pool_.buffer_bytes()));
       st->received = new (std::nothrow) std::byte[st->owned_len];
       if (st->received)
         std::memcpy(st->received, pool_.buffer(bid), std::size_t(res));
@@ -600,7 +601,6 @@ int IoRing::settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcep
     delete[] st->received;
     st->received = nullptr;
   }
-  if (res > int(st->owned_len)) res = int(st->owned_len);  // the block's size at most, as above
   return res;
 }
 

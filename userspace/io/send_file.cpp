@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -182,8 +181,8 @@ class StepCancel {
 };
 
 // `cancel`: o.cancel's scope, taken at the call (io.hpp: the source may
-// be destroyed before the call ends); the loop's steps go with
-// StepCancel's source, which follows it.
+// be destroyed before the call ends), held in the frame; the loop's
+// steps go with StepCancel's source, which follows it.
 Task<Result<std::size_t>> send_file_loop(Descriptors d, std::uint64_t offset, std::size_t count, OpOptions o,
                                          detail::ScopeRef cancel) {
   using ::parkway::detail::Worker;
@@ -196,12 +195,12 @@ Task<Result<std::size_t>> send_file_loop(Descriptors d, std::uint64_t offset, st
   // file is longer), as at the end of the file.
   if (offset > std::uint64_t(INT64_MAX)) co_return Error(EINVAL, "send_file");
   count = std::size_t(std::min<std::uint64_t>(count, std::uint64_t(INT64_MAX) - offset));
-  std::optional<CancelSource> held;  // in this frame: the caller's scope, which `steps` follows
-  hold_source(o, held, std::move(cancel));
-  if (o.cancel != nullptr && o.cancel->cancelled()) co_return Error(ECANCELED, "send_file");  // came first
+  // o.cancel is not read: the caller's source may be gone; `cancel`
+  // holds its scope for the whole call.
+  if (cancel && detail::scope_cancelled(cancel.get())) co_return Error(ECANCELED, "send_file");  // came first
   if (detail::time_passed(o)) co_return Error(ETIMEDOUT, "send_file");  // passed already
-  StepCancel steps{o.cancel ? o.cancel->scope() : nullptr, d.sock_scope.get(), d.file_scope.get()};
-  o.cancel = steps.source();  // each step's, from here on
+  StepCancel steps{cancel.get(), d.sock_scope.get(), d.file_scope.get()};
+  o.cancel = steps.source();  // each step's
   bool direct = count > 0 && is_nonblocking(d.sock);
   std::unique_ptr<std::byte[]> copy;  // the copy path's buffer, made when first needed
   std::size_t done = 0;
