@@ -104,6 +104,20 @@ for s in "${suites[@]}"; do
   tp=$((tp + p)); tf=$((tf + f)); ts=$((ts + k))
 done
 echo "=== all suites took $(( $(date +%s) - T0 )) s"
+# What failed, again at the end, where a reader of a long log (or of only
+# its last lines) finds it: each failed suite's failure lines and the few
+# lines after each (an assertion's values, a sanitizer report's first
+# frames), at most 40 lines a suite; where none is marked (a crash), the
+# log's last 15 lines.
+for s in "${bad[@]}"; do
+  echo "=== what failed in $s:"
+  marks='^\[  FAILED  \] [A-Za-z_0-9/]+\.|Failure$|WARNING: ThreadSanitizer|ERROR: (Address|Leak)Sanitizer|runtime error:|^WATCHDOG|^FAIL\b|^not ok\b|Traceback'
+  if grep -a -q -E "$marks" "$W/$s.log" 2>/dev/null; then
+    grep -a -E -A4 "$marks" "$W/$s.log" | head -n 40
+  else
+    tail -n 15 "$W/$s.log" 2>/dev/null
+  fi
+done
 [ ${#bad[@]} -ne 0 ] && echo "failed suites: ${bad[*]}"
 echo "$tp passed, $tf failed, $ts skipped"
 [ "$tf" -eq 0 ]
