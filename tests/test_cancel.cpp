@@ -1034,7 +1034,10 @@ TEST(Cancel, ShutdownDeadlineDropsAResumeOnContinuation) {
         }(&rt, &queued, &body_ran),
         other));
     ASSERT_TRUE(wait_for(queued));
-    std::this_thread::sleep_for(20ms);  // its continuation is in rt's queue
+    // Its continuation is in rt's queue: the second task rt took from
+    // outside (after the blocker).
+    for (int i = 0; i < 5000 && rt.stats().submitted < 2; ++i) std::this_thread::sleep_for(1ms);
+    ASSERT_EQ(rt.stats().submitted, 2u);
     const auto t0 = std::chrono::steady_clock::now();
     const parkway::ShutdownReport r = rt.shutdown(t0 + 20ms);
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 500ms) << "the drain ran the coroutine's body";

@@ -327,13 +327,13 @@ TEST(Io, TimeoutsFireInDeadlineOrderAndAnsweredOnesKeepTheirData) {
   const auto t0 = std::chrono::steady_clock::now();
   auto all = [&]() -> Task<void> {
     std::vector<parkway::Spawned<void>> v;
-    for (int i : order)  // op i times out after 40 + 15 i ms; every third is answered at 20 ms
-      v.push_back(parkway::spawn(recv_timed(pairs[std::size_t(i)].a, std::chrono::milliseconds(40 + 15 * i), t0,
+    for (int i : order)  // op i times out after 300 + 15 i ms; every third is answered once all are in
+      v.push_back(parkway::spawn(recv_timed(pairs[std::size_t(i)].a, std::chrono::milliseconds(300 + 15 * i), t0,
                                             &ends, i, &res[std::size_t(i)])));
     for (auto& s : v) co_await std::move(s);
   };
   auto done = parkway::spawn(all(), rt);
-  std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(eventually([&] { return rt.stats().total.io_ops >= std::uint64_t(kOps); }));
   for (int i = 0; i < kOps; i += 3) ASSERT_EQ(::write(pairs[std::size_t(i)].b, "abc", 3), 3);
   done.get();
   ASSERT_EQ(ends.size(), std::size_t(kOps));
@@ -348,8 +348,8 @@ TEST(Io, TimeoutsFireInDeadlineOrderAndAnsweredOnesKeepTheirData) {
     }
     ASSERT_FALSE(r) << "op " << id << " should have timed out";
     EXPECT_EQ(r.error(), std::errc::timed_out) << r.error().message();
-    EXPECT_GE(ms, 40.0 + 15 * id - 1) << "op " << id << " timed out early";
-    EXPECT_LT(ms, 40.0 + 15 * id + 1000) << "op " << id << " timed out late";
+    EXPECT_GE(ms, 300.0 + 15 * id - 1) << "op " << id << " timed out early";
+    EXPECT_LT(ms, 300.0 + 15 * id + 1000) << "op " << id << " timed out late";
     EXPECT_GT(id, last_id) << "op " << id << " timed out before op " << last_id << ", whose deadline was earlier";
     EXPECT_GE(ms, last_timeout_end);
     last_timeout_end = ms;
@@ -808,15 +808,25 @@ TEST(Io, ARingSleepIsNotIoWait) {
     std::fclose(fp);
     return v;
   };
-  const long long w0 = iowait_ticks();
-  ASSERT_GE(w0, 0) << "no cpu" << cpu << " line in /proc/stat";
-  const auto t0 = std::chrono::steady_clock::now();
-  std::this_thread::sleep_for(2s);
-  const long long w1 = iowait_ticks();
-  const double window_ticks = ms_since(t0) / 1000.0 * double(sysconf(_SC_CLK_TCK));
-  const std::uint64_t parks = rt->stats().total.ring_parks;
-  std::printf("cpu%d: %lld ticks of iowait in %.0f with the worker asleep in its ring\n", cpu, w1 - w0, window_ticks);
-  EXPECT_LE(double(w1 - w0), 0.25 * window_ticks) << "the ring sleep was counted as I/O wait";
+  // The CPU's iowait counts every task that waits for a disk there (a
+  // file system's journal thread after a build, say): a window counts
+  // against the worker only if all of up to three are over the bound.
+  // The worker's own accounting, when wrong, fills every window.
+  const std::uint64_t parks0 = rt->stats().total.ring_parks;
+  long long waited = 0;
+  double window_ticks = 0;
+  for (int window = 0; window < 3; ++window) {
+    const long long w0 = iowait_ticks();
+    ASSERT_GE(w0, 0) << "no cpu" << cpu << " line in /proc/stat";
+    const auto t0 = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(2s);
+    waited = iowait_ticks() - w0;
+    window_ticks = ms_since(t0) / 1000.0 * double(sysconf(_SC_CLK_TCK));
+    std::printf("cpu%d: %lld ticks of iowait in %.0f with the worker asleep in its ring\n", cpu, waited, window_ticks);
+    if (double(waited) <= 0.25 * window_ticks) break;
+  }
+  const std::uint64_t parks = rt->stats().total.ring_parks - parks0;
+  EXPECT_LE(double(waited), 0.25 * window_ticks) << "the ring sleep was counted as I/O wait";
   EXPECT_LE(parks, 50u) << "the worker did not stay asleep (the window measured something else)";
   ASSERT_EQ(::write(p.b, "wake", 4), 4);
   auto r = f.get();
@@ -1490,8 +1500,13 @@ TEST(Io, AWorkerWaitingForItsIoParksWithoutSearchingOn) {
   };
   const int n = 40;
   auto f = parkway::spawn(reader(p.a, n), rt);
+  std::uint64_t parked = 0;
   for (int i = 0; i < n; ++i) {
-    std::this_thread::sleep_for(2ms);  // the workers run out of work and park
+    // The reader's worker runs out of work and parks in its ring (a wait
+    // for that, not a fixed sleep: a worker slowed down, under a
+    // sanitizer or on a busy machine, would get two bytes in one wake).
+    ASSERT_TRUE(eventually([&] { return rt.stats().total.ring_parks > parked; })) << "byte " << i;
+    parked = rt.stats().total.ring_parks;
     ASSERT_EQ(::write(p.b, "x", 1), 1);
   }
   EXPECT_EQ(f.get(), n);

@@ -342,7 +342,14 @@ TEST(IoContract, AFileClosedWhileSendFileWaitsForRoomEndsIt) {
                             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
       };
       auto sender = parkway::spawn(sending(s, f));
-      (void)co_await io::sleep_for(100ms);  // the call waits for room in the socket
+      // Until the socket has no room (the call then waits for it), and
+      // a little more for the call to reach that wait.
+      for (int i = 0; i < 500; ++i) {
+        pollfd pf{s->fd(), POLLOUT, 0};
+        if (::poll(&pf, 1, 0) == 0) break;
+        (void)co_await io::sleep_for(10ms);
+      }
+      (void)co_await io::sleep_for(50ms);
       f->close();
       co_return co_await std::move(sender);
     };
@@ -373,7 +380,8 @@ TEST(IoContract, AnUrgentReceiveIsTriedAtOnce) {
   EXPECT_EQ(none, "recv: Invalid argument");
   EXPECT_LT(none_s, 2.5) << "the receive waited";
   ASSERT_EQ(::send(p.in, "!", 1, MSG_OOB), 1);
-  std::this_thread::sleep_for(20ms);  // the urgent byte has arrived
+  pollfd arrived{p.out.fd(), POLLPRI, 0};  // TCP reports an urgent byte that has arrived with POLLPRI
+  ASSERT_EQ(::poll(&arrived, 1, 5000), 1) << "the urgent byte never arrived";
   const auto [got, got_s] = parkway::sync_wait(rt, urgent(&p.out));
   EXPECT_EQ(got, "!");
 }
