@@ -1502,11 +1502,11 @@ TEST(Io, AWorkerWaitingForItsIoParksWithoutSearchingOn) {
   auto f = parkway::spawn(reader(p.a, n), rt);
   std::uint64_t parked = 0;
   for (int i = 0; i < n; ++i) {
-    // The reader's worker runs out of work and parks in its ring (a wait
-    // for that, not a fixed sleep: a worker slowed down, under a
-    // sanitizer or on a busy machine, would get two bytes in one wake).
-    ASSERT_TRUE(eventually([&] { return rt.stats().total.ring_parks > parked; })) << "byte " << i;
-    parked = rt.stats().total.ring_parks;
+    // The reader's worker runs out of work and parks (a wait for that,
+    // not a fixed sleep: a worker slowed down, under a sanitizer or on a
+    // busy machine, would get two bytes in one wake).
+    ASSERT_TRUE(eventually([&] { return rt.stats().total.parks > parked; })) << "byte " << i;
+    parked = rt.stats().total.parks;
     ASSERT_EQ(::write(p.b, "x", 1), 1);
   }
   EXPECT_EQ(f.get(), n);
