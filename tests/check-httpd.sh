@@ -278,6 +278,19 @@ for target in '/fib/%31%30' '/fib//10' '/x/../fib/10'; do
 done
 r=$(printf 'GET /plaintext/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
 check "/plaintext/ -> 404 (another path)" status_is "$r" 404
+# An absolute-form target of another scheme is not this plain-HTTP
+# server's to answer (RFC 9110 7.4): 421, not the file.
+for target in 'https://t/plaintext' 'HTTPS://t/hello.txt' 'ftp://t/hello.txt'; do
+  r=$(printf 'GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' "$target" | raw 3)
+  check "$target -> 421" status_is "$r" 421
+done
+r=$(printf 'GET HTTP://t/plaintext HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
+check "HTTP://t/plaintext -> 200 (schemes are case-insensitive)" status_is "$r" 200
+# RFC 9112 3.2: a Host that is not uri-host [ ":" port ] is a 400.
+for host in 'a:b:c' 'h:port' '[::1' 'h%zz'; do
+  r=$(printf 'GET /plaintext HTTP/1.1\r\nHost: %s\r\n\r\n' "$host" | raw 3)
+  check "Host: $host -> 400" status_is "$r" 400
+done
 
 # ---- answers are not held back by a body still on its way --------------------------
 # The answer to the first request goes out while the second one's body

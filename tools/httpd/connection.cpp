@@ -397,7 +397,9 @@ void Connection::skip_empty_lines() {
   const auto* b = reinterpret_cast<const char*>(buf_.get());
   for (std::size_t i = begin_; i < end_; ++i)
     if (b[i] != '\r' && b[i] != '\n') return;
-  begin_ = end_;
+  // A CR last is half a line end, or a bare CR (a 400, RFC 9112 2.2): it
+  // stays, for the parser to see what follows it, as in one read.
+  begin_ = end_ > begin_ && b[end_ - 1] == '\r' ? end_ - 1 : end_;
   if (parser_) parser_->reset();
 }
 

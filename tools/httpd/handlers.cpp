@@ -366,6 +366,12 @@ Response simple_response(int status, bool head, std::string_view extra) {
 
 Task<Response> handle_request(const RequestParser& req, const HandlerConfig& cfg) {
   const Method m = req.method_id();
+  // RFC 9110 7.4: a target of another scheme ("https" over this plain
+  // connection, "ftp") is not this server's to answer: 421.
+  if (req.target_form() == TargetForm::Absolute) {
+    const std::string_view t = req.target();
+    if (!iequals(t.substr(0, t.find(':')), "http")) co_return simple_response(421, m == Method::Head);
+  }
   if (m != Method::Get && m != Method::Head) {
     if (m == Method::Other) co_return simple_response(501);
     co_return simple_response(405, false, "Allow: GET, HEAD\r\n");

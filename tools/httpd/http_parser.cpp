@@ -59,13 +59,57 @@ void for_each_element(std::string_view list, F&& f) {
   }
 }
 
-// Host: reg-name, IP-literal or IPv4 with an optional port; no userinfo.
+bool is_unreserved_or_sub_delim(unsigned char c) noexcept {
+  return is_alpha(c) || is_digit(c) || std::string_view("-._~!$&'()*+,;=").find(static_cast<char>(c)) != std::string_view::npos;
+}
+
+// Host = uri-host [ ":" port ] (RFC 9112 3.2, RFC 3986 3.2.2-3.2.3):
+// uri-host an IP-literal ("[" IPv6address / IPvFuture "]") or a reg-name
+// (unreserved, pct-encoded, sub-delims; an IPv4 address is one), port
+// *DIGIT; no userinfo. The IPv6 address is checked for its characters only.
 bool valid_host(std::string_view h) noexcept {
-  for (unsigned char c : h) {
-    if (is_alpha(c) || is_digit(c)) continue;
-    if (std::string_view("-._~!$&'()*+,;=:[]%").find(static_cast<char>(c)) == std::string_view::npos)
-      return false;
+  std::string_view port;
+  if (!h.empty() && h.front() == '[') {
+    const std::size_t close = h.find(']');
+    if (close == std::string_view::npos || close == 1) return false;
+    const std::string_view lit = h.substr(1, close - 1);
+    const std::string_view rest = h.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return false;
+      port = rest.substr(1);
+    }
+    if ((lit.front() | 0x20) == 'v') {  // IPvFuture: "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" )
+      const std::size_t dot = lit.find('.');
+      if (dot == std::string_view::npos || dot < 2 || dot + 1 == lit.size()) return false;
+      for (std::size_t i = 1; i < dot; ++i)
+        if (hex_value(static_cast<unsigned char>(lit[i])) < 0) return false;
+      for (unsigned char c : lit.substr(dot + 1))
+        if (!is_unreserved_or_sub_delim(c) && c != ':') return false;
+    } else {
+      if (lit.find(':') == std::string_view::npos) return false;
+      for (unsigned char c : lit)
+        if (hex_value(c) < 0 && c != ':' && c != '.') return false;
+    }
+  } else {
+    const std::size_t colon = h.find(':');
+    if (colon != std::string_view::npos) {
+      port = h.substr(colon + 1);
+      h = h.substr(0, colon);
+    }
+    for (std::size_t i = 0; i < h.size(); ++i) {
+      const unsigned char c = static_cast<unsigned char>(h[i]);
+      if (c == '%') {
+        if (h.size() - i < 3 || hex_value(static_cast<unsigned char>(h[i + 1])) < 0 ||
+            hex_value(static_cast<unsigned char>(h[i + 2])) < 0)
+          return false;
+        i += 2;
+      } else if (!is_unreserved_or_sub_delim(c)) {
+        return false;
+      }
+    }
   }
+  for (unsigned char c : port)
+    if (!is_digit(c)) return false;
   return true;
 }
 

@@ -478,6 +478,21 @@ TEST(Parser, Host) {
   EXPECT_EQ(done("GET / HTTP/1.1\r\nHost:\r\n\r\n").host, "");
 }
 
+// RFC 9112 3.2: a Host field whose value is not uri-host [ ":" port ] is
+// a 400, and so is such an absolute-form authority.
+TEST(Parser, HostSyntax) {
+  for (const char* h : {"a:b:c", "x:port", "x:80:80", "[::1", "a]b[", "[::1]x", "[]", "[v1]", "[zz::1]", "x%zz", "x%4",
+                        "h[1]", "[::1]:8x"}) {
+    EXPECT_EQ(error_of("GET / HTTP/1.1\r\nHost: "s + h + "\r\n\r\n"), 400) << h;
+    EXPECT_EQ(error_of("GET http://"s + h + "/ HTTP/1.1\r\nHost: h\r\n\r\n"), 400) << h;
+  }
+  for (const char* h : {"h", "h:", "h:8080", ":80", "127.0.0.1:80", "[::1]", "[::1]:443", "[::ffff:1.2.3.4]",
+                        "[v1.x:y]", "ex%41mple.com", "a-b.c_d~e!$&'()*+,;="}) {
+    EXPECT_EQ(done("GET / HTTP/1.1\r\nHost: "s + h + "\r\n\r\n").host, h);
+    EXPECT_EQ(done("GET http://"s + h + "/ HTTP/1.1\r\nHost: h\r\n\r\n").host, h);
+  }
+}
+
 TEST(Parser, ContentLength) {
   Outcome o = done(get("Content-Length: 42\r\n"));
   EXPECT_EQ(o.body, BodyKind::Length);
