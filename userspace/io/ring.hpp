@@ -62,8 +62,10 @@ class IoRing {
   // Scheduling points (owner only):
   // between two tasks: reap if the kernel has completions for us and the
   // worker's ready queue is empty (the last batch has been taken: reaping
-  // per task would cost a system call each); queued SQEs go to the kernel
-  // with that reap. Otherwise SQEs that a peer waits for (a send on the
+  // per task would cost a system call each). A reap that enters the
+  // kernel (for its deferred work, or a CQ that overflowed) takes the
+  // queued SQEs along; a reap of CQEs already in the CQ enters only for
+  // urgent SQEs. SQEs that a peer waits for (a send on the
   // ring, a write, a connect, a cancel: `urgent_`) go within a few tasks
   // while a batch runs, the others (a receive, an accept, a sleep) within
   // a few tasks once it is over, or with the ring park's entry if the
