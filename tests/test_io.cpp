@@ -1280,6 +1280,81 @@ TEST(Io, ClosingAListenerCancelsItsAcceptStream) {
   EXPECT_EQ(r.error(), std::errc::operation_canceled);
 }
 
+namespace {
+Task<void> take_into(io::AcceptStream* st, std::string* out) {
+  try {
+    auto c = co_await st->next({.timeout = 2s});
+    *out = c ? "a connection" : c.error().message();
+  } catch (const std::logic_error& e) {
+    *out = e.what();
+  }
+}
+// After a byte on fd: the same as take_into.
+Task<void> take_after_byte(int fd, io::AcceptStream* st, std::string* out) {
+  std::byte b[1];
+  (void)co_await io::recv(fd, b);
+  co_await take_into(st, out);
+}
+}  // namespace
+
+// One coroutine at a time awaits an accept stream: a second one is
+// refused with std::logic_error while the first waits, and also while
+// the first's resume is queued (its connection delivered, its
+// continuation not run yet). Before, that second taker took the first
+// one's connection, and the first resumed with ECANCELED.
+TEST(Io, ASecondTakerOfAnAcceptStreamIsRefused) {
+  pwtest::Watchdog wd("Io.ASecondTakerOfAnAcceptStreamIsRefused", 60);
+  const std::string busy = "parkway::io::AcceptStream::next: another coroutine is already waiting on this stream";
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l);
+  const io::Address to = l->local_address();
+  {
+    io::AcceptStream st = l->stream();
+    std::string first, second;
+    auto a = parkway::spawn(take_into(&st, &first), rt);
+    ASSERT_TRUE(eventually([&] { return rt.stats().total.io_ops >= 2; }));  // the guard and the accept
+    parkway::spawn(take_into(&st, &second), rt).get();
+    EXPECT_EQ(second, busy) << "while the first waits";
+    const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(::connect(client, to.get(), to.size()), 0);
+    a.get();
+    EXPECT_EQ(first, "a connection");
+    ::close(client);
+  }
+  {
+    // The one worker is kept busy while a byte arrives for the second
+    // taker, then a connection for the first: both are reaped in one
+    // batch, in that order, and the second taker calls next() with the
+    // first's continuation queued behind it.
+    io::AcceptStream st = l->stream();
+    Pair p;
+    std::string first, second;
+    auto a = parkway::spawn(take_into(&st, &first), rt);
+    auto b = parkway::spawn(take_after_byte(p.a, &st, &second), rt);
+    ASSERT_TRUE(eventually([&] { return rt.stats().total.io_ops >= 5; }));  // a's guard and accept, b's receive
+    std::atomic<bool> started{false}, release{false};
+    auto blocker = rt.submit([&] {
+      started.store(true);
+      while (!release.load()) {
+      }
+    });
+    ASSERT_TRUE(eventually([&] { return started.load(); }));
+    ASSERT_EQ(::write(p.b, "x", 1), 1);
+    std::this_thread::sleep_for(5ms);
+    const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(::connect(client, to.get(), to.size()), 0);
+    std::this_thread::sleep_for(5ms);
+    release.store(true);
+    blocker.get();
+    a.get();
+    b.get();
+    EXPECT_EQ(second, busy) << "while the first's resume is queued";
+    EXPECT_EQ(first, "a connection");
+    ::close(client);
+  }
+}
+
 // Shutdown also reaches I/O that a worker waits for inside a task (a
 // helping wait, not its main loop): the wait's ring park cancels it.
 TEST(Io, ShutdownCancelsIoAWaitingTaskNeeds) {

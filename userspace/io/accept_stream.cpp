@@ -286,8 +286,10 @@ AcceptStream::Next::Next(detail::AcceptQueue* q, OpOptions o) noexcept
 bool AcceptStream::Next::await_ready() noexcept {
   // Off a worker, await_suspend refuses it, a connection queued or not.
   if (::parkway::detail::Worker::current() == nullptr) return false;
+  // A connection queued for a taker whose resume is queued is that
+  // taker's: await_suspend refuses this one.
   q->lock();
-  const bool ready = !q->ready.empty();
+  const bool ready = !q->ready.empty() && !q->resuming;
   q->unlock();
   return ready;
 }
@@ -305,8 +307,10 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
     return false;
   }
   q->lock();
-  if (!q->ready.empty() || q->waiter) {
-    const bool busy = q->ready.empty();
+  if (!q->ready.empty() || q->waiter || q->resuming) {
+    // Another taker waits, or is about to resume with the connection
+    // queued (then ready is not empty, and not this taker's).
+    const bool busy = q->waiter || q->resuming;
     if (guard) {  // not needed (q->guard, if any, is another taker's)
       guard->refs.fetch_add(1, std::memory_order_relaxed);
       detail::cancel_op(guard);
