@@ -1578,9 +1578,11 @@ TEST(Io, AWorkerWaitingForItsIoParksWithoutSearchingOn) {
   std::uint64_t parked = 0;
   for (int i = 0; i < n; ++i) {
     // The reader's worker runs out of work and parks (a wait for that,
-    // not a fixed sleep: a worker slowed down, under a sanitizer or on a
-    // busy machine, would get two bytes in one wake).
+    // not only a fixed sleep: a worker slowed down, under a sanitizer or
+    // on a busy machine, would get two bytes in one wake), and sleeps a
+    // while: a byte that comes as it parks makes it search again.
     ASSERT_TRUE(eventually([&] { return rt.stats().total.parks > parked; })) << "byte " << i;
+    std::this_thread::sleep_for(2ms);
     parked = rt.stats().total.parks;
     ASSERT_EQ(::write(p.b, "x", 1), 1);
   }
