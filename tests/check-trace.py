@@ -913,5 +913,43 @@ check(rc == 1 and "cannot open" in err, "a missing file: exit 1 and says so", er
 rc, out, err = run([PARKWAY, "trace", "--help"])
 check(rc == 0 and "trace export" in out, "parkway trace --help")
 
+# ---- outputs: the trace is never overwritten, nothing is left half-written
+small = trace_file([(0, 100, [(1000, 4, 0, 0, 0), (2000, 5, 1, 0, 0)])])
+path = os.path.join(TMP, "named.json")  # its default JSON output is itself
+open(path, "wb").write(small)
+rc, out, err = run([PARKWAY, "trace", "export", path])
+check(rc == 1 and "is the trace being read" in err and open(path, "rb").read() == small,
+      "export of FILE.json: refused, exit 1, the trace left intact", "exit %d: %r" % (rc, err))
+path = os.path.join(TMP, "outs.pwt")
+open(path, "wb").write(small)
+js = os.path.join(TMP, "outs-left.json")
+rc, out, err = run([PARKWAY, "trace", "export", "--json", js, "--svg", os.path.join(TMP, "no-dir", "x.svg"), path])
+check(rc == 1 and "cannot write" in err and not os.path.exists(js),
+      "export with an unwritable --svg: exit 1, no JSON left behind", "exit %d: %r, json %s" % (rc, err, os.path.exists(js)))
+if os.path.exists("/dev/full"):
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([PARKWAY, "trace", "report", path], stdout=full, stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 1 and "writing stdout failed" in p.stderr, "report to a full stdout: exit 1 and says so",
+          "exit %d: %r" % (p.returncode, p.stderr))
+
+# ---- many streams whose chunks are far apart: read in linear time
+# (each stream's second chunk after every other stream's records).
+N = 4000
+d = bytearray(small[:HEADER])
+def rec(kind, sid, body):
+    return struct.pack("<IHHII", 0x43525750, kind, 0, len(body), sid) + body
+for i in range(1, N + 1):
+    d += rec(1, i, struct.pack("<iIQ16s", -1, 1000 + i, 0, b"t"))
+    d += rec(2, i, struct.pack("<QQBBHI", 0, 10 + i, 6, 0, 0, 0))
+for i in range(1, N + 1):
+    d += rec(2, i, struct.pack("<QQBBHI", 0, 10 ** 6 + i, 7, 0, 0, 0))
+d += rec(4, 0, struct.pack("<QQQQ", 2 * N, 0, 2 * 10 ** 6, 2 * 10 ** 6))
+path = os.path.join(TMP, "many-streams.pwt")
+open(path, "wb").write(bytes(d))
+t0 = time.time()
+rc, out, err = report(path)
+took = time.time() - t0
+check(rc == 0 and took < 4, "%d streams with chunks far apart (%d KB): read in %.2f s (under 4)" % (N, len(d) // 1024, took), err)
+
 print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
 sys.exit(1 if failed else 0)

@@ -3,6 +3,9 @@
 // output written.
 #include "trace_cli.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -97,19 +100,71 @@ int parse(int argc, char** argv, const char* where, bool outputs, Args* a) {
   return kOk;
 }
 
-// Opens `path` for writing ("-": stdout); null after printing why.
-std::FILE* open_out(const char* where, const std::string& path) {
-  if (path == "-") return stdout;
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) std::fprintf(stderr, "%s: cannot write %s: %s\n", where, path.c_str(), std::strerror(errno));
-  return f;
+// An output file: "-" is stdout; a regular file (or a path not there yet)
+// is written under a temporary name beside it and renamed at commit, so
+// that an error leaves neither a half-written file nor a damaged old one;
+// anything else (/dev/null, a pipe) is written in place.
+struct Out {
+  std::string path, tmp;
+  std::FILE* f = nullptr;
+  ~Out() {
+    if (f && f != stdout) std::fclose(f);
+    if (!tmp.empty()) ::unlink(tmp.c_str());
+  }
+};
+
+// Opens `path` for writing; false after printing why. An output that is
+// the trace being read (`input`) is refused: it would be truncated before
+// it is read.
+bool open_out(const char* where, const std::string& path, const std::string& input, Out* o) {
+  o->path = path;
+  if (path == "-") {
+    o->f = stdout;
+    return true;
+  }
+  struct stat in, st;
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && ::stat(input.c_str(), &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino) {
+    std::fprintf(stderr, "%s: %s is the trace being read: choose another output (--json, --svg)\n", where, path.c_str());
+    return false;
+  }
+  struct stat l;
+  if (!exists || (::lstat(path.c_str(), &l) == 0 && S_ISREG(l.st_mode))) {
+    std::string t = path + ".XXXXXX";
+    const int fd = ::mkstemp(t.data());
+    if (fd < 0) {
+      std::fprintf(stderr, "%s: cannot write %s: %s\n", where, path.c_str(), std::strerror(errno));
+      return false;
+    }
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    ::fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~mask);  // what fopen would have left
+    o->tmp = t;
+    o->f = ::fdopen(fd, "w");
+    if (!o->f) ::close(fd);
+  } else {
+    o->f = std::fopen(path.c_str(), "w");
+  }
+  if (!o->f) std::fprintf(stderr, "%s: cannot write %s: %s\n", where, path.c_str(), std::strerror(errno));
+  return o->f != nullptr;
 }
 
-bool close_out(const char* where, const std::string& path, std::FILE* f) {
+// Flushes and closes (stdout: flushes); a temporary file is renamed to
+// the output's name. False after printing why.
+bool close_out(const char* where, Out* o) {
+  std::FILE* f = o->f;
+  o->f = nullptr;
   bool ok = !std::ferror(f);
-  if (f == stdout) return std::fflush(f) == 0 && ok;
-  if (std::fclose(f) != 0) ok = false;
-  if (!ok) std::fprintf(stderr, "%s: writing %s failed\n", where, path.c_str());
+  int err = ok ? 0 : EIO;
+  if (std::fflush(f) != 0 && ok) ok = false, err = errno;
+  if (f != stdout && std::fclose(f) != 0 && ok) ok = false, err = errno;
+  if (ok && !o->tmp.empty()) {
+    if (::rename(o->tmp.c_str(), o->path.c_str()) != 0) ok = false, err = errno;
+    else o->tmp.clear();
+  }
+  if (!ok)
+    std::fprintf(stderr, "%s: writing %s failed: %s\n", where, o->path == "-" ? "stdout" : o->path.c_str(),
+                 std::strerror(err));
   return ok;
 }
 
@@ -134,21 +189,23 @@ int run(int argc, char** argv) {
     opt.grids = {{0, 0, kReportSlices}};
     const std::vector<Model> models = analyse(ix, opt);
     write_report(ix, models, stdout);
-    return std::fflush(stdout) == 0 ? kOk : kFail;
+    Out o;
+    o.path = "-";
+    o.f = stdout;
+    return close_out(where, &o) ? kOk : kFail;
   }
   if (a.json.empty()) a.json = with_ext(a.file, ".json");
   if (a.svg.empty()) a.svg = with_ext(a.file, ".svg");
-  std::FILE* j = open_out(where, a.json);
-  if (!j) return kFail;
+  // Both outputs opened before anything is written: neither is left behind
+  // (nor an old one replaced) when the other cannot be.
+  Out j, s;
+  if (!open_out(where, a.json, a.file, &j) || !open_out(where, a.svg, a.file, &s)) return kFail;
   // Second pass: the JSON written as the events are analysed.
-  ChromeJsonWriter json(j, ix);
+  ChromeJsonWriter json(j.f, ix);
   opt.grids = {{0, ix.end_ns, kExportCounterSlices}, {a.from_ns, a.to_ns, kSvgColumns}};
   opt.sink = json.sink();
   const std::vector<Model> models = analyse(ix, opt);
   json.finish(models);
-  if (!close_out(where, a.json, j)) return kFail;
-  std::FILE* s = open_out(where, a.svg);
-  if (!s) return kFail;
   // The SVG draws the runtime with the most events.
   const Model* most = &models[0];
   std::uint64_t most_events = 0;
@@ -157,8 +214,8 @@ int run(int argc, char** argv) {
     for (const Track& t : m.tracks) n += t.events;
     if (n > most_events) most = &m, most_events = n;
   }
-  write_svg(models.size() > 1 ? a.file + " (the runtime with the most events)" : a.file, *most, s);
-  if (!close_out(where, a.svg, s)) return kFail;
+  write_svg(models.size() > 1 ? a.file + " (the runtime with the most events)" : a.file, *most, s.f);
+  if (!close_out(where, &j) || !close_out(where, &s)) return kFail;
   if (a.json != "-" && a.svg != "-")
     std::fprintf(stderr, "%s: wrote %s (ui.perfetto.dev) and %s\n", where, a.json.c_str(), a.svg.c_str());
   return kOk;

@@ -256,7 +256,7 @@ TraceIndex index_trace(const std::string& path, bool allow_cut) {
           }
           done += k;
         }
-        if (n) s.last_chunk = off;
+        if (n) s.last_chunk = off, s.chunks.push_back(off);
         ix.events += n;
         break;
       }
@@ -315,9 +315,8 @@ TraceIndex index_trace(const std::string& path, bool allow_cut) {
 // ---- EventReader --------------------------------------------------------
 
 struct EventReader::Cursor {
-  std::uint32_t id = 0;
-  std::uint64_t scan = 0;        // the next record to look at for this stream's chunks
-  std::uint64_t last = 0;        // its last chunk with events
+  const std::vector<std::uint64_t>* chunks = nullptr;  // StreamIndex::chunks
+  std::size_t next_chunk = 0;    // chunks[] to read next
   std::uint64_t chunk_at = 0;    // the current chunk's next unread event
   std::uint64_t chunk_left = 0;  // its events not yet read
   std::vector<Event> block;      // read, ticks converted
@@ -334,9 +333,7 @@ EventReader::EventReader(const TraceIndex& ix) : ix_(ix) {
   }
   cursors_.resize(ix.streams.size());
   for (std::size_t i = 0; i < cursors_.size(); ++i) {
-    cursors_[i].id = ix.streams[i].id;
-    cursors_[i].scan = ix.streams[i].record;
-    cursors_[i].last = ix.streams[i].last_chunk;
+    cursors_[i].chunks = &ix.streams[i].chunks;
     if (ix.streams[i].events && refill(cursors_[i])) heap_.push_back(i);
   }
   std::make_heap(heap_.begin(), heap_.end(), [this](std::size_t a, std::size_t b) { return later(a, b); });
@@ -350,15 +347,14 @@ EventReader::~EventReader() {
 bool EventReader::refill(Cursor& c) {
   if (c.pos < c.block.size()) return true;
   while (c.chunk_left == 0) {
-    if (c.scan > c.last || c.scan >= ix_.data_end) return false;
+    if (c.next_chunk >= c.chunks->size()) return false;
+    const std::uint64_t at = (*c.chunks)[c.next_chunk++];
     RecordHeader r;
-    read_exact(fd_, ix_.path, &r, sizeof r, c.scan);
-    const std::uint64_t body = c.scan + sizeof r;
-    c.scan = body + r.payload_bytes;
-    if (RecordKind(r.kind) == RecordKind::kChunk && r.stream == c.id) {
-      c.chunk_at = body + sizeof(ChunkInfo);
-      c.chunk_left = (r.payload_bytes - sizeof(ChunkInfo)) / sizeof(Event);
-    }
+    read_exact(fd_, ix_.path, &r, sizeof r, at);
+    if (r.magic != kRecordMagic || RecordKind(r.kind) != RecordKind::kChunk || r.payload_bytes <= sizeof(ChunkInfo))
+      bad(ix_.path, at, "the file changed while it was read");
+    c.chunk_at = at + sizeof r + sizeof(ChunkInfo);
+    c.chunk_left = (r.payload_bytes - sizeof(ChunkInfo)) / sizeof(Event);
   }
   const std::size_t k = std::size_t(std::min<std::uint64_t>(kBlockEvents, c.chunk_left));
   c.block.resize(k);

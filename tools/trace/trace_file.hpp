@@ -43,6 +43,9 @@ struct StreamIndex {
   trace_format::StreamInfo info{};
   std::uint64_t record = 0;            // the offset of its stream record
   std::uint64_t last_chunk = 0;        // the offset of its last chunk record (events > 0)
+  std::vector<std::uint64_t> chunks;   // the offsets of its chunk records with events, in order
+                                       // (8 bytes a chunk: the reader goes to each, not through
+                                       // every other stream's records in between)
   std::uint64_t events = 0;
   std::uint64_t first = 0, last = 0;   // its first and last event, ns since the start (events > 0)
   std::uint64_t dropped = 0;           // as the chunk headers say

@@ -289,9 +289,30 @@ bool write_file(const std::string& path, int pid, std::uint64_t start_ns, Collec
   const bool ok = !std::ferror(f);
   if (std::fclose(f) != 0 || !ok) {
     *err = "writing " + path + " failed";
+    std::remove(path.c_str());  // not a half-written trace
     return false;
   }
   return true;
+}
+
+// Whether `path` can be written, asked before recording (not after a
+// recording the user cannot repeat); a file this made is removed again.
+bool writable(const char* where, const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    return true;
+  }
+  if (errno == EEXIST) {
+    const int f2 = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);  // no O_TRUNC: left as it is until the end
+    if (f2 >= 0) {
+      ::close(f2);
+      return true;
+    }
+  }
+  std::fprintf(stderr, "%s: cannot write %s: %s\n", where, path.c_str(), std::strerror(errno));
+  return false;
 }
 
 // Writes the trace and says on stderr how many `what` it holds; false
@@ -376,6 +397,7 @@ int record_sched_ext_only(const char* where, int pid, const std::vector<std::str
 int record_main(const char* where, int pid, const std::vector<std::string>& cmd, const std::string& out) {
   // The sched_ext scheduler's decisions, when it is loaded (root): its
   // records from before the recording are dropped.
+  if (!writable(where, out)) return 1;
   SchedExtEvents scx;
   std::string scx_why;
   const bool with_scx = geteuid() == 0 && scx.open(&scx_why);
