@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -1074,4 +1075,132 @@ TEST(Cancel, DestructorAfterDeadlineDoesNotWait) {
   EXPECT_THROW(later.get(), parkway::RuntimeShutdown);
   release.store(true);
   std::this_thread::sleep_for(20ms);  // let the detached worker leave before the process moves on
+}
+
+// A parallel_for whose pieces are still queued when shutdown(deadline)
+// passes its deadline: the pieces are dropped and the loop's caller gets
+// RuntimeShutdown. Before, the group inside parallel_for_split rethrew it
+// from a noexcept function: std::terminate, the whole process gone.
+TEST(Cancel, ShutdownDeadlineDropsParallelForPiecesAndTellsTheCaller) {
+  pwtest::Watchdog w("Cancel.ShutdownDeadlineDropsParallelForPiecesAndTellsTheCaller", 30);
+  std::atomic<bool> in_first{false}, release{false};
+  std::atomic<int> calls{0};
+  parkway::Future<void> f;
+  {
+    parkway::Runtime rt(parkway::Options{.workers = 1});
+    f = rt.submit([&] {
+      parkway::parallel_for(rt, 0, 64, 1, [&](std::size_t i) {
+        calls.fetch_add(1);
+        if (i == 0) {
+          in_first.store(true);
+          while (!release.load()) std::this_thread::sleep_for(1ms);
+        }
+      });
+    });
+    ASSERT_TRUE(wait_for(in_first));
+    parkway::ShutdownReport r = rt.shutdown(std::chrono::steady_clock::now() + 20ms);
+    EXPECT_GT(r.dropped, 0u);
+    EXPECT_EQ(r.running, 1u);
+    release.store(true);
+    EXPECT_THROW(f.get(), parkway::RuntimeShutdown) << "calls made: " << calls.load() << " of 64";
+  }
+}
+// A task still running past shutdown(deadline)'s deadline calls
+// parallel_for: the loop runs nothing and throws RuntimeShutdown, as a
+// TaskGroup's spawn and wait there does. Before, it returned normally
+// having run none of its 64 indices.
+TEST(Cancel, ParallelForPastTheShutdownDeadlineIsNotSilent) {
+  pwtest::Watchdog w("Cancel.ParallelForPastTheShutdownDeadlineIsNotSilent", 30);
+  std::atomic<bool> started{false}, release{false};
+  std::atomic<int> calls{0};
+  parkway::Future<void> f;
+  {
+    parkway::Runtime rt(parkway::Options{.workers = 1});
+    f = rt.submit([&] {
+      started.store(true);
+      while (!release.load()) std::this_thread::sleep_for(1ms);
+      parkway::parallel_for(rt, 0, 64, 1, [&](std::size_t) { calls.fetch_add(1); });
+    });
+    ASSERT_TRUE(wait_for(started));
+    parkway::ShutdownReport r = rt.shutdown(std::chrono::steady_clock::now() + 20ms);
+    EXPECT_EQ(r.running, 1u);
+    release.store(true);
+    bool threw = false;
+    try {
+      f.get();
+    } catch (const parkway::RuntimeShutdown&) {
+      threw = true;
+    }
+    EXPECT_TRUE(threw || calls.load() == 64) << "parallel_for returned normally after " << calls.load()
+                                             << " of 64 calls";
+  }
+}
+// shutdown(deadline) while another thread is in shutdown(), which waits
+// for a task that does not end: the bounded call keeps its deadline and
+// drops what has not started. Before, it waited for the other call (here
+// 3 s, until the test released the task) and dropped nothing.
+TEST(Cancel, ShutdownDeadlineBesideAPlainShutdownKeepsItsDeadline) {
+  pwtest::Watchdog w("Cancel.ShutdownDeadlineBesideAPlainShutdownKeepsItsDeadline", 30);
+  std::atomic<bool> started{false}, release{false};
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  parkway::Future<void> blocker = rt.submit([&] {
+    started.store(true);
+    while (!release.load()) std::this_thread::sleep_for(1ms);
+  });
+  ASSERT_TRUE(wait_for(started));
+  parkway::Future<void> queued = rt.submit([] {});
+  std::thread plain([&] { rt.shutdown(); });
+  // wait until the plain shutdown closed the runtime (it holds its lock then)
+  std::vector<parkway::Future<void>> probes;
+  for (int i = 0; i < 5000; ++i) {
+    try {
+      probes.push_back(rt.submit([] {}));
+    } catch (const parkway::RuntimeShutdown&) {
+      break;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(3s);
+    release.store(true);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  parkway::ShutdownReport r = rt.shutdown(t0 + 50ms);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, 1s) << "shutdown(now + 50ms) took "
+                      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  EXPECT_EQ(r.dropped, 1u + probes.size());
+  EXPECT_THROW(queued.get(), parkway::RuntimeShutdown);
+  release.store(true);
+  releaser.join();
+  plain.join();
+  blocker.get();
+}
+// shutdown(time_point::min()), a deadline long past, drops at once.
+// Before, deadline - now overflowed and the join waited for a time
+// centuries away.
+TEST(Cancel, ShutdownDeadlineLongPastDropsAtOnce) {
+  pwtest::Watchdog w("Cancel.ShutdownDeadlineLongPastDropsAtOnce", 30);
+  std::atomic<bool> started{false}, release{false};
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  parkway::Future<void> blocker = rt.submit([&] {
+    started.store(true);
+    while (!release.load()) std::this_thread::sleep_for(1ms);
+  });
+  ASSERT_TRUE(wait_for(started));
+  parkway::Future<int> queued = rt.submit([] { return 1; });
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(3s);
+    release.store(true);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  parkway::ShutdownReport r = rt.shutdown(std::chrono::steady_clock::time_point::min());
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, 1s) << "shutdown(time_point::min()) took "
+                      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  EXPECT_EQ(r.dropped, 1u);
+  release.store(true);
+  releaser.join();
+  EXPECT_THROW(queued.get(), parkway::RuntimeShutdown);
+  blocker.get();
 }

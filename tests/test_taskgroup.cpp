@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -251,4 +252,26 @@ TEST(ParallelFor, ManyThrowingPiecesRethrowOneAndReportNone) {
     EXPECT_LE(ran.load(), 1000);
     EXPECT_EQ(err.find("lost"), std::string::npos) << err;
   }
+}
+
+// parallel_for at the top of size_t's range with odd grains (no
+// begin + grain that overflows), an empty range, and bad arguments.
+TEST(ParallelFor, RangesAtTheTopOfSizeT) {
+  pwtest::Watchdog w("ParallelFor.RangesAtTheTopOfSizeT", 30);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
+  for (std::size_t grain : {std::size_t(1), std::size_t(3), std::size_t(7), kMax / 2, kMax - 1, kMax}) {
+    std::atomic<std::size_t> n{0}, sum_low{0};
+    parkway::parallel_for(rt, kMax - 100, kMax, grain, [&](std::size_t i) {
+      n.fetch_add(1);
+      sum_low.fetch_add(kMax - i);
+    });
+    EXPECT_EQ(n.load(), 100u) << "grain " << grain;
+    EXPECT_EQ(sum_low.load(), 5050u) << "grain " << grain;
+  }
+  std::atomic<int> calls{0};
+  parkway::parallel_for(rt, 5, 5, 1, [&](std::size_t) { calls++; });
+  EXPECT_EQ(calls.load(), 0);
+  EXPECT_THROW(parkway::parallel_for(rt, 6, 5, 1, [&](std::size_t) { calls++; }), std::invalid_argument);
+  EXPECT_THROW(parkway::parallel_for(rt, 0, 5, 0, [&](std::size_t) { calls++; }), std::invalid_argument);
 }

@@ -43,8 +43,12 @@ constexpr auto kSettleMost = std::chrono::milliseconds(50);
 constexpr auto kLeaveGrace = std::chrono::milliseconds(200);
 
 timespec realtime_at(std::chrono::steady_clock::time_point deadline) {
-  auto left = deadline - std::chrono::steady_clock::now();
-  if (left < std::chrono::nanoseconds(0)) left = std::chrono::nanoseconds(0);
+  // Compared before subtracting: deadline - now overflows for a deadline
+  // far in the past (time_point::min()).
+  const auto now_steady = std::chrono::steady_clock::now();
+  const std::chrono::nanoseconds left =
+      deadline <= now_steady ? std::chrono::nanoseconds(0)
+                             : std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now_steady);
   timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count() + now.tv_nsec;
@@ -110,7 +114,20 @@ ShutdownReport RuntimeImpl::shutdown_until(std::chrono::steady_clock::time_point
     closing.store(true, std::memory_order_seq_cst);
     return {};
   }
-  std::lock_guard<std::mutex> g(shutdown_mu);
+  std::unique_lock<std::timed_mutex> g(shutdown_mu, std::defer_lock);
+  if (!g.try_lock_until(deadline)) {
+    // Another shutdown holds the lock past our deadline (a shutdown()
+    // waiting for tasks that do not end, say). Drop what has not started
+    // now, as at our own deadline: the flag and the drain need no lock
+    // (the workers take from the same queues). The lock's holder joins.
+    if (!dropping.exchange(true, std::memory_order_seq_cst)) g_cancel_live.fetch_add(1, std::memory_order_seq_cst);
+    drain_dropping();
+    const ShutdownReport rep{dropped.load(std::memory_order_relaxed), workers_in_tasks()};
+    // The holder may have finished meanwhile, before our flag was set.
+    if (g.try_lock() && joined && dropping.exchange(false, std::memory_order_relaxed))
+      g_cancel_live.fetch_sub(1, std::memory_order_release);
+    return rep;
+  }
   if (joined) return {};
   if (!left_running) {
     stop_workers();
@@ -120,8 +137,7 @@ ShutdownReport RuntimeImpl::shutdown_until(std::chrono::steady_clock::time_point
       joined = true;
       return {};
     }
-    dropping.store(true, std::memory_order_seq_cst);
-    g_cancel_live.fetch_add(1, std::memory_order_seq_cst);
+    if (!dropping.exchange(true, std::memory_order_seq_cst)) g_cancel_live.fetch_add(1, std::memory_order_seq_cst);
   }
   drain_dropping();
   // The running count: workers that are neither quiet nor searching. One
@@ -144,8 +160,8 @@ ShutdownReport RuntimeImpl::shutdown_until(std::chrono::steady_clock::time_point
   if (running == 0 && join_until(std::chrono::steady_clock::now() + kLeaveGrace)) {
     joined = true;
     left_running = false;
-    g_cancel_live.fetch_sub(1, std::memory_order_release);
-    dropping.store(false, std::memory_order_relaxed);  // nobody runs its tasks any more
+    // nobody runs its tasks any more
+    if (dropping.exchange(false, std::memory_order_relaxed)) g_cancel_live.fetch_sub(1, std::memory_order_release);
     return rep;
   }
   if (rep.running == 0) rep.running = 1;  // one did not leave in the grace time: it is still in a task
@@ -157,7 +173,7 @@ ShutdownReport RuntimeImpl::shutdown_until(std::chrono::steady_clock::time_point
 // left since, detach the rest. True if every worker was joined (the
 // runtime may be freed).
 bool RuntimeImpl::release_after_bounded() {
-  std::lock_guard<std::mutex> g(shutdown_mu);
+  std::lock_guard<std::timed_mutex> g(shutdown_mu);
   if (joined) return true;
   bool all = true;
   for (std::size_t i = 0; i < threads.size(); ++i) {
@@ -176,7 +192,7 @@ bool RuntimeImpl::release_after_bounded() {
   if (!all) abandoned.store(true, std::memory_order_seq_cst);
   if (all) {
     left_running = false;
-    g_cancel_live.fetch_sub(1, std::memory_order_release);
+    if (dropping.exchange(false, std::memory_order_relaxed)) g_cancel_live.fetch_sub(1, std::memory_order_release);
   }
   return all;
 }

@@ -274,12 +274,15 @@ void RuntimeImpl::shutdown() {
     closing.store(true, std::memory_order_seq_cst);
     return;
   }
-  std::lock_guard<std::mutex> g(shutdown_mu);
+  std::lock_guard<std::timed_mutex> g(shutdown_mu);
   if (joined || left_running) return;  // left_running: ~Runtime detaches (bounded_shutdown.cpp)
   stop_workers();
   joining.store(true, std::memory_order_seq_cst);  // see abandon_from_own_worker
   for (pthread_t th : threads) pthread_join(th, nullptr);  // [X3]
   joined = true;
+  // A shutdown(deadline) that passed its deadline while this one held the
+  // lock dropped tasks without it: nobody runs this runtime's tasks now.
+  if (dropping.exchange(false, std::memory_order_relaxed)) g_cancel_live.fetch_sub(1, std::memory_order_release);
 }
 
 void RuntimeImpl::stop_workers() {
@@ -312,7 +315,7 @@ void RuntimeImpl::abandon_from_own_worker() {
     if (joining.load(std::memory_order_seq_cst)) return;
     sched_yield();
   }
-  std::lock_guard<std::mutex> g(shutdown_mu, std::adopt_lock);
+  std::lock_guard<std::timed_mutex> g(shutdown_mu, std::adopt_lock);
   if (joined) return;
   stop_workers();
   for (pthread_t th : threads) pthread_detach(th);  // no [X3]: nobody joins

@@ -27,7 +27,16 @@ struct ForState {
   std::atomic<bool> stop{false};
   std::exception_ptr error;  // written once, by the call that set stop
 
-  bool stopping() const noexcept { return stop.load(std::memory_order_relaxed) || cancelled(); }
+  // Past Runtime::shutdown's deadline the loop stops too, but not
+  // silently: the pieces it will not run are dropped, and the caller gets
+  // RuntimeShutdown (as the waiter of any dropped task does).
+  bool stopping() noexcept {
+    if (stop.load(std::memory_order_relaxed)) return true;
+    if (!cancelled()) [[likely]]
+      return false;
+    if (stop_requested(nullptr)) fail(dropped_task_error());  // the runtime here drops tasks
+    return true;
+  }
   void fail(std::exception_ptr e) noexcept {
     if (!stop.exchange(true, std::memory_order_acq_rel)) error = std::move(e);
   }
@@ -54,7 +63,13 @@ void parallel_for_split(std::size_t b, std::size_t e, ForState<F>& s) noexcept {
   } catch (...) {
     s.fail(std::current_exception());
   }
-  g.wait();  // the halves catch their own exceptions: this does not throw
+  // The halves catch their own exceptions; but one dropped unstarted
+  // past Runtime::shutdown's deadline leaves RuntimeShutdown in g.
+  try {
+    g.wait();
+  } catch (...) {
+    s.fail(std::current_exception());
+  }
 }
 
 inline void check_range(std::size_t begin, std::size_t end, std::size_t grain) {
