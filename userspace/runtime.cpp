@@ -274,7 +274,7 @@ void RuntimeImpl::shutdown() {
     closing.store(true, std::memory_order_seq_cst);
     return;
   }
-  std::lock_guard<std::timed_mutex> g(shutdown_mu);
+  std::lock_guard<std::mutex> g(shutdown_mu);
   if (joined || left_running) return;  // left_running: ~Runtime detaches (bounded_shutdown.cpp)
   stop_workers();
   joining.store(true, std::memory_order_seq_cst);  // see abandon_from_own_worker
@@ -315,7 +315,7 @@ void RuntimeImpl::abandon_from_own_worker() {
     if (joining.load(std::memory_order_seq_cst)) return;
     sched_yield();
   }
-  std::lock_guard<std::timed_mutex> g(shutdown_mu, std::adopt_lock);
+  std::lock_guard<std::mutex> g(shutdown_mu, std::adopt_lock);
   if (joined) return;
   stop_workers();
   for (pthread_t th : threads) pthread_detach(th);  // no [X3]: nobody joins

@@ -86,9 +86,9 @@ class RuntimeImpl {
   std::atomic<std::uint64_t> submitted{0};
   std::atomic<std::uint64_t> external_wakeups{0};
   std::vector<pthread_t> threads;  // the started workers (pthread_create: for Options::stack_size)
-  // shutdown() may be called from several threads; timed: shutdown(deadline)
+  // shutdown() may be called from several threads; shutdown(deadline)
   // waits for it only until its deadline (bounded_shutdown.cpp).
-  std::timed_mutex shutdown_mu;
+  std::mutex shutdown_mu;
   bool joined = false;     // guarded by shutdown_mu
   // Destroyed on one of its own workers (abandon_from_own_worker): owner
   // is gone, and Runtime::current() answers nullptr on these workers.
