@@ -601,14 +601,13 @@ class PARKWAY_API Listener : public detail::Descriptor {
 // and the next call re-arms the accept. One coroutine at a time awaits it
 // (a second is refused with std::logic_error while the first waits or is
 // about to resume with its connection); one destroyed while it waits is
-// forgotten (the connection waits for the
-// next taker). Closing the Listener (which may have several streams) or
-// destroying the stream ends the wait with ECANCELED, as next()'s
-// OpOptions and the awaiting coroutine's TaskGroup may. Destroying it
-// cancels the accept; connections delivered but not taken are closed,
-// that of a taker about to resume with it included: such a taker, and an
-// awaiter from next() awaited after the stream was destroyed, get
-// ECANCELED.
+// forgotten (the connection waits for the next taker). Closing the
+// Listener (which may have several streams) or destroying the stream ends
+// the wait with ECANCELED, as next()'s OpOptions and the awaiting
+// coroutine's TaskGroup may. Destroying it cancels the accept;
+// connections delivered but not taken are closed, that of a taker about
+// to resume with it included: such a taker, and an awaiter from next()
+// awaited after the stream was destroyed, get ECANCELED.
 namespace detail {
 struct AcceptQueue;
 }
