@@ -566,6 +566,23 @@ if os.access("/usr/bin/time", os.X_OK):
                                  "--svg", os.path.join(TMP, "hostile.svg"), path])
         check(rc == 0 and kb < 64 * 1024, "%s (%d-byte file): export's peak RSS %d KiB (< 64 MiB)" %
               (name, os.path.getsize(path), kb))
+    # Threads whose events are far apart: each parked from 0 to 1 s. A
+    # timeline row holds a run for the slices one state held whole, not a
+    # cell per slice (2000 + 1030 of 40 bytes each per thread: 490 MB).
+    N = 4096
+    path = os.path.join(TMP, "far-apart.pwt")
+    open(path, "wb").write(trace_file([(0, 100, [(0, SEARCH_BEGIN, 0, 0, 0), (10 ** 9, SEARCH_END, 0, 0, 0)])] +
+                                      [(-1, 1000 + i, [(0, PARK, 0, 0, 1), (10 ** 9, UNPARK, 0, 0, 1)])
+                                       for i in range(N)], version=4))
+    size = os.path.getsize(path)
+    for cmd in (["report", path], ["export", "--json", os.path.join(TMP, "far-apart.json"),
+                                   "--svg", os.path.join(TMP, "far-apart.svg"), path]):
+        rc, kb, secs = peak_rss([PARKWAY, "trace"] + cmd)
+        check(rc == 0 and kb < 64 * 1024,
+              "%d threads parked from 0 to 1 s (%d-byte file): %s's peak RSS %d KiB (< 64 MiB)" %
+              (N, size, cmd[0], kb))
+else:
+    print("SKIP: small hostile files' peak RSS (5 checks): /usr/bin/time is not installed")
 for name, streams, want in (
         ("17 runtimes of worker 4095", [(4095, 100 + i, [(i, SEARCH_BEGIN, 0, 0, 0)], 1 + i) for i in range(17)],
          "this reader holds at most 65536"),
@@ -575,6 +592,24 @@ for name, streams, want in (
     open(path, "wb").write(trace_file(streams, version=4))
     rc, out, err = report(path)
     check(rc == 1 and want in err and err.count("\n") == 1, "%s: exit 1, the limit named" % name, "exit %d %r" % (rc, err))
+
+# One steal by w0 from w4095 (a few hundred bytes): the steal matrix has a
+# row and a column per worker that took part, and the parallelism chart a
+# row per worker that recorded (not 4096 x 4096 cells: 219 MB).
+STEAL = 2
+path = os.path.join(TMP, "steal-4095.pwt")
+open(path, "wb").write(trace_file([(0, 100, [(1000, SEARCH_BEGIN, 0, 0, 0), (2000, STEAL, 0, 4095, 1), (3000, SEARCH_END, 1, 0, 0)]),
+                                   (4095, 101, [(1000, SEARCH_BEGIN, 0, 0, 0)])], version=4))
+rc, out, err = report(path)
+small_out = len(out) < (1 << 20)
+sec = out.split("Steals:")[1].split("Parks and wakes")[0] if small_out and "Steals:" in out else "\n"
+par = out.split("Parallelism over time")[1] if small_out and "Parallelism over time" in out else ""
+chart = [l for l in par.splitlines() if re.match(r"^\s+\d+ \|", l)]
+steals = {k: v for k, v in parse_report(out)["steals"].items() if v} if small_out and rc == 0 else None
+check(rc == 0 and small_out and sec.split("\n")[1].split() == ["w0", "w4095"] and steals == {("w0", "w4095"): 1} and
+      len(chart) == 2,
+      "w0 stole once from w4095 (%d-byte file): a %d-byte report, the steal matrix w0 and w4095 only, "
+      "%d parallelism rows" % (os.path.getsize(path), len(out), len(chart)), "exit %d %s %s" % (rc, err, sec[:300]))
 
 # ---- the quantile sketch: within its bound of the sorted list ---------------
 
@@ -800,7 +835,7 @@ def record_skip_reason():
     return None
 
 
-skipped = 0 if os.access("/usr/bin/time", os.X_OK) else 8
+skipped = 0 if os.access("/usr/bin/time", os.X_OK) else 8 + 5
 why = record_skip_reason()
 if why:
     print("SKIP: parkway trace record (3 checks): " + why)
@@ -899,6 +934,8 @@ for args, want in ((["trace"], "parkway trace: missing trace subcommand"),
                    (["trace", "report", "a", "b"], "parkway trace report: unexpected argument 'b'"),
                    (["trace", "export", "f", "--json"], "parkway trace export: option --json needs a value"),
                    (["trace", "export", "--window", "5:2", "f"], "parkway trace export: --window takes A:B in ms with A < B, not '5:2'"),
+                   (["trace", "export", "--json", "-", "--svg", "-", "f"],
+                    "parkway trace export: --json - and --svg - both write to stdout"),
                    (["trace", "report", "--json", "x", "f"], "parkway trace report: unknown option '--json'"),
                    (["trace", "record"], "parkway trace record: missing -p PID or -- COMMAND"),
                    (["trace", "record", "-p", "x1"], "parkway trace record: -p takes a process id, not 'x1'"),

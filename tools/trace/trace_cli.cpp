@@ -32,7 +32,7 @@ extern "C" const char parkway_trace_usage[] =
     "              (default FILE.json) and an SVG timeline (default FILE.svg)\n"
     "  --partial   read a file without its end record (the process is running, or did\n"
     "              not exit normally) up to its last whole record\n"
-    "  --json OUT, --svg OUT   where to write (- for stdout)\n"
+    "  --json OUT, --svg OUT   where to write (- for stdout, one of them)\n"
     "  --window A:B  the SVG shows ms A to B of the trace (default: first to last\n"
     "                event)\n"
     "trace record  the scheduling events of a running process (-p, until Ctrl-C)\n"
@@ -181,12 +181,15 @@ int run(int argc, char** argv) {
   const char* where = report ? "parkway trace report" : "parkway trace export";
   Args a;
   if (int rc = parse(argc, argv, where, !report, &a); rc != kOk) return rc;
+  // Two documents one after the other on stdout would be neither JSON nor SVG.
+  if (!report && a.json == "-" && a.svg == "-")
+    return usage_error(where, "--json - and --svg - both write to stdout: give one of them a file");
   // First pass: every record checked (a bad file fails here, before any output).
   const TraceIndex ix = index_trace(a.file, a.partial);
   AnalyseOptions opt;
   if (report) {
     opt.work_span = true;
-    opt.grids = {{0, 0, kReportSlices}};
+    opt.grids = {{0, 0, kReportSlices, false}};
     const std::vector<Model> models = analyse(ix, opt);
     write_report(ix, models, stdout);
     Out o;
@@ -202,7 +205,7 @@ int run(int argc, char** argv) {
   if (!open_out(where, a.json, a.file, &j) || !open_out(where, a.svg, a.file, &s)) return kFail;
   // Second pass: the JSON written as the events are analysed.
   ChromeJsonWriter json(j.f, ix);
-  opt.grids = {{0, ix.end_ns, kExportCounterSlices}, {a.from_ns, a.to_ns, kSvgColumns}};
+  opt.grids = {{0, ix.end_ns, kExportCounterSlices, false}, {a.from_ns, a.to_ns, kSvgColumns, true}};
   opt.sink = json.sink();
   const std::vector<Model> models = analyse(ix, opt);
   json.finish(models);

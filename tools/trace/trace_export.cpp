@@ -191,6 +191,7 @@ void write_svg(const std::string& title, const Model& m, std::FILE* o) {
     if (c == '<' || c == '>' || c == '&') c = '_';
   std::fprintf(o, "<text x=\"10\" y=\"20\" font-size=\"14\">%s: %s to %s of the trace, %s level</text>\n",
                t.c_str(), fmt_ns(double(t0)).c_str(), fmt_ns(double(t1)).c_str(), m.task_level ? "task" : "scheduling");
+  std::vector<StateGrid::Cell> cells;  // a row's, in turn
   for (int r = 0; r < rows; ++r) {
     const Track& tr = m.tracks[r];
     const int y = top + r * row;
@@ -202,11 +203,12 @@ void write_svg(const std::string& title, const Model& m, std::FILE* o) {
         std::fprintf(o, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n", left + run_start, y + 2,
                      end_col - run_start, row - 4, color[run_state]);
     };
+    g.cells(std::size_t(r), &cells);
     for (int c = 0; c < cols; ++c) {
       int best = -1;
       double most = 0;
       for (int s = 0; s < kStates; ++s)
-        if (g.at(r, unsigned(c), unsigned(s)) > most) most = g.at(r, unsigned(c), unsigned(s)), best = s;
+        if (cells[c][s] > most) most = cells[c][s], best = s;
       if (best != run_state) {
         flush(c);
         run_start = c;

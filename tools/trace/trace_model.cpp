@@ -7,6 +7,7 @@
 #include "trace_model.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <unordered_map>
 
 namespace parkway::tracetool {
@@ -16,26 +17,118 @@ using trace_format::EventType;
 using trace_format::event_task;
 
 void StateGrid::add(std::size_t track, std::uint64_t begin, std::uint64_t end, std::uint8_t state) {
-  if (to <= from || bins == 0) return;
+  if (to <= from || bins == 0 || track >= share.size()) return;
   const double width = double(to - from) / bins;
   double b = std::max(double(begin), double(from)) - double(from);
   const double e = std::min(double(end), double(to)) - double(from);
   if (!(b < e)) return;
   Row& row = share[track];
   const unsigned k0 = std::min(bins - 1, b > 0 ? unsigned(b / width) : 0u);
-  const unsigned k1 = std::min(bins - 1, unsigned(e / width));
-  if (row.cells.empty()) {
-    row.lo = k0;
-    row.cells.resize(k1 - k0 + 1);
-  } else {
-    if (k0 < row.lo) row.cells.insert(row.cells.begin(), row.lo - k0, Cell{}), row.lo = k0;
-    if (k1 - row.lo >= row.cells.size()) row.cells.resize(k1 - row.lo + 1);
-  }
   for (unsigned k = k0; k < bins && b < e; ++k) {
     const double upto = std::min(e, (k + 1) * width);
-    if (upto > b && k - row.lo < row.cells.size()) row.cells[k - row.lo][state] += upto - b;
+    if (upto > b) put(row, k, state, upto - b);
     b = std::max(b, upto);
   }
+}
+
+// Adds `ns` in `state` to slice k of the row. In time order, k is the
+// row's last slice or one after it; a slice's edge rounded the other way
+// may give an earlier one, which is found and split.
+void StateGrid::put(Row& row, unsigned k, std::uint8_t state, double ns) {
+  auto mixed = [&](std::vector<Run>::iterator pos, unsigned slice, const Cell& c) {
+    if (pos == row.runs.end() && !row.runs.empty()) {
+      Run& last = row.runs.back();
+      if (last.state == kMixed && last.lo + last.n == slice && last.at + last.n == row.cells.size()) {
+        row.cells.push_back(c);
+        ++last.n;
+        return;
+      }
+    }
+    Run r;
+    r.lo = slice;
+    r.n = 1;
+    r.at = std::uint32_t(row.cells.size());
+    row.cells.push_back(c);
+    row.runs.insert(pos, r);
+  };
+  if (row.runs.empty() || k >= row.runs.back().lo + row.runs.back().n) {
+    Run* last = row.runs.empty() ? nullptr : &row.runs.back();
+    if (ns == whole(k)) {  // all of the slice: a run
+      if (last && last->state == state && last->lo + last->n == k) {
+        ++last->n;
+      } else {
+        Run r;
+        r.lo = k;
+        r.n = 1;
+        r.state = state;
+        row.runs.push_back(r);
+      }
+      return;
+    }
+    Cell c{};
+    c[state] += ns;
+    mixed(row.runs.end(), k, c);
+    return;
+  }
+  // The run holding slice k, if any.
+  auto it = std::upper_bound(row.runs.begin(), row.runs.end(), k, [](unsigned x, const Run& r) { return x < r.lo; });
+  if (it == row.runs.begin() || k >= std::prev(it)->lo + std::prev(it)->n) {
+    Cell c{};
+    c[state] += ns;
+    mixed(it, k, c);
+    return;
+  }
+  --it;
+  if (it->state == kMixed) {
+    row.cells[it->at + (k - it->lo)][state] += ns;
+    return;
+  }
+  // Slice k of a run: the run split around it, k a cell of its own.
+  Cell c{};
+  c[it->state] = whole(k);
+  c[state] += ns;
+  Run after = *it;
+  after.lo = k + 1;
+  after.n = it->lo + it->n - (k + 1);
+  it->n = k - it->lo;
+  std::ptrdiff_t pos = it - row.runs.begin();
+  if (it->n == 0) {
+    row.runs.erase(it);
+  } else {
+    ++pos;
+  }
+  if (after.n) row.runs.insert(row.runs.begin() + pos, after);
+  const std::uint32_t at = std::uint32_t(row.cells.size());
+  row.cells.push_back(c);
+  Run r;
+  r.lo = k;
+  r.n = 1;
+  r.at = at;
+  row.runs.insert(row.runs.begin() + pos, r);
+}
+
+double StateGrid::at(std::size_t track, unsigned k, unsigned state) const {
+  if (track >= share.size()) return 0.0;
+  const Row& row = share[track];
+  auto it = std::upper_bound(row.runs.begin(), row.runs.end(), k, [](unsigned x, const Run& r) { return x < r.lo; });
+  if (it == row.runs.begin()) return 0.0;
+  --it;
+  if (k >= it->lo + it->n) return 0.0;
+  if (it->state == kMixed) return row.cells[it->at + (k - it->lo)][state];
+  return it->state == state ? whole(k) : 0.0;
+}
+
+void StateGrid::cells(std::size_t track, std::vector<Cell>* out) const {
+  out->assign(bins, Cell{});
+  if (track >= share.size()) return;
+  const Row& row = share[track];
+  for (const Run& r : row.runs)
+    for (unsigned i = 0; i < r.n; ++i) {
+      if (r.state == kMixed)
+        (*out)[r.lo + i] = row.cells[r.at + i];
+      else
+        (*out)[r.lo + i][r.state] = whole(r.lo + i);
+    }
 }
 
 const char* sched_ext_name(unsigned kind) {
@@ -52,8 +145,17 @@ std::vector<double> parallelism(const Model& m, const StateGrid& g) {
   if (g.to <= g.from || g.bins == 0) return busy;
   const double width = double(g.to - g.from) / g.bins;
   const std::uint8_t counted = m.task_level ? kRunning : kOther;
-  for (unsigned w = 0; w < m.workers && w < g.share.size(); ++w)
-    for (unsigned k = 0; k < g.bins; ++k) busy[k] += g.at(w, k, counted);
+  // Each worker's row in turn, its slices in order (a slice outside it adds nothing).
+  for (unsigned w = 0; w < m.workers && w < g.share.size(); ++w) {
+    const StateGrid::Row& row = g.share[w];
+    for (const StateGrid::Run& r : row.runs)
+      for (unsigned i = 0; i < r.n; ++i) {
+        if (r.state == StateGrid::kMixed)
+          busy[r.lo + i] += row.cells[r.at + i][counted];
+        else if (r.state == counted)
+          busy[r.lo + i] += g.whole(r.lo + i);
+      }
+  }
   for (double& x : busy) x /= width;
   return busy;
 }
@@ -133,7 +235,7 @@ class Builder {
       g.from = s.to > s.from ? s.from : m_.window.first;
       g.to = s.to > s.from ? s.to : m_.window.second;
       g.bins = s.bins;
-      g.share.assign(m_.tracks.size(), {});
+      g.share.assign(s.every_track ? m_.tracks.size() : m_.workers, {});
       m_.grids.push_back(std::move(g));
     }
     if (m_.task_level) m_.queue_len.assign(m_.workers + 1, {});

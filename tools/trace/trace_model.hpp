@@ -82,27 +82,47 @@ struct Migration {
 
 // Each track's time in each State per slice of [from, to): `bins` equal
 // slices (the report's parallelism chart, the SVG's pixel columns).
-// A track's row holds only the slices from its first to its last span,
-// so the grid's memory follows what the file holds, not the track count.
+// A track's row is kept as runs: slices that one state held whole (a span
+// over them) are one run, only the slices where the state changed hold
+// a cell of their own. A row's memory follows the track's state changes
+// (the file), and at most its slices; a track idle for the whole trace
+// is one run, however many slices it covers.
 struct StateGrid {
   using Cell = std::array<double, kStates>;
+  static constexpr std::uint8_t kMixed = 0xff;
+  struct Run {
+    unsigned lo = 0, n = 0;  // slices lo .. lo + n - 1
+    std::uint32_t at = 0;    // kMixed: their cells are cells[at .. at + n)
+    std::uint8_t state = kMixed;  // else: each slice wholly in this state
+  };
   struct Row {
-    unsigned lo = 0;          // cells[k] is slice lo + k
-    std::vector<Cell> cells;  // ns
+    std::vector<Run> runs;  // by slice, disjoint
+    std::vector<Cell> cells;
   };
   std::uint64_t from = 0, to = 0;
   unsigned bins = 0;
-  std::vector<Row> share;  // [track]
+  // [track]: every track's, or only the workers' (GridSpec::every_track);
+  // a track without a row reads as 0.
+  std::vector<Row> share;
+  // Called in time order per track.
   void add(std::size_t track, std::uint64_t begin, std::uint64_t end, std::uint8_t state);
   // Track `track`'s ns in `state` in slice k (0 outside its row).
-  double at(std::size_t track, unsigned k, unsigned state) const {
-    const Row& r = share[track];
-    return k >= r.lo && k - r.lo < r.cells.size() ? r.cells[k - r.lo][state] : 0.0;
+  double at(std::size_t track, unsigned k, unsigned state) const;
+  // Its cells, all `bins` of them (zeros outside its row), into *out.
+  void cells(std::size_t track, std::vector<Cell>* out) const;
+  // The ns a span over all of slice k adds to it (as add() sums it).
+  double whole(unsigned k) const {
+    const double width = double(to - from) / bins;
+    return (k + 1) * width - k * width;
   }
+
+ private:
+  void put(Row& row, unsigned k, std::uint8_t state, double ns);
 };
 struct GridSpec {
   std::uint64_t from = 0, to = 0;  // to <= from: the model's active window
   unsigned bins = 0;
+  bool every_track = false;  // a row per track (the SVG); else the workers' only (parallelism())
 };
 
 struct WakeStats {

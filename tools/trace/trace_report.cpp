@@ -123,8 +123,15 @@ void section_sched_ext(std::FILE* o, const Model& m) {
 void section_steals(std::FILE* o, const Model& m) {
   std::fprintf(o, "\nSteals: %llu, thief (row) by victim (column): steals/tasks moved\n", (unsigned long long)m.steal_count);
   if (m.steals.empty() || m.workers == 0) return;
+  // The workers that stole or were stolen from: a row and a column each
+  // (not every index up to the highest, which a file names in a few bytes).
   std::vector<int> ws;
-  for (unsigned w = 0; w < m.workers; ++w) ws.push_back(int(w));
+  for (const auto& [k, n] : m.steals)
+    for (int w : {k.first, k.second})
+      if (w >= 0 && unsigned(w) < m.workers) ws.push_back(w);
+  std::sort(ws.begin(), ws.end());
+  ws.erase(std::unique(ws.begin(), ws.end()), ws.end());
+  if (ws.empty()) return;
   matrix(o, ws, ws, [&](int r, int c) -> std::string {
     if (r == c) return "-";
     auto it = m.steals.find({r, c});
@@ -231,7 +238,11 @@ void section_parallelism(std::FILE* o, const Model& m) {
   std::fprintf(o, "\nParallelism over time: workers %s, %u slices of %s from %s (the first event) to %s\n",
                m.task_level ? "running tasks" : "neither searching nor parked", bins,
                fmt_ns(double(t1 - t0) / bins).c_str(), fmt_ns(double(t0)).c_str(), fmt_ns(double(t1)).c_str());
-  const int rows = int(std::max(1u, m.workers));
+  // A row per worker that recorded something (the most that can be busy
+  // at once), not per index up to the highest.
+  unsigned active = 0;
+  for (unsigned w = 0; w < m.workers; ++w) active += m.tracks[w].events > 0;
+  const int rows = int(std::max(1u, active));
   for (int r = rows; r >= 1; --r) {
     std::fprintf(o, "    %3d |", r);
     for (double x : p) std::fputc(x >= r - 0.5 ? '#' : (x >= r - 0.75 ? '.' : ' '), o);
