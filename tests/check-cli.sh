@@ -80,6 +80,24 @@ usage_error "parkway sched load: --penalty-slices takes 0..64, not '65'" sched l
 usage_error "parkway sched load: --max-workers takes 1..4096, not '0'" sched load --max-workers 0
 usage_error "parkway sched load: --debug-watchdog-ms takes 1000..30000, not '999'" sched load --debug-watchdog-ms 999
 usage_error "parkway sched load: option --debug is ambiguous" sched load --debug 5
+usage_error "parkway: unexpected argument 'x'" --version x
+# Numbers are digits only (strtoul alone takes blanks, '+' and a '-' that
+# wraps: "-18446744073709551615" is 1). The trailing --bogus keeps a
+# wrongly accepted value from loading anything.
+usage_error "parkway sched load: --max-workers takes 1..4096, not '-18446744073709551615'" sched load --max-workers -18446744073709551615 --bogus
+usage_error "parkway sched load: --stats takes 0..86400 seconds, not ' 5'" sched load --stats ' 5' --bogus
+usage_error "parkway sched load: --slice-us takes 100..1000000, not '+200'" sched load --slice-us +200 --bogus
+usage_error "parkway sched load: --penalty-slices takes 0..64, not '-0'" sched load --penalty-slices -0 --bogus
+
+# --help and -h print the usage after every sched subcommand.
+for args in "sched status --help" "sched unload -h" "sched load --help" "sched -h" "sched --help x"; do
+  run $args
+  if [ "$rc" -eq 0 ] && grep -q 'sched unload' <<<"$out" && [ -z "$err" ]; then
+    ok "parkway $args prints the usage"
+  else
+    bad "parkway $args: exit $rc, printed: $out $err"
+  fi
+done
 
 # Built without the scheduler: each sched subcommand says what was missing
 # at build time, exit 3 (environment).

@@ -1,7 +1,8 @@
 # tools/tools.mk -- the `parkway` command (build/parkway).
 #
 #   make parkway-tool   build/parkway
-#   make test-cli       its usage messages and exit codes (tests/check-cli.sh)
+#   make test-cli       its usage messages and exit codes (tests/check-cli.sh), and
+#                       sched load's verifier-log tail and signals (tests/check_cli_load.c)
 #
 # `parkway trace` (tools/trace/, C++) needs nothing beyond the compiler:
 # the command is always built, and `make install` always installs it.
@@ -63,11 +64,23 @@ PARKWAY_NOSCHED_BIN := $(BUILD)/parkway-nosched
 $(PARKWAY_NOSCHED_BIN): $(BUILD)/obj/$(CLI_DIR)/main.o $(BUILD)/obj/$(CLI_DIR)/sched_absent.o $(TRACE_OBJS)
 	$(CXX) -o $@ $^
 
+# `parkway sched load`'s ways out that need no root or sched_ext (the
+# verifier log's tail, the signals that unload): its static functions,
+# through tests/check_cli_load.c. Only where the scheduler is built in.
+ifeq (,$(PARKWAY_SCHED_WHY))
+CLI_LOAD_CHECK := $(BUILD)/tests/check_cli_load
+$(CLI_LOAD_CHECK): tests/check_cli_load.c $(CLI_DIR)/sched_load.c $(wildcard $(CLI_DIR)/*.h) bpf/parkway_sched.h \
+		$(BUILD)/obj/$(CLI_DIR)/sched_common.o $(BUILD)/obj/$(CLI_DIR)/sched_pins.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CLI_CFLAGS) -o $@ $(filter tests/%.c %.o,$^) $(CLI_LIBS)
+endif
+
 TEST_SUITES += test-cli
-test-cli: $(PARKWAY_BIN) $(PARKWAY_NOSCHED_BIN)
+test-cli: $(PARKWAY_BIN) $(PARKWAY_NOSCHED_BIN) $(CLI_LOAD_CHECK)
 	@log=$$(mktemp); rc=0; \
 	bash tests/check-cli.sh $(PARKWAY_BIN) $(VERSION) >$$log 2>&1 || rc=1; \
 	bash tests/check-cli.sh $(PARKWAY_NOSCHED_BIN) $(VERSION) --no-sched >>$$log 2>&1 || rc=1; \
+	$(if $(CLI_LOAD_CHECK),$(CLI_LOAD_CHECK) >>$$log 2>&1 || rc=1;) \
 	grep -vE '^[0-9]+ passed, [0-9]+ failed' $$log; \
 	awk '/^[0-9]+ passed, [0-9]+ failed/ {p+=$$1; f+=$$3; s+=$$5} END {printf "%d passed, %d failed, %d skipped\n", p, f, s}' $$log; \
 	rm -f $$log; exit $$rc

@@ -117,9 +117,14 @@ static int bad_option(const char *where, char **argv, const struct option *longo
 static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 {
 	char *end;
-	unsigned long v = strtoul(s, &end, 10);
+	unsigned long v;
 
-	if (!*s || *end || v < lo || v > hi)
+	/* Digits only: strtoul would also take leading blanks, a '+', and a
+	 * '-' that negates modulo 2^64 ("-18446744073709551615" is 1). */
+	if (*s < '0' || *s > '9')
+		return -1;
+	v = strtoul(s, &end, 10);
+	if (*end || v < lo || v > hi)
 		return -1;
 	*out = (unsigned)v;
 	return 0;
@@ -189,6 +194,11 @@ static int cmd_load(int argc, char **argv)
 	return sched_load(&o);
 }
 
+static bool is_help(const char *arg)
+{
+	return !strcmp(arg, "--help") || !strcmp(arg, "-h");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
@@ -197,11 +207,17 @@ int main(int argc, char **argv)
 		fputs(parkway_trace_usage, stdout);
 		return EXIT_OK;
 	}
-	if (argc == 2 && !strcmp(argv[1], "--version")) {
+	if (argc >= 2 && !strcmp(argv[1], "--version")) {
+		if (argc > 2)
+			return bad_usage("unexpected argument '%s'", argv[2]);
 		printf("parkway %s\n", PARKWAY_VERSION);
 		return EXIT_OK;
 	}
-	if (argc == 3 && !strcmp(argv[1], "sched") && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+	/* --help (-h) right after `sched`, `sched status` or `sched unload`
+	 * prints the usage, as it does anywhere in `sched load`. */
+	if (argc >= 3 && !strcmp(argv[1], "sched") &&
+	    (is_help(argv[2]) ||
+	     (argc == 4 && (!strcmp(argv[2], "status") || !strcmp(argv[2], "unload")) && is_help(argv[3])))) {
 		fputs(usage, stdout);
 		return EXIT_OK;
 	}

@@ -50,67 +50,99 @@ static void catch_exit_signals(void)
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		sigaction(sigs[i], &sa, NULL);
+#ifdef SIGSTKFLT
+	sigaction(SIGSTKFLT, &sa, NULL);
+#endif
+	/* The real-time signals end a process by default too. */
+	for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+		sigaction(sig, &sa, NULL);
 }
 
-/* libbpf's messages: all printed with -v; always kept (last 64 KiB) so a
- * verifier rejection can be summarised. */
+/* libbpf's messages: all printed with -v (PARKWAY_LIBBPF_WARN=1: its
+ * warnings). A rejection is remembered as it is printed: libbpf names the
+ * program in one message ("prog 'NAME': BPF program load failed") and
+ * prints the whole verifier log in the next ("prog 'NAME': -- BEGIN PROG
+ * LOAD LOG --\n...-- END PROG LOAD LOG --\n"), which can be megabytes: its
+ * last lines are kept here, whatever its length. */
+#define TAIL_LINES 20
 static bool verbose;
-static char logbuf[65536];
-static size_t loglen;
+static bool saw_verifier_log;
+static char rejected[64] = "?";
+static char verifier_tail[16384];
+
+static void note_message(const char *msg)
+{
+	const char *fail = strstr(msg, "': BPF program load failed");
+	const char *begin = strstr(msg, "-- BEGIN PROG LOAD LOG --");
+	const char *start, *end, *p;
+	size_t len;
+	int lines = 0;
+
+	if (fail) {
+		for (p = fail; p > msg && strncmp(p, "prog '", 6) != 0; p--)
+			;
+		if (strncmp(p, "prog '", 6) == 0)
+			snprintf(rejected, sizeof(rejected), "%.*s", (int)(fail - p - 6), p + 6);
+	}
+	if (!begin)
+		return;
+	saw_verifier_log = true;
+	start = strchr(begin, '\n');
+	start = start ? start + 1 : begin + strlen(begin);
+	end = strstr(start, "-- END PROG LOAD LOG --");
+	if (!end)
+		end = start + strlen(start);
+	for (p = end; p > start; p--)
+		if (p[-1] == '\n' && ++lines > TAIL_LINES)
+			break;
+	len = (size_t)(end - p);
+	if (len >= sizeof(verifier_tail)) { /* very long lines: keep their end */
+		p = end - (sizeof(verifier_tail) - 1);
+		len = sizeof(verifier_tail) - 1;
+	}
+	memcpy(verifier_tail, p, len);
+	verifier_tail[len] = 0;
+}
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	char line[4096];
-	int n = vsnprintf(line, sizeof(line), fmt, ap);
+	char small[1024], *msg = small;
+	va_list aq;
+	int n;
 
+	va_copy(aq, ap);
+	n = vsnprintf(small, sizeof(small), fmt, aq);
+	va_end(aq);
 	if (n < 0)
 		return n;
-	if ((size_t)n >= sizeof(line))
-		n = sizeof(line) - 1;
-	if (loglen + (size_t)n >= sizeof(logbuf)) { /* keep the newest half */
-		memmove(logbuf, logbuf + sizeof(logbuf) / 2, loglen - sizeof(logbuf) / 2);
-		loglen -= sizeof(logbuf) / 2;
+	if ((size_t)n >= sizeof(small)) {
+		msg = malloc((size_t)n + 1);
+		if (!msg)
+			return -1;
+		vsnprintf(msg, (size_t)n + 1, fmt, ap);
 	}
-	memcpy(logbuf + loglen, line, (size_t)n);
-	loglen += (size_t)n;
-	logbuf[loglen] = 0;
+	note_message(msg);
 	if (verbose || (level == LIBBPF_WARN && getenv("PARKWAY_LIBBPF_WARN")))
-		fputs(line, stderr);
+		fputs(msg, stderr);
+	if (msg != small)
+		free(msg);
 	return n;
 }
 
-/* The last `want` lines of the verifier log that libbpf printed. */
+/* The last `want` (at most TAIL_LINES) lines of the verifier log that
+ * libbpf printed. */
 static void print_verifier_tail(int want)
 {
-	const char *start = strstr(logbuf, "-- BEGIN PROG LOAD LOG --");
-	const char *end = start ? strstr(start, "-- END PROG LOAD LOG --") : NULL;
-	const char *p;
+	const char *p = verifier_tail + strlen(verifier_tail);
 	int lines = 0;
 
-	if (!start || !end) {
+	if (!saw_verifier_log) {
 		fprintf(stderr, "parkway: (libbpf printed no verifier log)\n");
 		return;
 	}
-	start = strchr(start, '\n') + 1;
-	for (p = end; p > start; p--)
-		if (p[-1] == '\n' && ++lines > want)
-			break;
-	fprintf(stderr, "parkway: verifier log, last %d lines:\n%.*s", want, (int)(end - p), p);
-}
-
-/* Name of the program libbpf says the kernel rejected, or "?". libbpf
- * logs "prog 'NAME': BPF program load failed: ...". */
-static void rejected_prog(char *out, size_t len)
-{
-	const char *fail = strstr(logbuf, "': BPF program load failed");
-	const char *p = fail;
-
-	while (p && p > logbuf && strncmp(p, "prog '", 6) != 0)
+	while (p > verifier_tail && !(p[-1] == '\n' && ++lines > want))
 		p--;
-	if (!fail || !p || strncmp(p, "prog '", 6) != 0)
-		snprintf(out, len, "?");
-	else
-		snprintf(out, len, "%.*s", (int)(fail - p - 6), p + 6);
+	fprintf(stderr, "parkway: verifier log, last %d lines:\n%s", want, p);
 }
 
 /* Pins the registration program (mode 0666: any user may run it; it acts
@@ -307,14 +339,11 @@ int sched_load(const struct load_opts *o)
 
 	err = bpf_object__load(obj);
 	if (err) {
-		char prog[64];
-
-		rejected_prog(prog, sizeof(prog));
-		if (strstr(logbuf, "BEGIN PROG LOAD LOG")) {
+		if (saw_verifier_log) {
 			fprintf(stderr, "parkway: the kernel's verifier rejected BPF program '%s' (%s)\n",
-				prog, strerror(-err));
+				rejected, strerror(-err));
 			if (verbose)
-				print_verifier_tail(20);
+				print_verifier_tail(TAIL_LINES);
 			else
 				fprintf(stderr, "parkway: rerun with -v to see the verifier's log\n");
 		} else {
