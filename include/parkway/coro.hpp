@@ -274,6 +274,24 @@ template <class T>
 struct Promise : PromiseBase {
   Result<T> result;
   Promise() noexcept { error_slot = &result.error; }
+  // An over-aligned T (alignas(64)) makes the promise, and so the frame,
+  // over-aligned; but g++ 12 allocates the frame with operator new(size_t)
+  // (no alignment), and the task block cache gives malloc's 16 bytes: the
+  // result would be built at a misaligned address. Such a frame comes
+  // from the aligned operator new (as task_memory does for tasks).
+  static constexpr bool kOverAligned = alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+  static void* operator new(std::size_t n) {
+    if constexpr (kOverAligned)
+      return ::operator new(n, std::align_val_t(alignof(T)));
+    else
+      return allocate_task(n);
+  }
+  static void operator delete(void* p, std::size_t n) noexcept {
+    if constexpr (kOverAligned)
+      ::operator delete(p, n, std::align_val_t(alignof(T)));
+    else
+      free_task(p, n);
+  }
   ::parkway::Task<T> get_return_object() noexcept;
   void unhandled_exception() noexcept { result.error = std::current_exception(); }
   // U defaults to T so that `co_return {a, b};` (a braced list deduces
