@@ -1105,6 +1105,7 @@ TEST(Cancel, ShutdownDeadlineDropsParallelForPiecesAndTellsTheCaller) {
     EXPECT_THROW(f.get(), parkway::RuntimeShutdown) << "calls made: " << calls.load() << " of 64";
   }
 }
+
 // A task still running past shutdown(deadline)'s deadline calls
 // parallel_for: the loop runs nothing and throws RuntimeShutdown, as a
 // TaskGroup's spawn and wait there does. Before, it returned normally
@@ -1135,19 +1136,47 @@ TEST(Cancel, ParallelForPastTheShutdownDeadlineIsNotSilent) {
                                              << " of 64 calls";
   }
 }
+namespace {
+// The one worker of a runtime held inside a task until release(); a
+// thread releases it after `limit` at the latest, so that a shutdown
+// that waits for the task cannot hang the test.
+class HeldWorker {
+ public:
+  HeldWorker(parkway::Runtime& rt, std::chrono::milliseconds limit) {
+    task_ = rt.submit([this] {
+      started_.store(true);
+      while (!release_.load()) std::this_thread::sleep_for(1ms);
+    });
+    limit_ = std::thread([this, limit] {
+      const auto end = std::chrono::steady_clock::now() + limit;
+      while (!release_.load() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(1ms);
+      release_.store(true);
+    });
+  }
+  ~HeldWorker() {
+    release();
+    limit_.join();
+    EXPECT_NO_THROW(task_.get()) << "the held task was not run to its end";
+  }
+  bool started() const { return wait_for(started_); }
+  void release() { release_.store(true); }
+
+ private:
+  std::atomic<bool> started_{false}, release_{false};
+  parkway::Future<void> task_;
+  std::thread limit_;
+};
+}  // namespace
+
 // shutdown(deadline) while another thread is in shutdown(), which waits
 // for a task that does not end: the bounded call keeps its deadline and
 // drops what has not started. Before, it waited for the other call (here
 // 3 s, until the test released the task) and dropped nothing.
 TEST(Cancel, ShutdownDeadlineBesideAPlainShutdownKeepsItsDeadline) {
   pwtest::Watchdog w("Cancel.ShutdownDeadlineBesideAPlainShutdownKeepsItsDeadline", 30);
-  std::atomic<bool> started{false}, release{false};
   parkway::Runtime rt(parkway::Options{.workers = 1});
-  parkway::Future<void> blocker = rt.submit([&] {
-    started.store(true);
-    while (!release.load()) std::this_thread::sleep_for(1ms);
-  });
-  ASSERT_TRUE(wait_for(started));
+  HeldWorker held(rt, 3s);
+  ASSERT_TRUE(held.started());
   parkway::Future<void> queued = rt.submit([] {});
   std::thread plain([&] { rt.shutdown(); });
   // wait until the plain shutdown closed the runtime (it holds its lock then)
@@ -1160,10 +1189,6 @@ TEST(Cancel, ShutdownDeadlineBesideAPlainShutdownKeepsItsDeadline) {
     }
     std::this_thread::sleep_for(1ms);
   }
-  std::thread releaser([&] {
-    std::this_thread::sleep_for(3s);
-    release.store(true);
-  });
   const auto t0 = std::chrono::steady_clock::now();
   parkway::ShutdownReport r = rt.shutdown(t0 + 50ms);
   const auto took = std::chrono::steady_clock::now() - t0;
@@ -1171,36 +1196,25 @@ TEST(Cancel, ShutdownDeadlineBesideAPlainShutdownKeepsItsDeadline) {
                       << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
   EXPECT_EQ(r.dropped, 1u + probes.size());
   EXPECT_THROW(queued.get(), parkway::RuntimeShutdown);
-  release.store(true);
-  releaser.join();
+  held.release();
   plain.join();
-  blocker.get();
 }
+
 // shutdown(time_point::min()), a deadline long past, drops at once.
 // Before, deadline - now overflowed and the join waited for a time
 // centuries away.
 TEST(Cancel, ShutdownDeadlineLongPastDropsAtOnce) {
   pwtest::Watchdog w("Cancel.ShutdownDeadlineLongPastDropsAtOnce", 30);
-  std::atomic<bool> started{false}, release{false};
   parkway::Runtime rt(parkway::Options{.workers = 1});
-  parkway::Future<void> blocker = rt.submit([&] {
-    started.store(true);
-    while (!release.load()) std::this_thread::sleep_for(1ms);
-  });
-  ASSERT_TRUE(wait_for(started));
+  HeldWorker held(rt, 3s);
+  ASSERT_TRUE(held.started());
   parkway::Future<int> queued = rt.submit([] { return 1; });
-  std::thread releaser([&] {
-    std::this_thread::sleep_for(3s);
-    release.store(true);
-  });
   const auto t0 = std::chrono::steady_clock::now();
   parkway::ShutdownReport r = rt.shutdown(std::chrono::steady_clock::time_point::min());
   const auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_LT(took, 1s) << "shutdown(time_point::min()) took "
                       << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
   EXPECT_EQ(r.dropped, 1u);
-  release.store(true);
-  releaser.join();
+  held.release();
   EXPECT_THROW(queued.get(), parkway::RuntimeShutdown);
-  blocker.get();
 }
