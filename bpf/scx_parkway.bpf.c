@@ -186,7 +186,8 @@ static u64 slice_now(u32 joining)
 }
 
 /* The program's record; a stale one (its tgid reused by a new program) is
- * replaced. */
+ * replaced. Its name is the leader's when the record is made; note_name
+ * keeps it current. */
 static struct parkway_proc *get_proc(struct task_struct *p)
 {
 	u32 tgid = p->tgid;
@@ -194,12 +195,8 @@ static struct parkway_proc *get_proc(struct task_struct *p)
 	struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
 	struct parkway_proc fresh = {};
 
-	if (pr && pr->start_ns == start) {
-		/* The name the leader had at fork may predate its exec. */
-		if (p->pid == p->tgid && pr->comm[0] != p->comm[0])
-			bpf_probe_read_kernel_str(pr->comm, sizeof(pr->comm), p->comm);
+	if (pr && pr->start_ns == start)
 		return pr;
-	}
 	fresh.vtime = vtime_now;
 	fresh.start_ns = start;
 	bpf_probe_read_kernel_str(fresh.comm, sizeof(fresh.comm), p->group_leader->comm);
@@ -370,6 +367,30 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
 	stat_inc(PARKWAY_STAT_DISPATCH);
 }
 
+/* The program's name is its leader's, which an execve or a
+ * prctl(PR_SET_NAME) changes after the record was made (made at the first
+ * enqueue or registration, often still under the parent's name from the
+ * fork). Checked at every turn the leader ends, in charge_turn: a leader
+ * that blocks right after its exec (a shell waiting for its child) may not
+ * be enqueued again for a long time. The whole name is compared: a new
+ * name often shares its first letters with the old ("sh" -> "sleep",
+ * "pw_abuse" -> "pw_sh"; VM case 8). */
+static void note_name(struct task_struct *p, struct parkway_proc *pr)
+{
+	int i;
+
+	if (p->pid != p->tgid)
+		return;
+	for (i = 0; i < 16; i++) {
+		if (pr->comm[i] != p->comm[i])
+			break;
+		if (!p->comm[i])
+			return;
+	}
+	if (i < 16)
+		bpf_probe_read_kernel_str(pr->comm, sizeof(pr->comm), p->comm);
+}
+
 /* p's turn, begun at tc->started_ns, ends at `now`: charge it to p's
  * program clock and CPU time. */
 static void charge_turn(struct task_struct *p, struct task_ctx *tc, u64 now)
@@ -378,14 +399,22 @@ static void charge_turn(struct task_struct *p, struct task_ctx *tc, u64 now)
 	struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
 	u64 delta = now - tc->started_ns, *rt;
 
-	if (pr)
+	if (pr) {
 		__sync_fetch_and_add(&pr->vtime, delta);
-	rt = bpf_map_lookup_elem(&runtime, &tgid);
-	if (rt) {
-		*rt += delta;
-	} else {
-		bpf_map_update_elem(&runtime, &tgid, &delta, BPF_NOEXIST);
+		note_name(p, pr);
 	}
+	rt = bpf_map_lookup_elem(&runtime, &tgid);
+	if (!rt) {
+		/* The program's first turn: make its entry. Another CPU may
+		 * have made it since the lookup (two threads of a new program
+		 * ending their first turns at once); then this turn goes into
+		 * this CPU's slot of that entry, or it would be lost. */
+		if (!bpf_map_update_elem(&runtime, &tgid, &delta, BPF_NOEXIST))
+			return;
+		rt = bpf_map_lookup_elem(&runtime, &tgid);
+	}
+	if (rt)
+		*rt += delta;
 }
 
 /* A task starts a turn with its program at `base`: the global clock
@@ -466,6 +495,22 @@ static void note_group(struct task_struct *p, struct task_ctx *tc)
 		tc->group_start = p->group_leader->start_time;
 }
 
+/* p no longer waits as a preempted busy worker (it runs, or it left us
+ * while queued): drop it from its program's busy_waiting, which makes the
+ * program's searching workers yield (thief_should_yield). */
+static void busy_unqueued(struct task_struct *p, struct task_ctx *tc)
+{
+	u32 tgid = p->tgid;
+	struct parkway_proc *pr;
+
+	if (!tc->busy_queued)
+		return;
+	tc->busy_queued = false;
+	pr = bpf_map_lookup_elem(&procs, &tgid);
+	if (pr && pr->busy_waiting)
+		__sync_fetch_and_sub(&pr->busy_waiting, 1);
+}
+
 void PW_OP(pw_running, struct task_struct *p)
 {
 	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -481,14 +526,7 @@ void PW_OP(pw_running, struct task_struct *p)
 		stat_max(PARKWAY_STAT_MAX_WAIT_US, (tc->started_ns - tc->ready_ns) / 1000);
 		tc->ready_ns = 0;
 	}
-	if (tc->busy_queued) {
-		u32 tgid = p->tgid;
-		struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
-
-		tc->busy_queued = false;
-		if (pr && pr->busy_waiting)
-			__sync_fetch_and_sub(&pr->busy_waiting, 1);
-	}
+	busy_unqueued(p, tc);
 }
 
 void PW_OP(pw_stopping, struct task_struct *p, bool runnable)
@@ -567,11 +605,25 @@ static void drop_worker(struct task_struct *p, struct task_ctx *tc)
 	tc->state = PARKWAY_W_OFF;
 }
 
-/* A task leaves us (it exited, or the scheduler is going away): drop its
- * count in busy_waiting if it was queued as a preempted busy worker, drop
- * its worker registration, and once its program has no live thread left,
- * the program's records (a later program with the same tgid starts
- * afresh). */
+/* p leaves the ext class: sched_setscheduler() to SCHED_FIFO, SCHED_RR or
+ * SCHED_DEADLINE, and also (before ops.exit_task) its exit or the
+ * scheduler's unload. A busy worker that leaves while queued, preempted,
+ * never reaches ops.running, so its count in busy_waiting goes here, or
+ * its program's thieves would give up every slice to a sibling that no
+ * longer runs under us (VM case 15). If it comes back, ops.enqueue counts
+ * it again. */
+void PW_OP(pw_disable, struct task_struct *p)
+{
+	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+
+	if (tc)
+		busy_unqueued(p, tc);
+}
+
+/* A task leaves us for good (it exited, or the scheduler is going away;
+ * ops.disable has dropped its count in busy_waiting): drop its worker
+ * registration, and once its program has no live thread left, the
+ * program's records (a later program with the same tgid starts afresh). */
 void PW_OP(pw_exit_task, struct task_struct *p, struct scx_exit_task_args *args)
 {
 	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0, 0);
@@ -581,11 +633,6 @@ void PW_OP(pw_exit_task, struct task_struct *p, struct scx_exit_task_args *args)
 	if (!tc)
 		return;
 	pr = bpf_map_lookup_elem(&procs, &tgid);
-	if (tc->busy_queued) {
-		tc->busy_queued = false;
-		if (pr && pr->busy_waiting)
-			__sync_fetch_and_sub(&pr->busy_waiting, 1);
-	}
 	if (tc->state_addr) {
 		drop_worker(p, tc);
 		stat_inc(PARKWAY_STAT_SLOT_FREED);
@@ -676,6 +723,7 @@ struct sched_ext_ops parkway_ops = {
 	.stopping = (void *)pw_stopping,
 	.tick = (void *)pw_tick,
 	.yield = (void *)pw_yield,
+	.disable = (void *)pw_disable,
 	.exit_task = (void *)pw_exit_task,
 	.init = (void *)pw_init,
 	.exit = (void *)pw_exit,

@@ -367,16 +367,21 @@ case8() {
 	[ "${bs1:-0}" -gt "${bs0:-0}" ] || bad="$bad out-of-range-state-not-seen"
 	# 8b': a registration does not survive execve (its word named the old
 	# image; carried into a setuid program it would let the caller choose).
+	# The new image is busybox under the name pw_sh: status must show that
+	# name, not pw_abuse, which starts with the same letters.
+	ln -sf /bin/busybox /tmp/pw_sh
 	parkway sched status >/tmp/status.log 2>&1; fr0=$(stat_of slot_freed)
-	$NOBODY pw_abuse exec-registered >/tmp/ex.log 2>&1 & epid=$!
+	$NOBODY pw_abuse exec-registered /tmp/pw_sh >/tmp/ex.log 2>&1 & epid=$!
 	sleep 1.5
 	parkway sched status >/tmp/status.log 2>&1; fr1=$(stat_of slot_freed)
 	eline=$(grep "^program $epid " /tmp/status.log)
+	ecomm=$(cat /proc/$epid/comm)
 	wait $epid; erc=$?
-	log "exec after registering: $(head -n 1 /tmp/ex.log); slot_freed ${fr0}->${fr1} while the new image ran; exit $erc; ${eline:-no status line}"
+	log "exec after registering: $(head -n 1 /tmp/ex.log); slot_freed ${fr0}->${fr1} while the new image ran; exit $erc; ${eline:-no status line} (its comm: $ecomm)"
 	{ grep -q 'registration result 0' /tmp/ex.log && [ $((${fr1:-0} - ${fr0:-0})) -eq 1 ] && [ $erc -eq 0 ]; } ||
 		bad="$bad registration-survived-exec"
 	case "$eline" in *workers=[1-9]*) bad="$bad exec-status($eline)" ;; esac
+	case "$eline" in "program $epid pw_sh "*) ;; *) bad="$bad exec-name(${eline:-no status line})" ;; esac
 	# 8c: a flood from uid 65534, over the cap of 8: its extra threads are
 	# refused and reported; other programs register all they need, and one
 	# over the cap gets the cap and a reason; all results correct.
@@ -781,7 +786,34 @@ case14() {
 	else result FAIL "short share:$bad${lines}"; fi
 }
 
-for cur in 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do
+# ---------------------------------------------------------------- case 15
+# A busy worker that leaves the ext class while it waits in the queue
+# (sched_setscheduler to SCHED_FIFO by another thread) is no longer counted
+# as waiting: its searching sibling must stop yielding to it. The whole
+# probe runs on CPU 0, so while its main thread makes the switch the
+# spinning busy worker is queued, preempted (busy_promote).
+case15() {
+	if ! start_loader /tmp/l15.log; then result FAIL "load failed: $(tail -n 3 /tmp/l15.log)"; return; fi
+	bad=""
+	parkway sched status >/tmp/status.log 2>&1; p0=$(stat_of busy_promote)
+	pw_linkprobe leave 3 >/tmp/leave.log 2>&1 & lvpid=$!
+	wait_for 10 grep -q 'to SCHED_FIFO' /tmp/leave.log
+	sleep 0.5
+	parkway sched status >/tmp/status.log 2>&1; p1=$(stat_of busy_promote); y0=$(stat_of yield_to_busy)
+	sleep 2
+	parkway sched status >/tmp/status.log 2>&1; y1=$(stat_of yield_to_busy)
+	wait $lvpid; lrc=$?
+	log "probe $lvpid (exit $lrc): $(tr '\n' ' ' </tmp/leave.log); busy_promote ${p0}->${p1} before the switch, yield_to_busy ${y0}->${y1} in the 2 s after it"
+	{ [ $lrc -eq 0 ] && grep -q 'to SCHED_FIFO: ok' /tmp/leave.log; } || bad="$bad probe-exit-$lrc"
+	[ $(( ${p1:-0} - ${p0:-0} )) -gt 0 ] || bad="$bad busy-worker-never-queued-preempted"
+	[ $(( ${y1:-0} - ${y0:-0} )) -eq 0 ] || bad="$bad searcher-yielded-$(( ${y1:-0} - ${y0:-0} ))-times-to-a-worker-gone-to-FIFO"
+	loader_alive || bad="$bad scheduler-gone"
+	stop_loader || bad="$bad loader-exit"
+	if [ -z "$bad" ]; then result PASS "busy worker moved to SCHED_FIFO while queued: no yield_to_busy in the 2 s after (${y0}->${y1})"
+	else result FAIL "$bad"; fi
+}
+
+for cur in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
 	case $cur in
 	1) name="load-enable-unload" ;;
 	2) name="workers-registered" ;;
@@ -797,6 +829,7 @@ for cur in 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do
 	12) name="many-programs-bound" ;;
 	13) name="trace-record-sched-ext" ;;
 	14) name="kept-task-moves-the-clock" ;;
+	15) name="busy-worker-leaves-ext" ;;
 	esac
 	if want $cur; then
 		t0=$(cut -d' ' -f1 /proc/uptime)

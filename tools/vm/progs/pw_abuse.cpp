@@ -10,10 +10,14 @@
 //                             (out of range: must read as Off). Also tries
 //                             to open the scheduler's maps. Exit 1 if any
 //                             bad value was accepted.
-//   pw_abuse exec-registered  register the main thread with a state word of
-//                             2 (Searching), then execve a shell that
-//                             sleeps 3 s: the scheduler must drop the
-//                             registration (the word named the old image).
+//   pw_abuse exec-registered [SHELL]
+//                             register the main thread with a state word of
+//                             2 (Searching), then execve a shell (SHELL, a
+//                             name for busybox; default /bin/busybox) that
+//                             counts to 300 and sleeps 3 s: the scheduler
+//                             must drop the registration (the word named
+//                             the old image) and show the program under
+//                             its new name.
 //   pw_abuse flood N SECONDS  N threads register themselves and hold their
 //                             registration for SECONDS (a program over the
 //                             per-program cap sees the rest refused).
@@ -127,7 +131,7 @@ int bad_register() {
   return bad ? 1 : 0;
 }
 
-int exec_registered() {
+int exec_registered(const char* shell) {
   int fd = obj_get(PARKWAY_PIN_REGISTER);
   alignas(64) static std::atomic<std::uint32_t> word{PARKWAY_W_SEARCHING};
   if (fd < 0) {
@@ -138,7 +142,11 @@ int exec_registered() {
   std::printf("abuse exec-registered pid %d: registration result %d, now execve\n", static_cast<int>(getpid()), got);
   std::fflush(stdout);
   if (got != 0) return 1;
-  execl("/bin/busybox", "sh", "-c", "sleep 3", static_cast<char*>(nullptr));
+  // A short loop first: over 1 ms of CPU, so `parkway sched status` lists
+  // the program although its registration is gone. `exit` last: the shell
+  // would exec a last `sleep` itself, and the program be named sleep.
+  execl(shell, "sh", "-c", "i=0; while [ $i -lt 300 ]; do i=$((i + 1)); done; sleep 3; exit 0",
+        static_cast<char*>(nullptr));
   std::printf("abuse: execl failed: %s\n", std::strerror(errno));
   return 1;
 }
@@ -255,12 +263,13 @@ int spin(unsigned n, int seconds, const char* gate) {
 int main(int argc, char** argv) {
   auto arg = [&](int i) { return i < argc ? std::atoi(argv[i]) : 0; };
   if (argc >= 2 && !std::strcmp(argv[1], "bad-register")) return bad_register();
-  if (argc >= 2 && !std::strcmp(argv[1], "exec-registered")) return exec_registered();
+  if (argc >= 2 && !std::strcmp(argv[1], "exec-registered"))
+    return exec_registered(argc >= 3 ? argv[2] : "/bin/busybox");
   if (argc == 4 && !std::strcmp(argv[1], "flood")) return flood(static_cast<unsigned>(arg(2)), arg(3));
   if (argc == 4 && !std::strcmp(argv[1], "liar")) return liar(static_cast<unsigned>(arg(2)), arg(3));
   if ((argc == 4 || argc == 5) && !std::strcmp(argv[1], "spin"))
     return spin(static_cast<unsigned>(arg(2)), arg(3), argc == 5 ? argv[4] : nullptr);
   std::fprintf(stderr,
-               "usage: pw_abuse bad-register | exec-registered | flood N SECONDS | liar N SECONDS | spin N SECONDS [GATE]\n");
+               "usage: pw_abuse bad-register | exec-registered [SHELL] | flood N SECONDS | liar N SECONDS | spin N SECONDS [GATE]\n");
   return 2;
 }

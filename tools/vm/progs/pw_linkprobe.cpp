@@ -8,8 +8,16 @@
 //       got. Under the parkway scheduler the busy ones should get most of
 //       it (thieves give way to preempted busy siblings); under a fair
 //       per-thread scheduler each thread gets the same.
+//   pw_linkprobe leave SECONDS   one Busy and one Searching worker, both
+//       spinning, the whole process on CPU 0; after 1 s the main thread
+//       (running, so the busy worker waits in the queue, preempted) moves
+//       the busy worker to SCHED_FIFO, where it blocks; the searcher spins
+//       on for SECONDS. The scheduler must stop counting the busy worker as
+//       waiting, or the searcher yields at every tick (VM case 15).
 // Exit 1 if the link is inactive (scheduler not loaded).
+#include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "sched_ext_link.hpp"
@@ -84,7 +94,54 @@ static int bws(unsigned nbusy, unsigned nsearch, int seconds) {
   return 0;
 }
 
+static int leave(int seconds) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(0, &one);
+  // One CPU for all threads: while the main thread runs, the spinning busy
+  // worker cannot, so it waits in the scheduler's queue.
+  if (sched_setaffinity(0, sizeof(one), &one) != 0) {
+    std::perror("leave: sched_setaffinity");
+    return 2;
+  }
+  SchedExtLink link(2);
+  std::printf("linkprobe leave pid %d: link %s\n", static_cast<int>(getpid()), link.active() ? "active" : "inactive");
+  if (!link.active()) return 1;
+  std::atomic<bool> left{false}, done{false};
+  std::atomic<pid_t> busy_tid{0};
+  std::thread busy([&] {
+    busy_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    link.register_worker(0);
+    link.publish(0, WorkerState::Busy);
+    while (!left.load()) spin_for(std::chrono::microseconds(100));
+    // Now SCHED_FIFO: block (still Busy) until the end.
+    while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    link.unregister_worker(0);
+  });
+  std::thread search([&] {
+    link.register_worker(1);
+    link.publish(1, WorkerState::Searching);
+    while (!done.load()) spin_for(std::chrono::milliseconds(1));
+    link.unregister_worker(1);
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  sched_param sp{};
+  sp.sched_priority = 1;
+  left = true;  // before the switch: once FIFO, the worker runs at once
+  int rc = sched_setscheduler(busy_tid.load(), SCHED_FIFO, &sp);
+  std::printf("leave: busy worker %d to SCHED_FIFO: %s\n", static_cast<int>(busy_tid.load()),
+              rc == 0 ? "ok" : std::strerror(errno));
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::seconds(seconds));
+  done = true;
+  busy.join();
+  search.join();
+  std::printf("leave done\n");
+  return rc == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 3 && !std::strcmp(argv[1], "leave")) return leave(std::atoi(argv[2]));
   if (argc > 1 && !std::strcmp(argv[1], "bws")) {
     if (argc != 5) return 2;
     return bws(static_cast<unsigned>(std::atoi(argv[2])), static_cast<unsigned>(std::atoi(argv[3])), std::atoi(argv[4]));
