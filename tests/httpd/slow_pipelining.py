@@ -11,11 +11,21 @@
 #     0.2 s after its head: 20 answers and the POST's 405, whole (the
 #     body's clock ran out while the answers went out, and the connection
 #     was reset, before);
+#   - --body-timeout 1: the same 20, then a POST with Expect:
+#     100-continue whose body is sent once the 100 has come, answers read
+#     at 20 KB/s for 2 s, then at once: 20 answers, the 100 and the 405
+#     (the 100 went out with the answers, and the body's clock was not
+#     restarted after their send: a 408, before);
 #   - --access-log: a head that stalls gets a 408, and the log has its line;
 #   - --shutdown-timeout 10: SIGTERM while a 4 MB file goes to a client
 #     reading at 2 MB/s that pipelined one more request: the file arrives
 #     whole and the connection ends with EOF, not a reset (the close with
-#     the request unread reset it, and the end of the file was lost).
+#     the request unread reset it, and the end of the file was lost);
+#   - the same with SIGTERM before the connection's first request: that
+#     request's answer is its last (Connection: close), and the request
+#     pipelined behind it is in the socket, not yet read, when the answer
+#     ends: EOF, not a reset (the server lingered only for bytes it had
+#     read, and the close reset the connection).
 import atexit
 import concurrent.futures
 import os
@@ -141,6 +151,46 @@ def body_after_answers():
     return ok, "got %s, then %s" % ([st for st, _ in a], how)
 
 
+def continue_after_answers():
+    """The same 20, then a POST that asks for 100-continue and sends its
+    body only once the 100 has come (behind the 20 answers), read at 20
+    KB/s for 2 s, then as fast as they come."""
+    p, port = start(["--body-timeout", "1"], ERR + ".continue")
+    try:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"GET /8k HTTP/1.1\r\nHost: t\r\n\r\n" * 20 +
+                  b"POST /8k HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n"
+                  b"Connection: close\r\n\r\n")
+        got, t0, how, sent = b"", time.time(), "limit", False
+        s.settimeout(0.5)
+        while time.time() - t0 < 20:
+            try:
+                b = s.recv(4096)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                how = "reset"
+                break
+            if not b:
+                how = "eof"
+                break
+            got += b
+            if not sent and b"HTTP/1.1 100 Continue\r\n\r\n" in got:
+                s.sendall(b"hello")
+                sent = True
+            if time.time() - t0 < 2:  # slowly for 2 s (the 100's send waits), then at once
+                time.sleep(len(b) / 20_000)
+        s.close()
+    finally:
+        stop(p)
+    a = answers(got)
+    ok = (len(a) == 22 and all(st == "200" and whole for st, whole in a[:20]) and a[20][0] == "100" and
+          a[21] == ("405", True))
+    return ok, "got %s, then %s" % ([st for st, _ in a], how)
+
+
 def head_timeout_logged():
     err = ERR + ".log"
     p, port = start(["--header-timeout", "1", "--access-log"], err)
@@ -193,13 +243,59 @@ def shutdown_with_a_request_waiting():
     return ok, "%d of %d body bytes, then %s, exit %s" % (min(len(body), len(BIG)), len(BIG), how, rc)
 
 
+def shutdown_then_a_request_waiting():
+    """SIGTERM first, then a new connection's first request (answered in
+    the grace period, its last: Connection: close) for the 4 MB file, and
+    one more request pipelined while it is read at 2 MB/s. That request
+    waits in the socket, not in the server's buffer, when the answer ends."""
+    p, port = start(["--shutdown-timeout", "10"], ERR + ".shutdown-first")
+    try:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        s.connect(("127.0.0.1", port))
+        time.sleep(0.2)  # accepted
+        p.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        got, t0, how = b"", time.time(), "limit"
+        s.settimeout(0.5)
+        sent = False
+        while time.time() - t0 < 20:
+            if not sent and time.time() - t0 > 0.3:
+                s.sendall(b"GET /8k HTTP/1.1\r\nHost: t\r\n\r\n")
+                sent = True
+            try:
+                b = s.recv(65536)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                how = "reset"
+                break
+            if not b:
+                how = "eof"
+                break
+            got += b
+            time.sleep(len(b) / 2_000_000)
+        s.close()
+        rc = p.wait(timeout=15)
+    finally:
+        stop(p)
+    head, _, body = got.partition(b"\r\n\r\n")
+    ok = body[:len(BIG)] == BIG and b"Connection: close" in head and how == "eof" and rc == 0
+    return ok, "%d of %d body bytes, then %s, exit %s" % (min(len(body), len(BIG)), len(BIG), how, rc)
+
+
 # Each case has a server of its own and mostly waits: they run side by side.
 CASES = [
     ("pipelined answers read slowly: the next head's timeout counts from their send", head_after_answers),
     ("pipelined answers read slowly: the next body's timeout counts from their send", body_after_answers),
+    ("pipelined answers read slowly, then Expect: 100-continue: the body's timeout counts from their send",
+     continue_after_answers),
     ("a head timeout's 408 is in the access log", head_timeout_logged),
     ("SIGTERM with a pipelined request unread: the answer in hand arrives whole, then EOF",
      shutdown_with_a_request_waiting),
+    ("SIGTERM, then a last answer (Connection: close) with a request pipelined behind it unread: "
+     "the answer arrives whole, then EOF", shutdown_then_a_request_waiting),
 ]
 with concurrent.futures.ThreadPoolExecutor(len(CASES)) as pool:
     outcomes = [pool.submit(capture, fn) for _, fn in CASES]

@@ -169,11 +169,11 @@ Task<bool> Connection::flush(bool last, bool more) {
 Task<bool> Connection::discard_body(Clock::time_point deadline) {
   const BodyKind kind = parser().body_kind();
   if (kind == BodyKind::None) co_return true;
-  if (parser().expect_continue() && begin_ == end_) {
-    out_.append(kContinueResponse);
-    const bool sent = co_await flush();
-    if (!sent) co_return false;
-  }
+  // The 100 goes out with the answers before it, by the flush below,
+  // whose end the body's deadline then counts from: the client sends the
+  // body only once it has read the 100, behind those answers (counted
+  // from the head, a slow reader's body timed out before it could come).
+  if (parser().expect_continue() && begin_ == end_) out_.append(kContinueResponse);
   ContentLengthBody length(parser().content_length());
   ChunkedBody chunked(st_.config.limits);
   // One deadline for the whole body (from the end of its head), not one
@@ -343,7 +343,14 @@ Task<bool> Connection::answer_buffered() {
       co_await flush(/*last=*/true);
       (void)co_await sock_.shutdown(SHUT_WR);
       wr_shut_ = true;
-      linger_ = begin_ != end_;  // requests pipelined behind it, unanswered
+      // Requests pipelined behind it, unanswered, may be in our buffer,
+      // still in the socket (read only as an answer ends) or on their way
+      // (a client that pipelines does not know the answer closes): closed
+      // with any of them unread, the connection is reset, and the end of
+      // an answer the client has yet to read (a file's) is lost. So it
+      // lingers always: a client that reads the answer and closes ends
+      // that at once (RFC 9112 9.6).
+      linger_ = true;
       co_return false;
     }
   }
@@ -406,12 +413,12 @@ void Connection::skip_empty_lines() {
 // RFC 9112 9.6: closing a socket with bytes unread makes the kernel
 // reset the connection, and a reset can destroy the answer just sent
 // before the client has read it. So after an error answer, or a
-// `Connection: close` one with requests pipelined behind it, the server
-// half-closes and reads (and drops) what the client still sends, until
-// its EOF, kLingerTime or kLingerBytes, then closes; also once shutdown
-// has begun (an answer sent within the grace period must reach its
-// client), but no longer than the grace period. Not after the client has
-// closed.
+// `Connection: close` one (requests may be pipelined behind it, read or
+// not), the server half-closes and reads (and drops) what the client
+// still sends, until its EOF, kLingerTime or kLingerBytes, then closes;
+// also once shutdown has begun (an answer sent within the grace period
+// must reach its client), but no longer than the grace period. Not after
+// the client has closed.
 Task<void> Connection::linger() {
   if (!linger_ || peer_closed_) co_return;
   free_for_idle();
