@@ -2797,3 +2797,76 @@ TEST(Io, AnAwaiterOutlivingItsStreamIsCancelled) {
   ::close(c1);
   ::close(c2);
 }
+
+// A cancel that reaches an operation on a Socket while the operation
+// completes on another worker: the canceller walks its scope (the
+// group's, or the CancelSource's) and reads each operation's other
+// links to find the one in that scope, while the reaper clears the
+// operation's link in the Socket's scope under that scope's lock. Those
+// reads were of a plain pointer written under a lock the reader did not
+// hold: a data race, which `make test-tsan` reports here (the value read
+// never mattered). Each round races a write to the peer (the receive
+// completes) against a cancel of the receive's group, then of its
+// CancelSource.
+TEST(Io, AGroupCancelRacingACompletionOnASocketReadsNoLinkItDoesNotHold) {
+  pwtest::Watchdog wd("Io.AGroupCancelRacingACompletionOnASocketReadsNoLinkItDoesNotHold", 120);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  auto receive = [](io::Socket* s, io::CancelSource* cs, std::atomic<bool>* started) -> Task<void> {
+    std::byte b[16];
+    started->store(true, std::memory_order_release);
+    auto r = co_await s->recv(b, {.cancel = cs});
+    (void)r;
+  };
+  const int rounds = 300 / pwtest::kSlow;
+  for (int round = 0; round < rounds; ++round) {
+    for (bool by_group : {true, false}) {
+      Pair p;
+      io::Socket s(::dup(p.a));
+      io::CancelSource cs;
+      std::atomic<bool> started{false};
+      parkway::TaskGroup g(rt);
+      g.spawn([&] {
+        try {
+          parkway::sync_wait(*parkway::Runtime::current(), receive(&s, by_group ? nullptr : &cs, &started));
+        } catch (const parkway::Cancelled&) {
+        }
+      });
+      while (!started.load(std::memory_order_acquire)) std::this_thread::yield();
+      std::thread writer([&] { ASSERT_EQ(::write(p.b, "x", 1), 1); });
+      if (by_group)
+        g.cancel();
+      else
+        cs.cancel();
+      writer.join();
+      EXPECT_NO_THROW(g.wait());
+    }
+  }
+}
+
+// io::Bytes: "size() of them at data()". A Bytes moved from (by a move
+// out of its Result, `io::Bytes b = *std::move(r);`) is empty, as after
+// release(); it kept its size and capacity beside a null block before,
+// so that span() promised size() bytes at nullptr and empty() said false.
+TEST(Io, AMovedFromBytesIsEmpty) {
+  auto block = std::make_unique<std::byte[]>(8);
+  std::memcpy(block.get(), "hello", 5);
+  io::Bytes a(std::move(block), 5, 8);
+  io::Bytes b = std::move(a);
+  EXPECT_EQ(b.size(), 5u);
+  EXPECT_EQ(b.capacity(), 8u);
+  EXPECT_EQ(std::memcmp(b.data(), "hello", 5), 0);
+  EXPECT_EQ(a.data(), nullptr);
+  EXPECT_TRUE(a.empty()) << "a moved-from Bytes claims " << a.size() << " bytes at nullptr";
+  EXPECT_EQ(a.size(), 0u);
+  EXPECT_EQ(a.capacity(), 0u);
+  EXPECT_TRUE(a.span().empty());
+  io::Bytes c;
+  c = std::move(b);
+  EXPECT_EQ(c.size(), 5u);
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(b.capacity(), 0u);
+  io::Result<io::Bytes> r(std::move(c));
+  io::Bytes d = *std::move(r);
+  EXPECT_EQ(d.size(), 5u);
+  EXPECT_TRUE(r->empty()) << "the Bytes left in the Result claims " << r->size() << " bytes";
+}

@@ -322,6 +322,19 @@ class Bytes {
   Bytes() noexcept = default;
   Bytes(std::unique_ptr<std::byte[]> block, std::size_t size, std::size_t capacity) noexcept
       : block_(std::move(block)), size_(size), capacity_(block_ ? capacity : 0) {}
+  // A moved-from Bytes is empty, as after release(): the implicit move
+  // left its size and capacity beside a null block (a span() of size()
+  // bytes at nullptr, and not empty(), which reads as "the peer closed").
+  Bytes(Bytes&& o) noexcept
+      : block_(std::move(o.block_)), size_(std::exchange(o.size_, 0)), capacity_(std::exchange(o.capacity_, 0)) {}
+  Bytes& operator=(Bytes&& o) noexcept {
+    if (this != &o) {
+      block_ = std::move(o.block_);
+      size_ = std::exchange(o.size_, 0);
+      capacity_ = std::exchange(o.capacity_, 0);
+    }
+    return *this;
+  }
   std::byte* data() const noexcept { return block_.get(); }
   std::size_t size() const noexcept { return size_; }
   std::size_t capacity() const noexcept { return capacity_; }
@@ -377,7 +390,10 @@ PARKWAY_API detail::SizeOp send(int fd, std::span<const std::byte> buf, OpOption
 // holds). (That is with
 // the ring's buffer pool; a ring without one, io_recv_pool_buffers = 0 or
 // a pool the kernel refused, takes the block of `max` bytes before it
-// waits and receives into it.) For connections
+// waits and receives into it.) On a socket of messages (SOCK_SEQPACKET,
+// SOCK_DGRAM) a message longer than the pool's buffer is cut there and
+// the rest dropped, as by recv(2) into a short buffer, with nothing to
+// say so: use recv or recvmsg there. For connections
 // that wait long between messages; a busy stream does better with recv
 // into a buffer of its own (docs/design/io.md, "Receives that take
 // memory when bytes arrive"). Besides recv's errors: ENOMEM (no block

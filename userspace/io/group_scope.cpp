@@ -64,7 +64,7 @@ void group_scope_remove(OpState* st) noexcept {
   std::lock_guard<std::mutex> l(g_mu);
   if (!st->in_group.load(std::memory_order_relaxed)) return;
   st->in_group.store(false, std::memory_order_relaxed);
-  OpScope* s = st->links[2].scope;
+  OpScope* s = st->links[2].scope.load(std::memory_order_relaxed);
   // The group is read first: once a cancel has taken the scope out of the
   // registry (cancel_group_io), the operations held its only references,
   // and this one's, dropped next, may be the last.

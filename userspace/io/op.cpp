@@ -176,7 +176,7 @@ bool scope_add(OpScope* s, OpState* st, int slot) noexcept {
   }
   s->refs.fetch_add(1, std::memory_order_relaxed);
   ScopeLink& l = st->links[slot];
-  l.scope = s;
+  l.scope.store(s, std::memory_order_relaxed);
   l.prev = nullptr;
   l.next = s->head;
   if (s->head) s->head->links[slot_of(s->head, s)].prev = st;
@@ -187,7 +187,9 @@ bool scope_add(OpScope* s, OpState* st, int slot) noexcept {
 
 void scope_remove(OpState* st, int slot) noexcept {
   ScopeLink& l = st->links[slot];
-  OpScope* s = l.scope;
+  // Set by the submitting worker, cleared here by its reaper (a group's
+  // link: under the registry's mutex): nobody else writes it.
+  OpScope* s = l.scope.load(std::memory_order_relaxed);
   if (!s) return;
   s->lock();
   auto link_of = [s](OpState* x) -> ScopeLink& { return x->links[slot_of(x, s)]; };
@@ -196,7 +198,9 @@ void scope_remove(OpState* st, int slot) noexcept {
   else
     s->head = l.next;
   if (l.next) link_of(l.next).prev = l.prev;
-  l = ScopeLink{};
+  l.scope.store(nullptr, std::memory_order_relaxed);
+  l.prev = nullptr;
+  l.next = nullptr;
   // The descriptor was closed while operations were in flight on it: the
   // last of them closes it (close_scope).
   const int fd = take_fd_to_close(s);

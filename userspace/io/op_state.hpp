@@ -83,8 +83,16 @@ struct ScopeFollower {
 };
 
 // Membership of an operation in a scope (a Descriptor's, a CancelSource's).
+// prev and next change under the scope's lock. So does `scope`, but it is
+// atomic: whoever walks another scope the operation is in (a cancel, a
+// neighbour's add or remove, under that scope's lock) reads every link's
+// scope to find its own (slot_of) while the reaper clears this one under
+// this scope's lock, a lock the walker does not hold. The value read
+// decides nothing there (this link's scope, or null, is never the walked
+// scope); a plain pointer made it a data race (TSAN,
+// Io.AGroupCancelRacingACompletionOnASocketReadsNoLinkItDoesNotHold).
 struct ScopeLink {
-  OpScope* scope = nullptr;
+  std::atomic<OpScope*> scope{nullptr};
   OpState* prev = nullptr;
   OpState* next = nullptr;
 };
@@ -244,7 +252,9 @@ class DescriptorPin {
 };
 // Which of st's links is its membership of s.
 inline int slot_of(const OpState* st, const OpScope* s) noexcept {
-  return st->links[0].scope == s ? 0 : st->links[1].scope == s ? 1 : 2;
+  return st->links[0].scope.load(std::memory_order_relaxed) == s   ? 0
+         : st->links[1].scope.load(std::memory_order_relaxed) == s ? 1
+                                                                   : 2;
 }
 
 // group_scope.cpp: the operations in flight of coroutines that belong to
