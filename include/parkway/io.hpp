@@ -574,7 +574,9 @@ class PARKWAY_API Socket : public detail::Descriptor {
   detail::VectorSendOp writev(std::span<const iovec> iov, OpOptions o = {});
   detail::SizeOp sendmsg(const msghdr& msg, OpOptions o = {}, int flags = 0);
   detail::VoidOp shutdown(int how = SHUT_WR, OpOptions o = {});
-  // Sets TCP_NODELAY; returns the setsockopt error, if any.
+  // Sets TCP_NODELAY; returns the setsockopt error, if any, and on a
+  // closed socket EBADF (named "setsockopt"): it is not a co_await, and
+  // does not throw.
   Result<void> set_nodelay(bool on = true) noexcept;
   Address peer_address() const;
 };
