@@ -3,6 +3,7 @@
 // and Runtime::shutdown(deadline) (docs/design/cancellation.md).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,7 +19,11 @@
 #include <vector>
 
 #include "parkway/io.hpp"
+#include "io/ring.hpp"
 #include "parkway/parkway.hpp"
+#include "parking.hpp"
+#include "runtime_impl.hpp"
+#include "worker.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -1217,4 +1222,155 @@ TEST(Cancel, ShutdownDeadlineLongPastDropsAtOnce) {
   EXPECT_EQ(r.dropped, 1u);
   held.release();
   EXPECT_THROW(queued.get(), parkway::RuntimeShutdown);
+}
+
+namespace {
+// A coroutine on worker 1 that owns a share of its Runtime: it sleeps in
+// the worker's ring until the shutdown cancels the sleep, then, once
+// told, drops that share, the last one: ~Runtime runs on the runtime's
+// own worker.
+struct Keeper {
+  std::atomic<int> index{-1}, resumed_on{-1};
+  std::atomic<bool> go{false}, done{false};
+};
+parkway::Task<void> keep_until_told(std::shared_ptr<parkway::Runtime> rt, Keeper* k) {
+  k->index.store(parkway::Runtime::current_worker_index());
+  (void)co_await parkway::io::sleep_for(30s);  // ends with ECANCELED at the shutdown
+  k->resumed_on.store(parkway::Runtime::current_worker_index());
+  while (!k->go.load()) std::this_thread::sleep_for(1ms);
+  rt.reset();
+  k->done.store(true);
+}
+void* wait_for_flag(void* flag) {
+  while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::sleep_for(1ms);
+  return nullptr;
+}
+}  // namespace
+
+// shutdown(deadline) joined worker 0 (it left while worker 1 slept in its
+// ring) and left worker 1 running; a coroutine there then drops the last
+// owner of the Runtime, so ~Runtime runs on worker 1 (abandon). That must
+// detach only the thread not joined: detaching thread 0's joined handle
+// is undefined, and with glibc it detaches whichever thread was made
+// since on the same cached stack, here a bystander, whose join then fails
+// (EINVAL). Whether worker 0 leaves before worker 1 resumes is a race:
+// rounds where it did not are run again.
+TEST(Cancel, ARuntimeDroppedOnItsWorkerAfterADeadlineDetachesNoJoinedThread) {
+  pwtest::Watchdog w("Cancel.ARuntimeDroppedOnItsWorkerAfterADeadlineDetachesNoJoinedThread", 120);
+  int formed = 0, rounds = 0;
+  for (; rounds < 50 && formed < 3; ++rounds) {
+    Keeper k;
+    auto rt = std::make_shared<parkway::Runtime>(parkway::Options{.workers = 2, .name = "abandon"});
+    // One task on each worker; the one on worker 1 starts the keeper
+    // there, the other holds worker 0 until it has (so cannot steal it).
+    std::atomic<int> in{0};
+    auto place = [&] {
+      in.fetch_add(1);
+      while (in.load() < 2) std::this_thread::yield();
+      if (parkway::Runtime::current_worker_index() == 1)
+        parkway::detach(keep_until_told(rt, &k), *rt);
+      else
+        while (k.index.load() < 0) std::this_thread::yield();
+    };
+    parkway::Future<void> a = rt->submit(place), b = rt->submit(place);
+    a.get();
+    b.get();
+    ASSERT_EQ(k.index.load(), 1);
+    auto& impl = rt->impl();
+    auto both_quiet = [&] { return parkway::detail::Parking::quiet_of(impl.parking.snapshot()) == 2; };
+    for (int i = 0; i < 10000 && !both_quiet(); ++i) std::this_thread::sleep_for(1ms);
+    ASSERT_TRUE(both_quiet());
+
+    const parkway::ShutdownReport r = rt->shutdown(std::chrono::steady_clock::now() + 200ms);
+    ASSERT_EQ(r.running, 1u);  // the keeper, resumed, waits for go
+    const bool joined0 = impl.thread_joined.size() == 2 && impl.thread_joined[0];
+    std::atomic<bool> leave{false};
+    pthread_t bystander{};
+    if (joined0) {
+      ++formed;
+      for (int i = 0; i < 10000 && k.resumed_on.load() < 0; ++i) std::this_thread::sleep_for(1ms);
+      ASSERT_EQ(k.resumed_on.load(), 1);
+      ASSERT_EQ(pthread_create(&bystander, nullptr, &wait_for_flag, &leave), 0);
+    }
+    k.go.store(true);
+    rt.reset();  // the keeper holds the last share now
+    ASSERT_TRUE(wait_for(k.done));
+    if (joined0) {
+      leave.store(true);
+      EXPECT_EQ(pthread_join(bystander, nullptr), 0) << "~Runtime on its worker detached a thread joined before";
+    }
+  }
+  std::printf("%d of %d rounds had worker 0 joined when the runtime was dropped on worker 1\n", formed, rounds);
+  EXPECT_GT(formed, 0);
+}
+
+namespace {
+bool no_op_task(parkway::detail::Task*) noexcept { return true; }
+}  // namespace
+
+// An I/O continuation reaches a worker's deque when its ready queue is
+// full as the reaper pushes it (Worker::push_ready: a held receive ended
+// at its resubmission, IoRing::submit_receives_held). There
+// shutdown(deadline)'s drain takes it like any task. Run there, it
+// resumed the coroutine on the thread that called shutdown: the rest of
+// its body ran off the pool, uncounted, and the call returned after the
+// body's 1 s instead of at its 20 ms deadline. It is dropped instead:
+// the co_await throws RuntimeShutdown, and the coroutine only unwinds.
+// The worker's task stages the full queue (256 tasks that never run).
+TEST(Cancel, ShutdownDeadlineDropsAnIoContinuationItsDrainTakes) {
+  pwtest::Watchdog w("Cancel.ShutdownDeadlineDropsAnIoContinuationItsDrainTakes", 60);
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  std::atomic<bool> waiting{false}, spilled{false}, release{false}, body_ran{false};
+  std::atomic<int> resumed_on{-2};
+  parkway::Future<void> blocker;
+  std::optional<parkway::Spawned<void>> reader;
+  {
+    parkway::Runtime rt(parkway::Options{.workers = 1, .name = "drained"});
+    std::byte buf[8];
+    reader.emplace(parkway::spawn(
+        [](int fd, std::span<std::byte> b, std::atomic<bool>* waiting, std::atomic<bool>* body_ran,
+           std::atomic<int>* resumed_on) -> parkway::Task<void> {
+          waiting->store(true);
+          (void)co_await parkway::io::read(fd, b, -1);
+          resumed_on->store(parkway::Runtime::current_worker_index());
+          body_ran->store(true);
+          std::this_thread::sleep_for(1s);
+        }(p[0], buf, &waiting, &body_ran, &resumed_on),
+        rt));
+    ASSERT_TRUE(wait_for(waiting));  // one worker: the read is suspended before the next task runs
+    blocker = rt.submit([&] {
+      parkway::detail::Worker* wk = parkway::detail::Worker::current();
+      ASSERT_EQ(::write(p[1], "x", 1), 1);
+      // The read's completion, reaped into the ready queue. The flag makes
+      // poll() enter the kernel, which takes the read's SQE along if the
+      // worker has not parked (and submitted it) since the co_await.
+      while (wk->io_ready().size() == 0) {
+        wk->io_ring().raise_taskrun_flag_for_test();
+        wk->io_ring().poll();
+        std::this_thread::sleep_for(1ms);
+      }
+      parkway::detail::Task* c = wk->io_ready().take();
+      std::vector<parkway::detail::Task> fill(parkway::io::detail::ReadyQueue::kCapacity,
+                                              parkway::detail::Task(&no_op_task));
+      for (auto& f : fill) ASSERT_TRUE(wk->io_ready().push(&f));
+      wk->push_ready(c);  // the queue is full: onto the deque
+      for (std::size_t i = 0; i < fill.size(); ++i) ASSERT_NE(wk->io_ready().take(), nullptr);
+      spilled.store(true);
+      while (!release.load()) std::this_thread::sleep_for(1ms);
+    });
+    ASSERT_TRUE(wait_for(spilled));
+    const auto t0 = std::chrono::steady_clock::now();
+    const parkway::ShutdownReport r = rt.shutdown(t0 + 20ms);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 500ms) << "the drain ran the coroutine's body";
+    EXPECT_FALSE(body_ran.load()) << "resumed on worker " << resumed_on.load() << " (-1: off the pool)";
+    EXPECT_EQ(r.dropped, 1u);
+    EXPECT_EQ(r.running, 1u);
+    EXPECT_THROW(reader->get(), parkway::RuntimeShutdown);
+    release.store(true);
+  }
+  blocker.get();
+  EXPECT_FALSE(body_ran.load());
+  ::close(p[0]);
+  ::close(p[1]);
 }

@@ -45,6 +45,15 @@ bool drop_this_task() noexcept {
   return true;
 }
 
+// The drain only: a worker resumes an I/O continuation it runs after the
+// deadline (the coroutine stops at its next co_await, on the pool).
+bool drop_resumption_here() noexcept {
+  RuntimeImpl* rt = tls_draining;
+  if (!rt || !rt->dropping.load(std::memory_order_acquire)) return false;
+  rt->dropped.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 std::exception_ptr dropped_task_error() noexcept {
   try {
     throw RuntimeShutdown(

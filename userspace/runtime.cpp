@@ -318,7 +318,13 @@ void RuntimeImpl::abandon_from_own_worker() {
   std::lock_guard<std::mutex> g(shutdown_mu, std::adopt_lock);
   if (joined) return;
   stop_workers();
-  for (pthread_t th : threads) pthread_detach(th);  // no [X3]: nobody joins
+  // No [X3]: nobody joins. Those a shutdown(deadline) that left workers
+  // running has joined already (thread_joined) are not detached either:
+  // a joined handle is spent, and glibc gives its descriptor to the next
+  // thread made on the cached stack, which the detach would detach in
+  // its stead (Cancel.ARuntimeDroppedOnItsWorkerAfterADeadlineDetachesNoJoinedThread).
+  for (std::size_t i = 0; i < threads.size(); ++i)
+    if (i >= thread_joined.size() || !thread_joined[i]) pthread_detach(threads[i]);
   joined = true;
 }
 

@@ -52,7 +52,8 @@ class RuntimeImpl {
   // shutdown() for a destructor running on one of this runtime's own
   // workers, which cannot wait for itself: closes and stops the runtime
   // as shutdown() does, so the workers finish every accepted task and
-  // leave, but joins nobody (the threads are detached) and marks it
+  // leave, but joins nobody (the threads not joined yet are detached:
+  // shutdown(deadline) may have joined some) and marks it
   // abandoned (the Runtime object is about to be gone). The caller leaves
   // the RuntimeImpl allocated (leave_behind): its workers still use it.
   void abandon_from_own_worker();

@@ -87,6 +87,20 @@ struct AwaiterRef {
   }
   decltype(auto) await_resume() {
     tls_group = group;
+    // Resumed on the thread of a Runtime::shutdown(deadline) that drains
+    // its runtime past the deadline: by an I/O continuation that waited
+    // on a worker's deque (the ready queue was full) and that the drain
+    // took. Going on would run the body there, off the pool and
+    // uncounted; dropped instead, like a task that has not started, so
+    // the coroutine only unwinds. The operation's state frees what it
+    // holds (a descriptor it made, bytes it received) with the awaiter.
+    // resume_on's starter decides (and counts) its own drop.
+    if constexpr (!requires { A::kDropsItsOwnResumption; }) {
+      if (cancellation_active() && drop_resumption_here()) [[unlikely]]
+        throw RuntimeShutdown(
+            "parkway: Runtime::shutdown(deadline) passed its deadline; the coroutine's I/O ended, and its "
+            "resumption was dropped (its result with it)");
+    }
     return a.await_resume();
   }
 };
@@ -530,6 +544,9 @@ void detach(Task<T> t) {
 class ResumeOn {
  public:
   explicit ResumeOn(Runtime& rt) noexcept : rt_(rt) {}
+  // Past the deadline its starter (resume_moved) drops the resumption,
+  // counted, wherever it runs; AwaiterRef must not drop it again.
+  static constexpr bool kDropsItsOwnResumption = true;
   bool await_ready() const noexcept { return false; }
   template <class P>
   void await_suspend(std::coroutine_handle<P> h) {

@@ -146,6 +146,11 @@ PARKWAY_API bool stop_requested(const TaskGroup* g) noexcept;
 PARKWAY_API bool drop_this_task() noexcept;
 // The exception a dropped task's waiter receives (RuntimeShutdown).
 PARKWAY_API std::exception_ptr dropped_task_error() noexcept;
+// True if this thread is Runtime::shutdown(deadline)'s drain, past the
+// deadline: a coroutine resuming at an I/O co_await here was resumed by a
+// continuation the drain took from a deque; counts it as dropped. Only
+// while cancellation_active().
+PARKWAY_API bool drop_resumption_here() noexcept;
 // At a coroutine's co_await, only while cancellation_active(): throws
 // RuntimeShutdown if its runtime passed its shutdown deadline, Cancelled if
 // group g (or an ancestor) is cancelled.
