@@ -1062,16 +1062,21 @@ TEST(Cancel, ShutdownDeadlineDropsAResumeOnContinuation) {
 // is detached; it leaves when the task returns).
 TEST(Cancel, DestructorAfterDeadlineDoesNotWait) {
   pwtest::Watchdog w("Cancel.DestructorAfterDeadlineDoesNotWait", 60);
-  static std::atomic<bool> release{false};
-  static std::atomic<bool> started{false};
+  // Shared with the detached worker, which may outlive this test (and
+  // a repetition of it: --gtest_repeat).
+  struct Flags {
+    std::atomic<bool> release{false}, started{false};
+  };
+  auto flags = std::make_shared<Flags>();
+  std::atomic<bool>& release = flags->release;
   parkway::Future<void> later;
   {
     parkway::Runtime rt(parkway::Options{.workers = 1});
-    (void)rt.submit([] {
-      started.store(true);
-      while (!release.load()) std::this_thread::sleep_for(1ms);
+    (void)rt.submit([flags] {
+      flags->started.store(true);
+      while (!flags->release.load()) std::this_thread::sleep_for(1ms);
     });
-    ASSERT_TRUE(wait_for(started));
+    ASSERT_TRUE(wait_for(flags->started));
     later = rt.submit([] {});
     parkway::ShutdownReport r = rt.shutdown(std::chrono::steady_clock::now() - 1s);
     EXPECT_EQ(r.dropped, 1u);
