@@ -99,14 +99,17 @@ def answers(data):
     return out
 
 
-def slow_read(s, rate, limit):
-    """Reads at about `rate` bytes a second until EOF, a reset or `limit`
-    seconds: (bytes, "eof" | "reset" | "limit")."""
+def read_loop(s, limit, bufsize=4096, before=None, after=None):
+    """Reads s until EOF, a reset or `limit` seconds: (bytes, "eof" |
+    "reset" | "limit"). before(elapsed) runs before each receive;
+    after(got, chunk, elapsed) after each, and returns how long to pause."""
     got, t0 = b"", time.time()
     s.settimeout(0.5)
     while time.time() - t0 < limit:
+        if before:
+            before(time.time() - t0)
         try:
-            b = s.recv(4096)
+            b = s.recv(bufsize)
         except socket.timeout:
             continue
         except ConnectionResetError:
@@ -114,8 +117,16 @@ def slow_read(s, rate, limit):
         if not b:
             return got, "eof"
         got += b
-        time.sleep(len(b) / rate)
+        pause = after(got, b, time.time() - t0) if after else 0
+        if pause:
+            time.sleep(pause)
     return got, "limit"
+
+
+def slow_read(s, rate, limit):
+    """Reads at about `rate` bytes a second until EOF, a reset or `limit`
+    seconds: (bytes, "eof" | "reset" | "limit")."""
+    return read_loop(s, limit, after=lambda got, b, t: len(b) / rate)
 
 
 def pipeline_then(port, tail, rest):
@@ -163,25 +174,15 @@ def continue_after_answers():
         s.sendall(b"GET /8k HTTP/1.1\r\nHost: t\r\n\r\n" * 20 +
                   b"POST /8k HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n"
                   b"Connection: close\r\n\r\n")
-        got, t0, how, sent = b"", time.time(), "limit", False
-        s.settimeout(0.5)
-        while time.time() - t0 < 20:
-            try:
-                b = s.recv(4096)
-            except socket.timeout:
-                continue
-            except ConnectionResetError:
-                how = "reset"
-                break
-            if not b:
-                how = "eof"
-                break
-            got += b
+        sent = []
+
+        def after(got, b, t):
             if not sent and b"HTTP/1.1 100 Continue\r\n\r\n" in got:
                 s.sendall(b"hello")
-                sent = True
-            if time.time() - t0 < 2:  # slowly for 2 s (the 100's send waits), then at once
-                time.sleep(len(b) / 20_000)
+                sent.append(True)
+            return len(b) / 20_000 if t < 2 else 0  # slowly for 2 s (the 100's send waits), then at once
+
+        got, how = read_loop(s, 20, after=after)
         s.close()
     finally:
         stop(p)
@@ -205,35 +206,36 @@ def head_timeout_logged():
     return got.startswith(b"HTTP/1.1 408 ") and len(log) == 1, "answer %r, log lines %s" % (got[:20], log)
 
 
+def read_big_at_2mbs(s, sigterm_to=None):
+    """Reads a 4 MB answer at 2 MB/s from s, pipelining GET /8k after
+    0.3 s (and sending sigterm_to SIGTERM after 0.5 s, if given). Returns
+    what came and how it ended (eof, reset, or limit after 20 s)."""
+    done = set()
+
+    def before(t):
+        if "sent" not in done and t > 0.3:
+            s.sendall(b"GET /8k HTTP/1.1\r\nHost: t\r\n\r\n")
+            done.add("sent")
+        if sigterm_to is not None and "termed" not in done and t > 0.5:
+            sigterm_to.send_signal(signal.SIGTERM)
+            done.add("termed")
+
+    return read_loop(s, 20, 65536, before, lambda got, b, t: len(b) / 2_000_000)
+
+
+def slow_reader_socket(port):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
 def shutdown_with_a_request_waiting():
     p, port = start(["--shutdown-timeout", "10"], ERR + ".shutdown")
     try:
-        s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-        s.connect(("127.0.0.1", port))
+        s = slow_reader_socket(port)
         s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-        got, t0, how = b"", time.time(), "limit"
-        s.settimeout(0.5)
-        sent = termed = False
-        while time.time() - t0 < 20:
-            if not sent and time.time() - t0 > 0.3:
-                s.sendall(b"GET /8k HTTP/1.1\r\nHost: t\r\n\r\n")
-                sent = True
-            if not termed and time.time() - t0 > 0.5:
-                p.send_signal(signal.SIGTERM)
-                termed = True
-            try:
-                b = s.recv(65536)
-            except socket.timeout:
-                continue
-            except ConnectionResetError:
-                how = "reset"
-                break
-            if not b:
-                how = "eof"
-                break
-            got += b
-            time.sleep(len(b) / 2_000_000)
+        got, how = read_big_at_2mbs(s, sigterm_to=p)
         s.close()
         rc = p.wait(timeout=15)
     finally:
@@ -250,32 +252,12 @@ def shutdown_then_a_request_waiting():
     waits in the socket, not in the server's buffer, when the answer ends."""
     p, port = start(["--shutdown-timeout", "10"], ERR + ".shutdown-first")
     try:
-        s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-        s.connect(("127.0.0.1", port))
+        s = slow_reader_socket(port)
         time.sleep(0.2)  # accepted
         p.send_signal(signal.SIGTERM)
         time.sleep(0.2)
         s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-        got, t0, how = b"", time.time(), "limit"
-        s.settimeout(0.5)
-        sent = False
-        while time.time() - t0 < 20:
-            if not sent and time.time() - t0 > 0.3:
-                s.sendall(b"GET /8k HTTP/1.1\r\nHost: t\r\n\r\n")
-                sent = True
-            try:
-                b = s.recv(65536)
-            except socket.timeout:
-                continue
-            except ConnectionResetError:
-                how = "reset"
-                break
-            if not b:
-                how = "eof"
-                break
-            got += b
-            time.sleep(len(b) / 2_000_000)
+        got, how = read_big_at_2mbs(s)
         s.close()
         rc = p.wait(timeout=15)
     finally:
