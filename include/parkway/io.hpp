@@ -492,8 +492,11 @@ class PARKWAY_API Address {
  public:
   Address() noexcept = default;
   // "127.0.0.1", "::1", "fe80::1%eth0" (a zone: an interface's name or
-  // index), ... and a port; nullopt if ip is not an address (or names no
-  // interface).
+  // index), ... and a port; nullopt if ip is not an address, or its zone
+  // is a name no interface has or index 0. A numeric index is taken as
+  // given, as getaddrinfo(3) takes it (an interface may come later): a
+  // bind to one that is not there fails then with ENODEV, a connect with
+  // ENETUNREACH.
   static std::optional<Address> parse(const char* ip, std::uint16_t port) noexcept;
   static Address loopback(std::uint16_t port) noexcept;  // 127.0.0.1:port
   // A Unix domain socket's path; nullopt if it is empty or too long
