@@ -532,7 +532,11 @@ class PARKWAY_API Descriptor {
   bool is_open() const noexcept { return fd_ >= 0; }
   // Cancels the operations in flight on it, then closes it (close(2)).
   void close() noexcept;
-  // Gives up ownership without closing.
+  // Gives up ownership without closing. Operations in flight on it go
+  // on, and no close cancels them any more: as with io::close on a raw
+  // descriptor, the caller closes the number only once they have ended
+  // (an owned receive that found the pool empty may go in again until
+  // then).
   int release() noexcept;
 
  protected:
