@@ -1,6 +1,6 @@
 /*
  * priority_tags.pml -- SPIN model of parkway's transactional injection
- * queue (userspace/txn/inject_tree.{hpp,cpp}) under the priority-tag layer
+ * queue (userspace/txn/inject_tree.hpp) under the priority-tag layer
  * (userspace/txn/tag.{hpp,cpp}). Design note: docs/design/priority-tags.md
  * (its table maps every step below to a code site; each code site names its
  * step in a comment).

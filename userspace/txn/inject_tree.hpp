@@ -17,8 +17,10 @@
 //   pending  per child, consumer side: what a claimer took from the head,
 //            in FIFO order; touched only by the worker holding the claim.
 //
-// Transactions (each CAS is preceded by gate() and followed, on failure,
-// by after_fail(); commit() releases the tags):
+// Transactions (each CAS, and the exchange [W2] and fetch_and [W3a], is
+// preceded by gate(); each failed CAS but [W3c] is followed by
+// after_fail() and retried, a failed [W3c] is not retried and takes no
+// tag; commit() releases the tags):
 //   push:   [P1] CAS head h -> t (t->next = h)
 //           [P2] only if h was CLOSED: CAS summary, set nonempty(i) and
 //                epoch+1 (always bump: that is what fails a [W3] racing

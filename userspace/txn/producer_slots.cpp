@@ -46,7 +46,24 @@ thread_local constinit bool t_claims_gone __attribute__((tls_model("initial-exec
 ClaimList::~ClaimList() {
   for (const Claim& c : v) drop(c);
   t_claims_gone = true;
-  for (auto& e : ProducerSlots::t_cache_) e = {};  // so later pushes ask lookup()
+  // A later push (see t_claims_gone) must stay behind this thread's
+  // earlier tasks, which may still sit in the child it just gave back
+  // (FIFO per producer): it goes on pushing to that child, now as a sharer
+  // (kShared: another thread may claim it; reclaim() never moves such a
+  // thread). The cache, trivially destructible, is the only record left:
+  // keep the entries that name a claim, and fill the ways that are free.
+  // Only a tree whose way another claim holds falls back to lookup()'s
+  // fixed child.
+  for (auto& e : ProducerSlots::t_cache_) {
+    const Claim* mine = nullptr;
+    for (const Claim& c : v)
+      if (c.serial == e.serial) mine = &c;
+    e = mine ? ProducerSlots::Cache{mine->serial, mine->child | ProducerSlots::kShared} : ProducerSlots::Cache{};
+  }
+  for (const Claim& c : v) {
+    auto& e = ProducerSlots::t_cache_[c.serial & (ProducerSlots::kCacheWays - 1)];
+    if (e.serial == 0) e = {c.serial, c.child | ProducerSlots::kShared};
+  }
 }
 
 ProducerSlots::ProducerSlots(unsigned children) noexcept
@@ -73,7 +90,10 @@ bool ProducerSlots::claim_free(unsigned* child) noexcept {
 }
 
 unsigned ProducerSlots::lookup() noexcept {
-  if (t_claims_gone) [[unlikely]]  // one child for every such push, so they keep their order
+  // After the thread's claims were given back (at its exit) and no cache
+  // entry kept its child for this tree (~ClaimList): one child for every
+  // such push, so they keep their order among themselves.
+  if (t_claims_gone) [[unlikely]]
     return unsigned(serial_ % n_) | kShared;
   auto& v = t_claims.v;
   for (const ClaimList::Claim& c : v)
