@@ -2870,3 +2870,92 @@ TEST(Io, AMovedFromBytesIsEmpty) {
   EXPECT_EQ(d.size(), 5u);
   EXPECT_TRUE(r->empty()) << "the Bytes left in the Result claims " << r->size() << " bytes";
 }
+
+namespace {
+Task<void> take_all(io::Listener* l, int want, std::atomic<int>* accepted, std::atomic<int>* errors) {
+  std::vector<io::Socket> held;
+  io::AcceptStream s = l->stream();
+  while (accepted->load() < want && errors->load() < 100) {
+    io::Result<io::Socket> c = co_await s.next();
+    if (c) {
+      accepted->fetch_add(1);
+      held.push_back(std::move(*c));
+    } else {
+      errors->fetch_add(1);
+    }
+  }
+}
+}  // namespace
+
+// A CQ overflow ends the stream's multishot accept (its last CQE has no
+// F_MORE): the stream re-arms and takes every connection, none reported
+// as an error, and the ring's count of operations comes back to zero
+// (io.md, "Backpressure"). With an 8-entry CQ and 40 connections queued
+// while the worker spins, the accept lost F_MORE four times (counted by
+// hand with a print in accept_cqe).
+TEST(Io, AStreamWhoseCqOverflowedTakesEveryConnection) {
+  pwtest::Watchdog wd("Io.AStreamWhoseCqOverflowedTakesEveryConnection", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1, .io_sq_entries = 4, .io_cq_entries = 8});
+  auto l = io::Listener::bind(io::Address::loopback(0), {.backlog = 256});
+  ASSERT_TRUE(l);
+  const int want = 40;
+  std::atomic<int> accepted{0}, errors{0};
+  auto server = parkway::spawn(take_all(&*l, want, &accepted, &errors), rt);
+  std::this_thread::sleep_for(50ms);  // the taker waits: the accept is armed
+  std::atomic<bool> spinning{false};
+  auto blocker = rt.submit([&spinning] {
+    spinning = true;
+    const auto end = std::chrono::steady_clock::now() + 150ms;
+    while (std::chrono::steady_clock::now() < end) {
+    }
+  });
+  while (!spinning) std::this_thread::yield();
+  std::vector<int> clients;
+  for (int i = 0; i < want; ++i) {
+    int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(c, 0);
+    ASSERT_EQ(::connect(c, l->local_address().get(), l->local_address().size()), 0);
+    clients.push_back(c);
+  }
+  blocker.get();
+  server.get();
+  for (int c : clients) ::close(c);
+  EXPECT_EQ(accepted.load(), want);
+  EXPECT_EQ(errors.load(), 0);
+  unsigned ops = 1;
+  for (int i = 0; i < 200 && ops != 0; ++i) {
+    ops = rt.submit([] { return parkway::detail::Worker::current()->io_ring().ops(); }).get();
+    if (ops) std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(ops, 0u);
+}
+
+// A next() whose time has passed when it is awaited, with no connection
+// queued, fails with ETIMEDOUT before it begins, as any operation does
+// (io.md, "An operation's life") and as a fired CancelSource does: it arms
+// no accept, so a connection waiting in the listener's backlog is not
+// taken for it. Before, the accept went in ahead of the guard's cancel and
+// the expired call returned the connection.
+TEST(Io, AnAcceptStreamNextWhoseTimeHasPassedFailsBeforeItBegins) {
+  pwtest::Watchdog wd("Io.AnAcceptStreamNextWhoseTimeHasPassedFailsBeforeItBegins", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l) << l.error().message();
+  const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(c, l->local_address().get(), l->local_address().size()), 0);  // in the backlog
+  io::AcceptStream st = l->stream();
+  auto take = [&](io::OpOptions o) {
+    return parkway::sync_wait(rt, [](io::AcceptStream* st, io::OpOptions o) -> Task<io::Result<io::Socket>> {
+      co_return co_await st->next(o);
+    }(&st, o));
+  };
+  for (const io::OpOptions& o : {io::OpOptions{.timeout = -1ns},
+                                 io::OpOptions{.deadline = std::chrono::steady_clock::now() - 1ms}}) {
+    auto r = take(o);
+    ASSERT_FALSE(r) << "an expired next() took the waiting connection";
+    EXPECT_EQ(r.error(), std::errc::timed_out) << r.error().message();
+  }
+  auto r = take({.timeout = 5s});
+  EXPECT_TRUE(r) << r.error().message();
+  ::close(c);
+}

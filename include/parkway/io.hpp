@@ -648,7 +648,7 @@ class PARKWAY_API AcceptStream {
     OpOptions o{};  // its timeout and deadline (cancel: source_scope)
     detail::ScopeRef source_scope;  // o.cancel's scope, taken when it was made
     std::coroutine_handle<> h{};  // the taker, once suspended
-    int early = 0;                // -ECANCELED: cancelled before it waited
+    int early = 0;                // -ECANCELED: cancelled before it waited; -ETIMEDOUT: its time had passed
     Next(detail::AcceptQueue* q, OpOptions o) noexcept;
     Next(const Next&) = delete;
     Next& operator=(const Next&) = delete;

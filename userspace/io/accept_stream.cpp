@@ -321,6 +321,22 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
       throw std::logic_error("parkway::io::AcceptStream::next: another coroutine is already waiting on this stream");
     return false;
   }
+  // Nothing queued and its time has passed: it fails before it begins,
+  // as any operation does and as a fired CancelSource makes it (io.md,
+  // "An operation's life"). Without this the accept was armed, and one
+  // waiting in the backlog completed ahead of the guard's cancel: the
+  // expired call took the connection. Only a connection queued already
+  // is handed over whatever the options say.
+  if (detail::time_passed(o)) {
+    if (guard) {
+      guard->refs.fetch_add(1, std::memory_order_relaxed);
+      detail::cancel_op(guard);
+    }
+    q->unlock();
+    detail::drop_guard(guard);
+    early = -ETIMEDOUT;
+    return false;
+  }
   q->guard = guard;  // from here every way out ends in await_resume, which cancels it
   if (q->closed || detail::scope_cancelled(q->scope)) {  // the stream was destroyed, or the listener closed
     q->ready.push_back(-ECANCELED);
