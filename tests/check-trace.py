@@ -14,6 +14,7 @@ import json
 import os
 import random
 import re
+import resource
 import struct
 import subprocess
 import sys
@@ -463,6 +464,92 @@ if facts:
           "a worker submitting to another runtime: its %s submissions and wakes are in that runtime's section (%s)" %
           (facts["cross"], subs and subs.group(0)), out[-800:])
 
+# Which runtime each injection is about, as the reader takes it (the
+# runtime events of its stream before it; a worker's own runtime first),
+# against the runtime whose worker ran the task (task level: its next
+# run_begin, unless another task was made at that address in between).
+INJECT, RUNTIME, SPAWN, RUN_BEGIN = 11, 16, 20, 21
+
+
+def stream_events(data):
+    """{stream: (worker, tid, runtime)}, {stream: [(ticks, type, a8, a16, a32), ...]} (file order), and
+    {stream: the index of its first event after its last drop}."""
+    info, evs, clean = {}, {}, {}
+    for off, kind, n in records(data):
+        if off + REC + n > len(data):
+            break
+        sid = struct.unpack_from("<I", data, off + 12)[0]
+        if kind == 1:
+            info[sid] = struct.unpack_from("<iIQ", data, off + REC)
+            evs[sid], clean[sid] = [], 0
+        elif kind == 2:
+            if struct.unpack_from("<Q", data, off + REC)[0]:
+                clean[sid] = len(evs[sid])
+            evs[sid] += [struct.unpack_from("<QBBHI", data, off + REC + 8 + i * EVENT) for i in range((n - 8) // EVENT)]
+    return info, evs, clean
+
+
+def inject_attribution(data):
+    """(injections checked, [(stream, task, about, ran in)] of those about another runtime than the one that
+    ran them). Only injections and runs after their streams' last drops are paired: with a run dropped, the
+    next one of a task at the same address is another task's."""
+    info, evs, clean = stream_events(data)
+    runs, made, todo = {}, {}, []
+    for sid, (worker, tid, rt) in info.items():
+        about = rt if worker >= 0 else None
+        for i, (t, typ, a8, a16, a32) in enumerate(evs[sid]):
+            task = (a16 << 32) | a32
+            if typ == RUNTIME:
+                about = task
+            elif typ in (INJECT, SPAWN):
+                made.setdefault(task, []).append(t)
+                if typ == INJECT and i >= clean[sid]:
+                    todo.append((t, task, about, sid))
+            elif typ == RUN_BEGIN and worker >= 0:
+                runs.setdefault(task, []).append((t, rt, i >= clean[sid]))
+    checked, wrong = 0, []
+    for t, task, about, sid in todo:
+        later = [r for r in runs.get(task, []) if r[0] >= t]
+        if not later:
+            continue
+        ran = min(later)
+        if not ran[2] or any(t < u <= ran[0] for u in made[task]):
+            continue
+        checked += 1
+        if about != ran[1]:
+            wrong.append((sid, hex(task), about and hex(about), hex(ran[1])))
+    return checked, wrong
+
+
+# Threads whose thread_local destructors submit (after the recorder's own
+# thread-exit hand-over had run): those submissions are about the runtime
+# the thread named, in the thread's one stream.
+facts, path = ground_truth("tls-exit", ["tls-exit", "8"], "task")
+if facts:
+    data = open(path, "rb").read()
+    checked, wrong = inject_attribution(data)
+    info = stream_events(data)[0]
+    tids = [tid for worker, tid, rt in info.values() if worker < 0]
+    twice = sorted({t for t in tids if tids.count(t) > 1})
+    check(facts["at_exit"] == "8" and checked >= 16 and not wrong and not twice,
+          "submissions from thread_local destructors at thread exit: about the runtime that ran them (%d checked), "
+          "one stream per thread" % checked, "wrong %s, threads with two streams %s" % (wrong[:3], twice))
+
+# A runtime event lost with a stalled writer: the thread names the runtime
+# again once it can, so its later submissions are not given to the one
+# named before.
+fifo = os.path.join(TMP, "switch.fifo")
+os.mkfifo(fifo)
+switched = os.path.join(TMP, "switch.pwt")
+reader = subprocess.Popen(["sh", "-c", "exec 3<\"$1\"; sleep 1.5; cat <&3 >\"$2\"", "sh", fifo, switched])
+rc, out, err = run([GT, "switch"], {"PARKWAY_TRACE": fifo, "PARKWAY_TRACE_LEVEL": "task", "PARKWAY_TRACE_CHUNK": "64"})
+reader.wait()
+data = open(switched, "rb").read() if os.path.exists(switched) else b""
+checked, wrong = inject_attribution(data)
+check(rc == 0 and "events dropped" in err and checked >= 5 and not wrong,
+      "a runtime event dropped by a stalled writer: the submissions to that runtime after it (%d checked) are its" %
+      checked, "exit %d, wrong %s: %s" % (rc, wrong[:3], err.strip()[:200]))
+
 # A traced program that runs another parkway program (same environment):
 # the trace stays the parent's, complete.
 facts, path = ground_truth("exec", ["exec"], "task")
@@ -629,6 +716,44 @@ for var, val, want in (("PARKWAY_TRACE_LEVEL", "tasks", "PARKWAY_TRACE_LEVEL mus
           "%s=%s: the program runs untraced and says why" % (var, val), "exit %d, stderr %r" % (rc, err))
 rc, out, err = run([GT, "fib", "10"], {"PARKWAY_TRACE": "/nonexistent-dir/t.pwt"})
 check(rc == 0 and "cannot open /nonexistent-dir/t.pwt" in err, "an unwritable PARKWAY_TRACE: the program runs and says why", err)
+
+# The trace's reader goes away (a pipe) or the file reaches RLIMIT_FSIZE
+# (set once the program has run its tasks): the writes at exit fail with a
+# message, and the program's exit status is its own (not SIGPIPE or SIGXFSZ).
+fifo = os.path.join(TMP, "gone.fifo")
+os.mkfifo(fifo)
+env = dict(os.environ)
+env.update({"PARKWAY_TRACE": fifo, "PARKWAY_TRACE_LEVEL": "sched"})
+p = subprocess.Popen([GT, "wait-stdin"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     env=env)
+fd = os.open(fifo, os.O_RDONLY)
+p.stdout.readline()  # its tasks have run: no thread starts or ends before it exits
+os.set_blocking(fd, False)
+try:
+    while os.read(fd, 65536):  # what it wrote so far
+        pass
+except BlockingIOError:
+    pass
+os.close(fd)
+out, err = p.communicate(timeout=120)
+err = err.decode(errors="replace")
+check(p.returncode == 0 and "failed: Broken pipe" in err,
+      "the trace's pipe closed by its reader: the program exits 0 and says the trace is incomplete",
+      "exit %d: %r" % (p.returncode, err))
+
+path = os.path.join(TMP, "fsize.pwt")
+env["PARKWAY_TRACE"] = path
+p = subprocess.Popen([GT, "wait-stdin"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     env=env)
+p.stdout.readline()
+limit = os.path.getsize(path) + 40  # room for a clock pair (32 bytes), not for the end (64)
+resource.prlimit(p.pid, resource.RLIMIT_FSIZE, (limit, limit))
+resource.prlimit(p.pid, resource.RLIMIT_CORE, (0, 0))
+out, err = p.communicate(timeout=120)
+err = err.decode(errors="replace")
+check(p.returncode == 0 and "failed: File too large" in err,
+      "a trace past RLIMIT_FSIZE: the program exits 0 and says the trace is incomplete",
+      "exit %d: %r" % (p.returncode, err))
 
 # ---- broken files -----------------------------------------------------------
 

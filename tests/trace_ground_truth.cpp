@@ -39,6 +39,17 @@
 //   trace_ground_truth cross      a worker of runtime a submits 5 tasks to
 //       runtime b, 5 ms apart (b's workers park in between): its
 //       submissions and wakes are about b
+//   trace_ground_truth tls-exit N runtimes a and b; N threads in turn each
+//       make a thread_local object, then submit a task to b; the object's
+//       destructor, at the thread's exit, submits another to b: those
+//       are b's too, and in the thread's one stream
+//   trace_ground_truth switch     run with a stalled writer (check-trace.py):
+//       3000 tasks submitted to runtime a while the writer cannot write (main
+//       drops its events), then one to b (its runtime event dropped too),
+//       then, 3 s later (the writer caught up), 5 more to b: those are b's
+//   trace_ground_truth wait-stdin fib(10) from a thread on a runtime left
+//       running, then reads its stdin to its end before it exits (so that
+//       the trace's reader can go, or its file size limit be set, first)
 #include <parkway/io.hpp>
 #include <parkway/parkway.hpp>
 
@@ -294,6 +305,66 @@ int cross_mode() {
   return 0;
 }
 
+// A thread_local object whose destructor submits to a runtime (and waits
+// for the task) at its thread's exit, after any thread_local object made
+// after it.
+struct SubmitAtExit {
+  parkway::Runtime* rt = nullptr;
+  std::atomic<int>* done = nullptr;
+  ~SubmitAtExit() {
+    if (rt) done->fetch_add(rt->run([] { return 1; }));
+  }
+};
+thread_local SubmitAtExit tls_submit_at_exit;
+
+int tls_exit_mode(int n) {
+  parkway::Runtime a(parkway::Options{.workers = 1});
+  parkway::Runtime b(parkway::Options{.workers = 1});
+  int r = a.run([] { return 1; });
+  std::atomic<int> at_exit{0};
+  for (int i = 0; i < n; ++i)
+    std::thread([&] {
+      tls_submit_at_exit.done = &at_exit;  // made before the thread's first event
+      tls_submit_at_exit.rt = &b;
+      r += b.run([] { return 1; });
+    }).join();
+  a.shutdown();
+  b.shutdown();
+  std::printf("threads=%d\nran=%d\nat_exit=%d\nb_executed=%llu\n", n, r, at_exit.load(),
+              (unsigned long long)b.stats().total.executed);
+  return at_exit.load() == n ? 0 : 1;
+}
+
+int switch_mode() {
+  parkway::Runtime a(parkway::Options{.workers = 1});
+  parkway::Runtime b(parkway::Options{.workers = 1});
+  int r = 0;
+  for (int i = 0; i < 3000; ++i) r += a.run([] { return 1; });
+  r += b.run([] { return 1; });
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  for (int i = 0; i < 5; ++i) r += b.run([] { return 1; });
+  a.shutdown();
+  b.shutdown();
+  std::printf("ran=%d\n", r);
+  return 0;
+}
+
+int wait_stdin_mode() {
+  // Never shut down, and main records nothing: no thread ends (and pokes
+  // the trace's writer) after the tasks' thread, so the exit's writes are
+  // the trace's first after its reader went.
+  static parkway::Runtime* rt = new parkway::Runtime(parkway::Options{.workers = 2});
+  long r = 0;
+  std::thread([&] { r = rt->run([] { return fib(10); }); }).join();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the writer wrote that thread's events
+  std::printf("fib=%ld\n", r);
+  std::fflush(stdout);
+  char buf[64];
+  while (read(0, buf, sizeof buf) > 0) {
+  }
+  return 0;
+}
+
 int exec_mode(const char* self) {
   parkway::Runtime rt(parkway::Options{.workers = 2});
   long r = rt.run([] { return fib(15); });
@@ -357,8 +428,11 @@ int main(int argc, char** argv) {
   if (argc == 2 && !std::strcmp(argv[1], "wakes")) return wakes_mode();
   if (argc == 2 && !std::strcmp(argv[1], "cross")) return cross_mode();
   if (argc == 2 && !std::strcmp(argv[1], "exec")) return exec_mode(argv[0]);
+  if (argc == 3 && !std::strcmp(argv[1], "tls-exit")) return tls_exit_mode(std::atoi(argv[2]));
+  if (argc == 2 && !std::strcmp(argv[1], "switch")) return switch_mode();
+  if (argc == 2 && !std::strcmp(argv[1], "wait-stdin")) return wait_stdin_mode();
   std::fprintf(stderr,
                "usage: trace_ground_truth schedule | dag | two | fib N | rounds N | fork | io N | slices N | "
-               "runtimes N | wakes | cross | exec\n");
+               "runtimes N | wakes | cross | exec | tls-exit N | switch | wait-stdin\n");
   return 2;
 }

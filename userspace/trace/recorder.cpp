@@ -13,7 +13,10 @@
 //     (so a stream's chunks stay in time order) and marks them kFree.
 //   - A thread that ends hands over its partial chunk (kFull), or, while
 //     dropping, leaves its drop count for the writer to write in an empty
-//     chunk; its Stream is reused once the writer has done both.
+//     chunk; its Stream is reused once the writer has done both. It does
+//     so from a pthread key destructor, which runs after the thread's C++
+//     thread_local destructors: those may still record (a wait on a
+//     Future, a submission).
 //   - At exit the level drops to 0, the writer stops, and the exiting
 //     thread writes what is left, partial chunks and the drop counts of
 //     threads still dropping included, then kEnd (its drop count is the
@@ -108,11 +111,15 @@ struct Recorder {
   bool write_failed = false;
   pthread_t writer{};
   bool writer_started = false;
+  pthread_key_t retire_key{};  // its destructor retires the thread's Stream (retire_at_thread_exit)
 };
 
 Recorder g_rec;
 static_assert(std::is_trivially_destructible_v<Recorder>);
 constinit thread_local Stream* tls_stream __attribute__((tls_model("initial-exec"))) = nullptr;
+// The runtime this thread's stream last named in a kRuntime event that was
+// written into it (note_runtime); null: none yet in this stream.
+constinit thread_local const void* tls_runtime __attribute__((tls_model("initial-exec"))) = nullptr;
 
 [[gnu::always_inline]] inline std::uint64_t now() noexcept {
 #if defined(__x86_64__)
@@ -170,6 +177,47 @@ void write_all(const iovec* iov, int n) noexcept {
     }
   }
 }
+
+// Writes from a thread of the program: the header (start, before main)
+// and the rest at exit (finish). writev to a pipe whose reader has gone
+// raises SIGPIPE, and one past RLIMIT_FSIZE SIGXFSZ, whose default action
+// ends the process: a trace whose reader went away killed the program at
+// its exit (status 141) instead of saying so. The writer thread blocks
+// every signal and gets EPIPE or EFBIG (fail_write); here both signals are
+// blocked around the writes, and one that they raised is taken back before
+// the mask is restored (one pending before is left pending).
+class QuietWrites {
+ public:
+  QuietWrites() noexcept {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGPIPE);
+    sigaddset(&set_, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+    sigset_t pending;
+    sigpending(&pending);
+    for (int sig : {SIGPIPE, SIGXFSZ})
+      if (sigismember(&pending, sig)) sigdelset(&set_, sig);
+  }
+  ~QuietWrites() {
+    sigset_t pending;
+    sigpending(&pending);
+    for (int sig : {SIGPIPE, SIGXFSZ}) {
+      if (!sigismember(&set_, sig) || !sigismember(&pending, sig)) continue;
+      sigset_t one;
+      sigemptyset(&one);
+      sigaddset(&one, sig);
+      const timespec zero{0, 0};
+      while (sigtimedwait(&one, nullptr, &zero) < 0 && errno == EINTR) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  QuietWrites(const QuietWrites&) = delete;
+  QuietWrites& operator=(const QuietWrites&) = delete;
+
+ private:
+  sigset_t set_, old_;
+};
 
 void write_record(RecordKind kind, std::uint32_t stream, const void* a, std::size_t alen, const void* b = nullptr,
                   std::size_t blen = 0) noexcept {
@@ -280,15 +328,23 @@ void retire(Stream* s) noexcept {
   s->alive.store(false, std::memory_order_release);  // pairs with drain's acquire
 }
 
-struct Retirer {
-  ~Retirer() {
-    if (Stream* s = tls_stream) {
-      tls_stream = nullptr;
-      if (g_rec.writer_started && !g_rec.stop.load(std::memory_order_acquire)) retire(s);
-    }
+// The thread-exit hand-over: a pthread key destructor, not a C++
+// thread_local object's. glibc runs the key destructors after all of the
+// thread's thread_local destructors, and those may still record (a
+// thread_local object whose destructor submits a task or waits on a
+// Future): after a thread_local Retirer had run, such an event took a new
+// Stream that no one retired (its 4 chunks never reused, one more per such
+// thread) and whose events lost the runtime the thread had named. A thread
+// that records again in a later key destructor takes a stream again and
+// sets the key again, and glibc calls this once more
+// (PTHREAD_DESTRUCTOR_ITERATIONS). The main thread's exit() runs no key
+// destructor: its stream stays alive and finish writes it.
+void retire_at_thread_exit(void*) noexcept {
+  if (Stream* s = tls_stream) {
+    tls_stream = nullptr;
+    if (g_rec.writer_started && !g_rec.stop.load(std::memory_order_acquire)) retire(s);
   }
-};
-thread_local Retirer tls_retirer;
+}
 
 void describe(Stream& s) noexcept {
   std::memset(&s.info, 0, sizeof s.info);
@@ -339,8 +395,11 @@ Stream* adopt_stream() noexcept {
     }
     describe(*s);
     s->dropping = true;  // a reused stream's last owner's drops are written already (drain)
-    (void)&tls_retirer;  // registers the thread-exit hand-over
+    // The thread-exit hand-over. Should it fail (no memory for the key's
+    // slot), the stream is not reused: its events are still written (finish).
+    (void)pthread_setspecific(g_rec.retire_key, s);
     tls_stream = s;
+    tls_runtime = nullptr;  // a new stream names no runtime yet (note_runtime)
     s->id.store(g_rec.next_stream.fetch_add(1, std::memory_order_relaxed), std::memory_order_release);
   } else {
     hand_over(*s);  // a no-op while dropping
@@ -397,6 +456,7 @@ Stream* stream_with_room() noexcept {
 
 void finish() noexcept {
   if (!g_rec.writer_started) return;
+  QuietWrites quiet;  // this thread writes the rest
   g_level.store(0, std::memory_order_relaxed);
   g_rec.stop.store(true, std::memory_order_release);
   poke_writer();
@@ -494,6 +554,10 @@ void start() noexcept {
   // with any unsetenv.
   ::unsetenv("PARKWAY_TRACE");
   if (!on) return;
+  if (const int err = pthread_key_create(&g_rec.retire_key, &retire_at_thread_exit); err != 0) {
+    std::fprintf(stderr, "parkway: PARKWAY_TRACE: pthread_key_create: %s; tracing is off\n", std::strerror(err));
+    return;
+  }
   g_rec.fd = ::open(g_rec.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (g_rec.fd < 0) {
     std::fprintf(stderr, "parkway: PARKWAY_TRACE: cannot open %s: %s; tracing is off\n", g_rec.path,
@@ -524,7 +588,10 @@ void start() noexcept {
   h.start_ticks = now();
   h.start_ns = monotonic_ns();
   iovec v{&h, sizeof h};
-  write_all(&v, 1);
+  {
+    QuietWrites quiet;
+    write_all(&v, 1);
+  }
   if (g_rec.write_failed) return;
   // The writer takes no signal: it is made before main() (from a static
   // constructor, with no signal blocked), so a program that blocks
@@ -561,7 +628,7 @@ void record(EventType type, std::uint8_t a8, std::uint16_t a16, std::uint32_t a3
   append(pack(type, a8, a16, a32));
 }
 
-void record_task(EventType type, const void* task) noexcept {  // also kRuntime's runtime
+void record_task(EventType type, const void* task) noexcept {
   const auto a = std::uint64_t(reinterpret_cast<std::uintptr_t>(task));
   append(pack(type, 0, std::uint16_t(a >> 32), std::uint32_t(a)));
 }
@@ -579,10 +646,16 @@ void record_wake(std::uint16_t wakee, std::uint32_t waker) noexcept {
 }
 
 void note_runtime(const void* rt) noexcept {
-  static thread_local const void* last = nullptr;
-  if (rt == last) return;
-  last = rt;
-  record_task(EventType::kRuntime, rt);
+  if (rt == tls_runtime) return;
+  // `rt` is the stream's runtime only once its event is in the stream: one
+  // dropped (no free chunk) is tried again at the thread's next injection
+  // or outside wake. Taken as written, the reader gave those, recorded once
+  // chunks were free again, to the runtime named before.
+  if (Stream* s = stream_with_room()) {  // may take a new stream: tls_runtime is then null
+    const auto a = std::uint64_t(reinterpret_cast<std::uintptr_t>(rt));
+    put(s, now(), pack(EventType::kRuntime, 0, std::uint16_t(a >> 32), std::uint32_t(a)));
+    tls_runtime = rt;
+  }
 }
 
 bool run_traced(Task* t) noexcept {

@@ -63,8 +63,9 @@ inline void on_spawn(int, const void*) noexcept {}
 inline void on_run(int, const void*) noexcept {}
 // A thread about to inject into runtime `rt` or wake one of its workers
 // from outside (RuntimeImpl::inject; wake_one_from, through on_wake_begin):
-// a kRuntime event when `rt` is not the thread's last, so the reader can
-// tell the runtimes of one process apart. A worker's stream names its own
+// a kRuntime event when `rt` is not the last one the thread's stream names
+// (a dropped one names none: it is recorded again next time), so the reader
+// can tell the runtimes of one process apart. A worker's stream names its own
 // runtime; the event sends its later injections and outside wakes to `rt`.
 void note_runtime(const void* rt) noexcept;
 inline void on_outside_runtime(const void* rt) noexcept {
