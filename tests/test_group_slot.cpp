@@ -383,3 +383,65 @@ TEST(GroupSlot, NonOwnerWaitsWhileOwnerReusesGroup) {
 }
 
 }  // namespace
+
+namespace {
+
+// A worker whose wait learns, in the middle of its helping loop (a
+// search round or its park's recheck, not the loop's top), that no
+// completer will wake it must still poll. Here the owner waits on a
+// worker of b while another thread's id sits in pending_ (it registered
+// during H1 and keeps waiting for the slot task S); S then spawns H2, so
+// pending_ counts a task whose last done() wakes that other thread only.
+// b's one worker searches long (search_rounds), so the owner sees H2 in a
+// search round. It set `timed` there, but the loop it was in had been
+// started untimed and only its top exits: it parked untimed and slept
+// for good once H2 ended (b has no other work to wake it).
+TEST(GroupSlot, AWorkerThatMustPollLearntMidLoopDoesNotSleepForGood) {
+  pwtest::Watchdog w("GroupSlot.AWorkerThatMustPollLearntMidLoopDoesNotSleepForGood", 120);
+  parkway::Runtime a(parkway::Options{.workers = 2, .name = "a"});
+  parkway::Runtime b(parkway::Options{.workers = 1, .search_rounds = 1000000, .name = "b"});
+  std::atomic<parkway::TaskGroup*> group{nullptr};
+  std::atomic<bool> h1_go{false}, owner_waiting{false}, owner_done{false}, other_done{false};
+  std::atomic<int> ran{0};
+  auto owner = b.submit([&] {
+    parkway::TaskGroup g(a);  // the owner is b's worker; the tasks run on a
+    g.spawn([&] {             // S, in the slot
+      while (!owner_waiting.load()) std::this_thread::yield();
+      std::this_thread::sleep_for(5ms);  // the owner is searching by now
+      g.spawn([&] {                      // H2: from a worker of a, a heap task
+        std::this_thread::sleep_for(1500ms);  // longer than b's searches
+        ran.fetch_add(1);
+      });
+      ran.fetch_add(1);
+    });
+    g.spawn([&] {  // H1: the slot is busy, so a heap task
+      while (!h1_go.load()) std::this_thread::yield();
+      ran.fetch_add(1);
+    });
+    group.store(&g);
+    while (g.pending() != 1) std::this_thread::yield();  // H1 done, S still running
+    owner_waiting.store(true);
+    g.wait();
+    owner_done.store(true);
+    while (!other_done.load()) std::this_thread::yield();  // g outlives the other wait
+  });
+  while (!group.load()) std::this_thread::yield();
+  std::thread other([&] {
+    group.load()->wait();  // registers in pending_ while H1 runs
+    other_done.store(true);
+  });
+  std::this_thread::sleep_for(50ms);
+  h1_go.store(true);
+  for (int i = 0; i < 5000 && !owner_done.load(); ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(owner_done.load()) << "the owner's wait was still asleep 5 s after its group finished";
+  // Unstick a sleeping owner (a task for b wakes its worker), so the test ends.
+  for (int i = 0; i < 100 && !owner_done.load(); ++i) {
+    b.submit([] {});
+    std::this_thread::sleep_for(10ms);
+  }
+  owner.get();
+  other.join();
+  EXPECT_EQ(ran.load(), 3);
+}
+
+}  // namespace

@@ -113,17 +113,19 @@ struct TaskGroup::WaitState {
   std::uint32_t id;      // the waiter's ParkWord
   bool owner;            // may register in the slot ([G6])
   bool timed = false;    // poll every millisecond (set when it cannot register)
+  bool block_timed = false;  // the timed argument of the block_until now running
   bool registered = false;  // we put our id in pending_'s high half ([C1])
 };
 
 // The done() of block_until, also its [G5] recheck after announcing on the
 // ParkWord: registers the waiter wherever a task is outstanding, then
 // decides from one snapshot of both words (slot first, as finished()):
-// finished -> true; else false (sleep) only if the wait is timed or every
-// non-zero word carries this waiter's id, so that whatever finishes last
-// notifies it. Otherwise true ("look again"): wait_slow comes back, and
-// a waiter that cannot register (a busy slot and not the owner, or
-// another waiter's id in pending_) is timed from then on.
+// finished -> true; else false (sleep) only if the block_until running
+// is timed or every non-zero word carries this waiter's id, so that
+// whatever finishes last notifies it. Otherwise true ("look again"):
+// wait_slow comes back, and a waiter that cannot register (a busy slot
+// and not the owner, or another waiter's id in pending_) is timed from
+// then on, in a new block_until.
 bool TaskGroup::wait_check(void* p) noexcept {
   using namespace detail;
   auto& w = *static_cast<WaitState*>(p);
@@ -144,7 +146,13 @@ bool TaskGroup::wait_check(void* p) noexcept {
   const std::uint64_t s = g->slot_.load(std::memory_order_acquire);  // [G5]
   const std::uint64_t c = g->pending_.raw().load(std::memory_order_acquire);
   if (s == 0 && (c & CompletionWord::kCountMask) == 0) return true;
-  if (w.timed) return false;
+  // Timed since this block_until began untimed: true until it returns, so
+  // that wait_slow blocks again, timed. On a worker only the loop's top
+  // ends run_until; a "look again" seen by a search round or the park's
+  // recheck leads there, and a false at the top then would park the
+  // worker untimed, with no completer to wake it (no id of ours in a
+  // busy word; GroupSlot.AWorkerThatMustPollLearntMidLoopDoesNotSleepForGood).
+  if (w.timed) return !w.block_timed;
   const std::uint64_t kIdMask = ~CompletionWord::kCountMask;
   if (s != 0 && (!w.owner || (s & kIdMask) != mine)) {
     if (!w.owner) w.timed = true;  // a non-owner cannot register in the slot
@@ -184,7 +192,8 @@ void TaskGroup::wait_slow() noexcept {
   // waiter registers before it sleeps (SPIN: slot.pml, FIX).
   for (;;) {
     PW_CHAOS();
-    block_until(me, w.id, &wait_check, &w, w.timed);
+    w.block_timed = w.timed;
+    block_until(me, w.id, &wait_check, &w, w.block_timed);
     if (finished()) break;
   }
   // Both are done; nobody else touches pending_ until the next spawn. The

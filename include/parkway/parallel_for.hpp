@@ -83,9 +83,10 @@ inline void check_range(std::size_t begin, std::size_t end, std::size_t grain) {
 // Calls f(i) once for each i in [begin, end), in parallel, on `rt`, in
 // pieces of at most `grain` indices; returns when all are done. The first
 // call that throws stops the loop: no piece starts after it (the pieces
-// running then finish, so at most workers x grain calls follow it), and
-// its exception is rethrown once they have returned (later ones are
-// dropped). Called inside a task of a group that gets cancelled, the loop
+// running then finish, so at most workers x grain calls follow it if f
+// does not wait; a wait inside f can start more pieces on its worker,
+// and each of those finishes too), and its exception is rethrown once
+// they have returned (later ones are dropped). Called inside a task of a group that gets cancelled, the loop
 // stops the same way and returns normally (parkway::cancelled() tells).
 // Called from a task of another runtime, that task's worker waits for it
 // (as in Runtime::run).
