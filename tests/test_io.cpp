@@ -1335,6 +1335,14 @@ TEST(Io, ASecondTakerOfAnAcceptStreamIsRefused) {
     auto a = parkway::spawn(take_into(&st, &first), rt);
     auto b = parkway::spawn(take_after_byte(p.a, &st, &second), rt);
     ASSERT_TRUE(eventually([&] { return rt.stats().total.io_ops >= 5; }));  // a's guard and accept, b's receive
+    // b's receive may still be queued in the SQ (io.md, "When SQEs go to
+    // the kernel"): submitted only after the blocker, it would complete
+    // behind the accept armed before it, and a would resume first. A ring
+    // park's entry submits it; one that begins from now on comes after
+    // it was queued (the no-op makes the worker park again if it slept).
+    const std::uint64_t parks = rt.stats().total.ring_parks;
+    rt.submit([] {}).get();
+    ASSERT_TRUE(eventually([&] { return rt.stats().total.ring_parks > parks; }));
     std::atomic<bool> started{false}, release{false};
     auto blocker = rt.submit([&] {
       started.store(true);
