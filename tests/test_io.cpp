@@ -52,6 +52,22 @@ std::byte pattern(std::uint64_t seed, std::uint64_t i) {
   return std::byte(((i + seed) * 0x9E3779B97F4A7C15ull) >> 56);
 }
 
+// n blocking TCP clients connected to `to` (each waits in the listener's
+// backlog until accepted); fewer, with a test failure, if one could not be.
+std::vector<int> connect_clients(const io::Address& to, int n) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c < 0 || ::connect(c, to.get(), to.size()) != 0) {
+      ADD_FAILURE() << "client " << i << " of " << n << ": " << std::strerror(errno);
+      if (c >= 0) ::close(c);
+      break;
+    }
+    fds.push_back(c);
+  }
+  return fds;
+}
+
 // A connected pair of non-blocking stream sockets.
 struct Pair {
   int a = -1, b = -1;
@@ -1038,13 +1054,8 @@ TEST(Io, AcceptSurvivesEmfile) {
     // The worker's ring exists before the limit is lowered.
     ASSERT_TRUE(parkway::sync_wait(rt, []() -> Task<io::Result<void>> { co_return co_await io::sleep_for(1ms); }()));
     const int want = 24;
-    std::vector<int> clients;
-    for (int i = 0; i < want; ++i) {
-      int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      ASSERT_GE(c, 0);
-      ASSERT_EQ(::connect(c, l->local_address().get(), l->local_address().size()), 0);
-      clients.push_back(c);
-    }
+    const std::vector<int> clients = connect_clients(l->local_address(), want);
+    ASSERT_EQ(int(clients.size()), want);
     int top = 0;
     for (int fd = 0; fd < 4096; ++fd)
       if (fcntl(fd, F_GETFD) >= 0) top = fd;
@@ -2920,13 +2931,8 @@ TEST(Io, AStreamWhoseCqOverflowedTakesEveryConnection) {
     }
   });
   while (!spinning) std::this_thread::yield();
-  std::vector<int> clients;
-  for (int i = 0; i < want; ++i) {
-    int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ASSERT_GE(c, 0);
-    ASSERT_EQ(::connect(c, l->local_address().get(), l->local_address().size()), 0);
-    clients.push_back(c);
-  }
+  const std::vector<int> clients = connect_clients(l->local_address(), want);
+  ASSERT_EQ(int(clients.size()), want);
   blocker.get();
   server.get();
   for (int c : clients) ::close(c);
