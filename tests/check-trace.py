@@ -755,6 +755,26 @@ check(p.returncode == 0 and "failed: File too large" in err,
       "a trace past RLIMIT_FSIZE: the program exits 0 and says the trace is incomplete",
       "exit %d: %r" % (p.returncode, err))
 
+# The header cannot be written (RLIMIT_FSIZE of 0 from the start): tracing
+# is off, and the file is neither held open nor locked by the program.
+path = os.path.join(TMP, "fsize0.pwt")
+env["PARKWAY_TRACE"] = path
+p = subprocess.Popen([GT, "wait-stdin"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     env=env, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0)))
+p.stdout.readline()
+held = []
+for fd_name in os.listdir("/proc/%d/fd" % p.pid):
+    try:
+        if os.readlink("/proc/%d/fd/%s" % (p.pid, fd_name)) == path:
+            held.append(fd_name)
+    except OSError:
+        pass
+out, err = p.communicate(timeout=120)
+err = err.decode(errors="replace")
+check(p.returncode == 0 and "failed: File too large" in err and not held,
+      "a trace whose header cannot be written: the program runs untraced and holds no descriptor of the file",
+      "exit %d, descriptors %r: %r" % (p.returncode, held, err))
+
 # ---- broken files -----------------------------------------------------------
 
 base = open(os.path.join(TMP, "schedule-tsc.pwt"), "rb").read() if res else b""

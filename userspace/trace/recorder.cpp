@@ -575,6 +575,7 @@ void start() noexcept {
     std::fprintf(stderr, "parkway: PARKWAY_TRACE: %s: %s; tracing is off\n", g_rec.path,
                  errno == EWOULDBLOCK ? "another process is writing its trace there" : std::strerror(errno));
     ::close(g_rec.fd);
+    g_rec.fd = -1;
     return;
   }
   FileHeader& h = g_rec.header;
@@ -592,7 +593,11 @@ void start() noexcept {
     QuietWrites quiet;
     write_all(&v, 1);
   }
-  if (g_rec.write_failed) return;
+  if (g_rec.write_failed) {  // said so (fail_write); the file is not kept open, nor locked
+    ::close(g_rec.fd);
+    g_rec.fd = -1;
+    return;
+  }
   // The writer takes no signal: it is made before main() (from a static
   // constructor, with no signal blocked), so a program that blocks
   // SIGTERM in main and reads it from a signalfd would have the signal
@@ -606,6 +611,7 @@ void start() noexcept {
     std::fprintf(stderr, "parkway: PARKWAY_TRACE: cannot start the writer thread: %s; tracing is off\n",
                  std::strerror(err));
     ::close(g_rec.fd);
+    g_rec.fd = -1;
     return;
   }
   g_rec.writer_started = true;
