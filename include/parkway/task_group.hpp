@@ -43,7 +43,11 @@ class PARKWAY_API TaskGroup {
   // Binds, at the first spawn, to the runtime of the spawning worker, or,
   // on a thread outside any pool, to Runtime::default_runtime(). The
   // binding lasts as long as the group: a group must not be used after the
-  // runtime it is bound to was destroyed.
+  // runtime it is bound to was destroyed. The binding is a plain store, not
+  // a compare-and-swap (it is on the spawn's fast path): first spawns made
+  // at the same time from threads of two runtimes may each run their task
+  // on their own runtime. A group that may first be spawned into that way
+  // names its runtime, TaskGroup(rt).
   //
   // A group made while a task of group P runs on this thread (or a
   // coroutine started under P) is P's child: cancelling P cancels it. It
