@@ -33,6 +33,20 @@ bool init_asymmetric_fence() noexcept {
   return asymmetric_fence_on();
 }
 
+namespace {
+// The registration costs a process that has one thread a few microseconds;
+// one that has more waits for an RCU grace period (the kernel's
+// sync_runqueues_membarrier_state): 8-21 ms on an idle two-CPU host, and
+// seconds on one loaded with other work. So it is made when the library
+// loads, while the process normally has one thread, and the first Runtime
+// finds it done. (The trace recorder, which starts a thread at load too,
+// calls init_asymmetric_fence before it does.)
+struct RegisterAtLoad {
+  RegisterAtLoad() noexcept { (void)init_asymmetric_fence(); }
+};
+__attribute__((init_priority(101))) const RegisterAtLoad g_register_at_load;
+}  // namespace
+
 bool heavy_fence() noexcept {
   if (!asymmetric_fence_on()) return true;  // the light sides fence themselves
   if (g_heavy_fence_fails_for_test.load(std::memory_order_relaxed)) [[unlikely]] {

@@ -23,10 +23,12 @@
 // (A thread that is not running has passed through a context switch, a
 // full barrier, since its last instruction.)
 //
-// Decided once per process, before the first worker starts: on when the
-// kernel offers the expedited private command and the registration works,
-// off when PARKWAY_MEMBARRIER=0 is set in the environment or the kernel
-// lacks it (then both sides use the full fence, as before).
+// Decided once per process, when the library loads (before any thread of
+// its own starts: the registration is cheap only while the process has
+// one thread, asymmetric_fence.cpp): on when the kernel offers the
+// expedited private command and the registration works, off when
+// PARKWAY_MEMBARRIER=0 is set in the environment or the kernel lacks it
+// (then both sides use the full fence, as before).
 #pragma once
 
 #include <atomic>
@@ -58,8 +60,9 @@ inline void store_load_fence() noexcept {
 // before every read); read relaxed on the hot path.
 inline std::atomic<bool> g_asymmetric_fence{false};
 
-// Called by every Runtime before it starts its workers; the first call
-// decides. Returns whether the asymmetric mode is on.
+// Called when the library loads, by the trace recorder before it starts
+// its thread, and by every Runtime before it starts its workers; the
+// first call decides. Returns whether the asymmetric mode is on.
 bool init_asymmetric_fence() noexcept;
 
 inline bool asymmetric_fence_on() noexcept { return g_asymmetric_fence.load(std::memory_order_relaxed); }

@@ -45,6 +45,7 @@
 #include <string>
 #include <type_traits>
 
+#include "asymmetric_fence.hpp"
 #include "clock.hpp"
 #include "futex.hpp"
 #include "parkway/task.hpp"
@@ -598,6 +599,9 @@ void start() noexcept {
     g_rec.fd = -1;
     return;
   }
+  // The first thread of the process's own: membarrier's registration
+  // goes first, while it is cheap (asymmetric_fence.cpp).
+  (void)init_asymmetric_fence();
   // The writer takes no signal: it is made before main() (from a static
   // constructor, with no signal blocked), so a program that blocks
   // SIGTERM in main and reads it from a signalfd would have the signal
