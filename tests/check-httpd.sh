@@ -152,6 +152,18 @@ check "304: Last-Modified kept, no Content-Type, Accept-Ranges or Content-Length
   grep -q "^Last-Modified: " <<<"$1" && ! grep -qiE "^(Content-Type|Accept-Ranges|Content-Length):" <<<"$1"' _ "$r"
 r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-Modified-Since: Wed, 01 Jan 2020 00:00:00 GMT\r\nConnection: close\r\n\r\n' | raw 3)
 check "older If-Modified-Since -> 200" status_is "$r" 200
+# RFC 9110 5.6.7: an RFC 850 date more than 50 years in the future is in
+# the past century. Now + 50 years + 1 day (in the year 50 years on, but
+# on Dec 31) is 1976 or so: before hello.txt's date, so not a 304.
+ims=$(python3 -c '
+import datetime as d
+n = d.datetime.now(d.timezone.utc)
+try: t = n.replace(year=n.year + 50)
+except ValueError: t = n.replace(year=n.year + 50, day=28)  # Feb 29
+t += d.timedelta(days=1)
+print(t.strftime("%A, %d-%b-%y %H:%M:%S GMT"))')
+r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nIf-Modified-Since: %s\r\nConnection: close\r\n\r\n' "$ims" | raw 3)
+check "If-Modified-Since: $ims (RFC 850, more than 50 years on: the past) -> 200" status_is "$r" 200
 r=$(printf 'GET /hello.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=7-12\r\nConnection: close\r\n\r\n' | raw 3)
 check "Range -> 206 with Content-Range and the bytes" bash -c '
   grep -q "^HTTP/1.1 206 " <<<"$1" && grep -q "^Content-Range: bytes 7-12/20" <<<"$1" &&
@@ -287,10 +299,13 @@ done
 r=$(printf 'GET HTTP://t/plaintext HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
 check "HTTP://t/plaintext -> 200 (schemes are case-insensitive)" status_is "$r" 200
 # RFC 9112 3.2: a Host that is not uri-host [ ":" port ] is a 400.
-for host in 'a:b:c' 'h:port' '[::1' 'h%zz'; do
+for host in 'a:b:c' 'h:port' '[::1' 'h%zz' ':80'; do
   r=$(printf 'GET /plaintext HTTP/1.1\r\nHost: %s\r\n\r\n' "$host" | raw 3)
   check "Host: $host -> 400" status_is "$r" 400
 done
+# RFC 9110 4.2.1: an "http" URI with an empty host is invalid, to be rejected.
+r=$(printf 'GET http://:80/plaintext HTTP/1.1\r\nHost: t\r\n\r\n' | raw 3)
+check "GET http://:80/plaintext (no host) -> 400" status_is "$r" 400
 
 # ---- answers are not held back by a body still on its way --------------------------
 # The answer to the first request goes out while the second one's body

@@ -66,7 +66,8 @@ bool is_unreserved_or_sub_delim(unsigned char c) noexcept {
 // Host = uri-host [ ":" port ] (RFC 9112 3.2, RFC 3986 3.2.2-3.2.3):
 // uri-host an IP-literal ("[" IPv6address / IPvFuture "]") or a reg-name
 // (unreserved, pct-encoded, sub-delims; an IPv4 address is one), port
-// *DIGIT; no userinfo. The IPv6 address is checked for its characters only.
+// *DIGIT; no userinfo; no port without a host (":80"). The IPv6 address is
+// checked for its characters only.
 bool valid_host(std::string_view h) noexcept {
   std::string_view port;
   if (!h.empty() && h.front() == '[') {
@@ -95,6 +96,10 @@ bool valid_host(std::string_view h) noexcept {
     if (colon != std::string_view::npos) {
       port = h.substr(colon + 1);
       h = h.substr(0, colon);
+      // ":80": no host. An "http" URI with an empty host is invalid (RFC
+      // 9110 4.2.1), and a Host field is the target's authority or empty
+      // (7.2), never a port alone.
+      if (h.empty()) return false;
     }
     for (std::size_t i = 0; i < h.size(); ++i) {
       const unsigned char c = static_cast<unsigned char>(h[i]);

@@ -277,9 +277,15 @@ std::optional<std::time_t> parse_http_date(std::string_view s, std::time_t now) 
   gmtime_r(&now, &tm);
   const int this_year = tm.tm_year + 1900;
   year = this_year - this_year % 100 + yy;
-  if (year > this_year + 50) year -= 100;
-  else if (year <= this_year - 50) year += 100;
-  return make_time(year, month + 1, day, h, m, sec);
+  if (year <= this_year - 50) year += 100;  // the nearest: from 49 years back to 50 on
+  auto t = make_time(year, month + 1, day, h, m, sec);
+  if (!t) return std::nullopt;
+  // "More than 50 years in the future" (RFC 9110 5.6.7) is measured from
+  // now to the timestamp, not between the years: now, 50 years on.
+  const std::int64_t fifty_years_on = days_from_civil(this_year + 50, tm.tm_mon + 1, tm.tm_mday) * 86400 +
+                                      tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec;
+  if (*t > fifty_years_on) return make_time(year - 100, month + 1, day, h, m, sec);
+  return t;
 }
 
 std::optional<std::time_t> parse_http_date(std::string_view s) noexcept {

@@ -34,9 +34,10 @@ std::string_view mime_type(std::string_view path) noexcept;
 void format_http_date(std::time_t t, char out[kHttpDateLength]) noexcept;
 std::string format_http_date(std::time_t t);
 
-// An IMF-fixdate, RFC 850 or asctime date. An RFC 850 two-digit year more
-// than 50 years after `now`'s year is taken in the century before (RFC 9110
-// 5.6.7). nullopt when the text is none of the three or names no real date.
+// An IMF-fixdate, RFC 850 or asctime date. An RFC 850 date with a
+// two-digit year that would be more than 50 years after `now` is taken in
+// the century before (RFC 9110 5.6.7). nullopt when the text is none of
+// the three or names no real date.
 std::optional<std::time_t> parse_http_date(std::string_view s, std::time_t now) noexcept;
 std::optional<std::time_t> parse_http_date(std::string_view s) noexcept;  // now = time(nullptr)
 

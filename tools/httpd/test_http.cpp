@@ -482,11 +482,15 @@ TEST(Parser, Host) {
 // a 400, and so is such an absolute-form authority.
 TEST(Parser, HostSyntax) {
   for (const char* h : {"a:b:c", "x:port", "x:80:80", "[::1", "a]b[", "[::1]x", "[]", "[v1]", "[zz::1]", "x%zz", "x%4",
-                        "h[1]", "[::1]:8x"}) {
+                        "h[1]", "[::1]:8x",
+                        // an empty host with a port: an "http" URI's host may
+                        // not be empty (RFC 9110 4.2.1), and a Host field is
+                        // that authority or empty (7.2)
+                        ":80", ":"}) {
     EXPECT_EQ(error_of("GET / HTTP/1.1\r\nHost: "s + h + "\r\n\r\n"), 400) << h;
     EXPECT_EQ(error_of("GET http://"s + h + "/ HTTP/1.1\r\nHost: h\r\n\r\n"), 400) << h;
   }
-  for (const char* h : {"h", "h:", "h:8080", ":80", "127.0.0.1:80", "[::1]", "[::1]:443", "[::ffff:1.2.3.4]",
+  for (const char* h : {"h", "h:", "h:8080", "127.0.0.1:80", "[::1]", "[::1]:443", "[::ffff:1.2.3.4]",
                         "[v1.x:y]", "ex%41mple.com", "a-b.c_d~e!$&'()*+,;="}) {
     EXPECT_EQ(done("GET / HTTP/1.1\r\nHost: "s + h + "\r\n\r\n").host, h);
     EXPECT_EQ(done("GET http://"s + h + "/ HTTP/1.1\r\nHost: h\r\n\r\n").host, h);
@@ -929,6 +933,15 @@ TEST(Dates, Rfc850TwoDigitYears) {
             parse_http_date("Sat, 01 Jan 2000 00:00:00 GMT", k2025));
   EXPECT_EQ(parse_http_date("Friday, 01-Jan-99 00:00:00 GMT", k2025),
             parse_http_date("Fri, 01 Jan 1999 00:00:00 GMT", k2025));
+  // "More than 50 years in the future" is a timestamp's distance, not a
+  // year's (RFC 9110 5.6.7): from 2025-06-01, 2075-06-01 00:00:00 is 50
+  // years ahead (kept), a second or a day later is more (the past).
+  EXPECT_EQ(parse_http_date("Saturday, 01-Jun-75 00:00:00 GMT", k2025),
+            parse_http_date("Sat, 01 Jun 2075 00:00:00 GMT", k2025));
+  EXPECT_EQ(parse_http_date("Sunday, 01-Jun-75 00:00:01 GMT", k2025),
+            parse_http_date("Sun, 01 Jun 1975 00:00:01 GMT", k2025));
+  EXPECT_EQ(parse_http_date("Wednesday, 31-Dec-75 23:59:59 GMT", k2025),
+            parse_http_date("Wed, 31 Dec 1975 23:59:59 GMT", k2025));
 }
 
 TEST(Dates, Rejects) {
