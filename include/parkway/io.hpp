@@ -624,8 +624,9 @@ class PARKWAY_API Listener : public detail::Descriptor {
 // Connections from a multishot accept (one armed operation delivers many).
 // co_await next() yields each; EMFILE/ENFILE and other errors are values,
 // and the next call re-arms the accept. One coroutine at a time awaits it
-// (a second is refused with std::logic_error while the first waits or is
-// about to resume with its connection); one destroyed while it waits is
+// (a second is refused with std::logic_error while the first waits, is
+// about to resume with its connection, or has found one queued and not
+// yet returned it from its co_await); one destroyed while it waits is
 // forgotten (the connection waits for the next taker). Closing the
 // Listener (which may have several streams) or destroying the stream ends
 // the wait with ECANCELED, as next()'s OpOptions and the awaiting

@@ -35,6 +35,15 @@ struct AcceptQueue {
   std::deque<int> ready;  // accepted descriptors, or -errno
   std::coroutine_handle<> waiter;  // a taker waiting for a connection
   std::coroutine_handle<> resuming;  // the taker its queued continuation resumes
+  // The taker resumed (by its continuation or its guard) and not yet in
+  // its await_resume: the result at the queue's front is its own, which a
+  // second taker calling next() on another worker meanwhile must not take.
+  std::coroutine_handle<> handed;
+  // The awaiter (AcceptStream::Next) that found a result queued and will
+  // pop it in its await_resume (its await_ready, or its await_suspend
+  // without waiting): the front is its own until then, or until it is
+  // destroyed (then it stays queued for the next taker).
+  const void* claimer = nullptr;
   OpState* guard = nullptr;  // the waiting taker's guard, if its next() has one
   bool armed = false;
   bool closed = false;
@@ -68,6 +77,7 @@ bool resume_taker(::parkway::detail::Task* t) noexcept {
   AcceptQueue* q = static_cast<AcceptQueue::Continuation*>(t)->q;
   q->lock();
   const std::coroutine_handle<> h = std::exchange(q->resuming, {});
+  if (h) q->handed = h;  // until its await_resume: the front is its own
   q->unlock();
   if (h) ::parkway::detail::resume_from_outside(h);  // the taker's next wait comes after this
   q->unref();
@@ -107,6 +117,7 @@ bool guard_fired(::parkway::detail::Task* t) noexcept {
     q->guard = nullptr;
     if (q->waiter) {
       h = std::exchange(q->waiter, {});
+      q->handed = h;  // until its await_resume: the error pushed here is its own
       // -ECANCELED (its scope, its group, the shutdown), -ETIMEDOUT (its
       // deadline); the timer's own -ETIME after a year reads as a timeout.
       q->ready.push_front(st->res == -ECANCELED ? -ECANCELED : -ETIMEDOUT);
@@ -289,7 +300,8 @@ bool AcceptStream::Next::await_ready() noexcept {
   // A connection queued for a taker whose resume is queued is that
   // taker's: await_suspend refuses this one.
   q->lock();
-  const bool ready = !q->ready.empty() && !q->resuming;
+  const bool ready = !q->ready.empty() && !q->resuming && !q->handed && (!q->claimer || q->claimer == this);
+  if (ready) q->claimer = this;  // another taker's next() before our await_resume must not take it
   q->unlock();
   return ready;
 }
@@ -307,14 +319,16 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
     return false;
   }
   q->lock();
-  if (!q->ready.empty() || q->waiter || q->resuming) {
+  if (!q->ready.empty() || q->waiter || q->resuming || q->handed || (q->claimer && q->claimer != this)) {
     // Another taker waits, or is about to resume with the connection
-    // queued (then ready is not empty, and not this taker's).
-    const bool busy = q->waiter || q->resuming;
+    // queued, or has resumed and not yet taken it, or has claimed the
+    // one queued (then ready is not empty, and not this taker's).
+    const bool busy = q->waiter || q->resuming || q->handed || (q->claimer && q->claimer != this);
     if (guard) {  // not needed (q->guard, if any, is another taker's)
       guard->refs.fetch_add(1, std::memory_order_relaxed);
       detail::cancel_op(guard);
     }
+    if (!busy) q->claimer = this;  // the result queued is this taker's (see await_ready)
     q->unlock();
     detail::drop_guard(guard);
     if (busy)
@@ -340,6 +354,7 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
   q->guard = guard;  // from here every way out ends in await_resume, which cancels it
   if (q->closed || detail::scope_cancelled(q->scope)) {  // the stream was destroyed, or the listener closed
     q->ready.push_back(-ECANCELED);
+    q->claimer = this;
     q->unlock();
     return false;
   }
@@ -354,6 +369,7 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
     if (!detail::publish_armed(q)) {
       q->waiter = {};
       q->ready.push_back(-ECANCELED);
+      q->claimer = this;
       q->unlock();
       return false;
     }
@@ -365,6 +381,7 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
       detail::accept_left_kernel(q);
       q->waiter = {};
       q->ready.push_back(rc);
+      q->claimer = this;
       q->unlock();
       return false;
     }
@@ -387,15 +404,24 @@ AcceptStream::Next::~Next() {
       else q->resuming = {};
       g = detail::take_guard(q);
     }
+    // Resumed but its await_resume never ran (the resumption was dropped
+    // at a shutdown's deadline): the stream is no longer handed to it.
+    if (q->handed == h) q->handed = {};
     q->unlock();
     detail::drop_guard(g);
   }
+  // Claimed a result and never took it: it stays for the next taker.
+  q->lock();
+  if (q->claimer == this) q->claimer = nullptr;
+  q->unlock();
   q->unref();  // the awaiter's (its constructor)
 }
 
 Result<Socket> AcceptStream::Next::await_resume() noexcept {
   if (early) return Error(-early, "accept");
   q->lock();
+  if (h && q->handed == h) q->handed = {};
+  if (q->claimer == this) q->claimer = nullptr;
   // Empty only if the stream was destroyed meanwhile: its destructor
   // closed the connection this taker was resumed for, or the one
   // await_ready() saw.

@@ -31,6 +31,7 @@
 
 #include "io/op_state.hpp"
 #include "parkway/io.hpp"
+#include "parkway/task_group.hpp"
 #include "worker.hpp"
 
 namespace parkway::io {
@@ -117,6 +118,19 @@ void consume_sigpipe() noexcept {
   const int err = errno;
   if (err == EPIPE) consume_sigpipe();
   return -err;
+}
+
+// Whether a sendfile step begun now is cancelled already: shutdown has
+// cancelled every operation on this worker's ring
+// (IoRing::cancel_everything), or the TaskGroup of the coroutine running
+// the call was cancelled, as for an operation's send at its co_await
+// (OpBase::await_suspend, cancelled_before_start); the ring's steps fail
+// so by themselves. Out of line, like sendfile_here: the current worker
+// and the running coroutine's group are thread-locals.
+[[gnu::noinline]] bool step_cancelled_here() noexcept {
+  const ::parkway::detail::Worker* w = ::parkway::detail::Worker::current();
+  const ::parkway::TaskGroup* g = ::parkway::detail::tls_group;
+  return (w != nullptr && w->io_cancelling_everything()) || (g != nullptr && g->is_cancelled());
 }
 
 bool is_nonblocking(int fd) noexcept {
@@ -219,6 +233,7 @@ Task<Result<std::size_t>> send_file_loop(Descriptors d, std::uint64_t offset, st
     ssize_t n = -EAGAIN;
     bool cached = false;
     if (direct) {
+      if (step_cancelled_here()) co_return Error(ECANCELED, "send_file");
       const detail::DescriptorPin sock_pin(d.sock_scope.get()), file_pin(d.file_scope.get());
       if (!sock_pin.ok() || !file_pin.ok()) co_return Error(ECANCELED, "send_file");
       cached = all_cached(d.file, at, want);
