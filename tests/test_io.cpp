@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "io/ring.hpp"
+#include "runtime_impl.hpp"
 #include "worker.hpp"
 #include "parkway/io.hpp"
 #include "parkway/parkway.hpp"
@@ -3044,4 +3045,84 @@ TEST(Io, AnAcceptStreamNextWhoseTimeHasPassedFailsBeforeItBegins) {
   auto r = take({.timeout = 5s});
   EXPECT_TRUE(r) << r.error().message();
   ::close(c);
+}
+
+namespace {
+// Receives one byte, then (the continuation) waits up to 300 ms for *other
+// to be set by a task submitted meanwhile; how long it waited, in ms.
+Task<double> recv_then_wait_for(int fd, std::atomic<bool>* other) {
+  std::byte b[8];
+  auto r = co_await io::recv(fd, b);
+  if (!r) co_return -1.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!other->load(std::memory_order_acquire) && ms_since(t0) < 300) parkway::detail::cpu_relax();
+  co_return ms_since(t0);
+}
+}  // namespace
+
+// A worker parked in its ring and handed off by a producer (so counted as
+// a searcher) that reaps a completion runs the continuation as a found
+// task: it stops searching first ([S2], and the baton [S3]). Counted as a
+// searcher while the continuation ran, it kept every producer from waking
+// the idle worker: a task submitted meanwhile waited until the
+// continuation returned, with a worker asleep. Every thread shares one
+// CPU, and the test thread holds it (SCHED_FIFO) from the completion to
+// the hand-off, so the receiver is still on the idle list when the
+// submit's wake takes it.
+TEST(Io, AHandedOffWorkerStopsSearchingBeforeItRunsAContinuation) {
+  pwtest::Watchdog wd("Io.AHandedOffWorkerStopsSearchingBeforeItRunsAContinuation", 120);
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  int cpu = -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &all)) cpu = c;
+  ASSERT_GE(cpu, 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // the workers inherit it
+  struct Restore {
+    cpu_set_t* all;
+    ~Restore() {
+      sched_param other{};
+      sched_setscheduler(0, SCHED_OTHER, &other);
+      sched_setaffinity(0, sizeof(*all), all);
+    }
+  } restore{&all};
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  using parkway::detail::Parking;
+  auto both_idle = [&rt] {
+    const std::uint64_t s = rt.impl().parking.snapshot();
+    return Parking::idle_of(s) == 2 && Parking::searching_of(s) == 0;
+  };
+  int slow = 0, rounds = 0;
+  for (int round = 0; round < 10; ++round) {
+    Pair p;
+    std::atomic<bool> other{false};
+    // Both workers asleep, then the receiver's worker (the one the spawn
+    // wakes) sleeps in its ring, the other one plainly: the receiver is the
+    // most recently parked, the one the next wake takes.
+    ASSERT_TRUE(eventually([&] { return both_idle(); }));
+    const auto parks0 = rt.stats().total.ring_parks;
+    auto f = parkway::spawn(recv_then_wait_for(p.a, &other), rt);
+    ASSERT_TRUE(eventually([&] { return rt.stats().total.ring_parks > parks0 && both_idle(); }));
+    sched_param fifo{};
+    fifo.sched_priority = 1;
+    if (sched_setscheduler(0, SCHED_FIFO, &fifo) != 0) {
+      ASSERT_EQ(::write(p.b, "x", 1), 1);
+      f.get();
+      GTEST_SKIP() << "sched_setscheduler(SCHED_FIFO) refused here";
+    }
+    ASSERT_EQ(::write(p.b, "x", 1), 1);  // the completion, then a task: its wake hands off to the receiver
+    auto g = rt.submit([&other] { other.store(true, std::memory_order_release); });
+    sched_param normal{};
+    ASSERT_EQ(sched_setscheduler(0, SCHED_OTHER, &normal), 0);
+    const double waited = f.get();
+    g.get();
+    ASSERT_GE(waited, 0.0);
+    ++rounds;
+    if (waited > 250) ++slow;
+  }
+  EXPECT_EQ(slow, 0) << "of " << rounds
+                     << " rounds, those in which a task waited behind a continuation with a worker idle";
 }

@@ -63,8 +63,9 @@ bool Worker::io_cancelling_everything() const noexcept { return io_ && io_->canc
 void Worker::between_tasks() noexcept {
   io_->between_tasks();
   // [Y1] Not while counted as a searcher (park() can hand off to us, and
-  // a ready batch runs before found_work()): producers that see a searcher
-  // wake nobody, and the count must not sleep in the run queue.
+  // the reap before a ready batch comes before its found_work()): producers
+  // that see a searcher wake nobody, and the count must not sleep in the
+  // run queue.
   if (slice_.due() && !searching_) [[unlikely]] {
     WorkerCounters::bump(counters_.slice_yields);
     PW_PROBE1(slice_yield, int(index_));
@@ -107,6 +108,14 @@ unsigned Worker::run_ready_batch() noexcept {
       break;
     Task* c = io_ready_.take();
     if (!c) break;  // thieves took the rest
+    // A worker handed off from its park is counted as a searcher: a
+    // continuation is work found, as in loop() for next_local ([S2], the
+    // baton [S3]). Left counted, it kept producers from waking anyone
+    // while the batch ran (Io.AHandedOffWorkerStopsSearchingBeforeItRunsAContinuation).
+    if (searching_) [[unlikely]] {
+      found_work();
+      publish(WorkerState::Busy);
+    }
     if (ran != 0) between_tasks();  // between two continuations: urgent SQEs go within a few
     execute(c);
     ++ran;
