@@ -9,10 +9,12 @@ namespace parkway {
 struct WorkerStats {
   std::uint64_t spawned = 0;       // tasks pushed to this worker's deque
   std::uint64_t executed = 0;      // tasks this worker ran
-  std::uint64_t steals = 0;        // tasks taken from other workers' deques
+  std::uint64_t steals = 0;        // tasks taken from other workers' deques, and ready I/O
+                                   // continuations taken from their ready queues
   std::uint64_t failed_steals = 0; // steal attempts that found nothing or lost a race
   std::uint64_t injected = 0;      // tasks taken from the injection queue
-  std::uint64_t parks = 0;         // times this worker went to sleep on its futex word
+  std::uint64_t parks = 0;         // times this worker went to sleep (on its futex word, or inside
+                                   // its ring: those are also counted in ring_parks)
   std::uint64_t wakeups = 0;       // times this worker woke another (unpark of an idle worker)
   std::uint64_t waiter_wakeups = 0;  // times a task this worker finished woke the thread sleeping
                                      // in a wait for it (TaskGroup::wait, Future::get,
@@ -58,7 +60,8 @@ struct Stats {
   std::vector<WorkerStats> workers;  // index = worker index
   WorkerStats total;                 // sum over workers
   std::uint64_t submitted = 0;       // tasks accepted from outside the pool
-  std::uint64_t external_wakeups = 0;  // idle workers woken by non-worker threads
+  std::uint64_t external_wakeups = 0;  // idle workers woken by non-worker threads (submissions, and
+                                       // shutdown's wakes of the workers to leave)
 };
 
 // Whether the optional sched_ext co-scheduler (`parkway sched load`,
