@@ -1012,6 +1012,58 @@ TEST(Cancel, ShutdownDeadlineFromAnotherRuntimesWorkerDrops) {
   EXPECT_EQ(ran.load(), 0);
 }
 
+// A drain runs code: a dropped task's closure is destroyed there, and a
+// dropped coroutine's joiner resumes there. When that code drains another
+// runtime with a shutdown(deadline) of its own, the outer drain goes on
+// dropping. Before, the inner drain cleared the thread's draining mark
+// on its way out, and the outer one then ran the tasks it took on the
+// thread that called shutdown (here the second queued task: it ran, its
+// Future held a value, and the report counted 1 drop, not 2).
+TEST(Cancel, ShutdownDeadlineDrainNestedInADrainStillDrops) {
+  pwtest::Watchdog w("Cancel.ShutdownDeadlineDrainNestedInADrainStillDrops", 60);
+  std::atomic<bool> release{false};
+  std::atomic<int> started{0}, ran{0};
+  parkway::Future<void> block_a, block_c;
+  {
+    parkway::Runtime a(parkway::Options{.workers = 1, .name = "outer"});
+    parkway::Runtime c(parkway::Options{.workers = 1, .name = "inner"});
+    auto block = [&] {
+      started.fetch_add(1);
+      while (!release.load(std::memory_order_acquire)) std::this_thread::sleep_for(1ms);
+    };
+    block_a = a.submit(block);
+    block_c = c.submit(block);
+    while (started.load() < 2) std::this_thread::sleep_for(1ms);
+    parkway::Future<void> queued_c = c.submit([&] { ran.fetch_add(1); });  // c's drain has one to drop
+    // A closure whose destructor (run where the task is dropped) shuts c
+    // down with a deadline already past.
+    struct ShutsDown {
+      parkway::Runtime* rt;
+      explicit ShutsDown(parkway::Runtime* r) : rt(r) {}
+      ShutsDown(ShutsDown&& o) noexcept : rt(std::exchange(o.rt, nullptr)) {}
+      ~ShutsDown() {
+        if (rt) (void)rt->shutdown(std::chrono::steady_clock::now());
+      }
+    };
+    parkway::Future<int> first = a.submit([g = ShutsDown(&c)] { return 1; });
+    parkway::Future<int> second = a.submit([&] {
+      ran.fetch_add(1);
+      return 2;
+    });
+    const parkway::ShutdownReport r = a.shutdown(std::chrono::steady_clock::now() + 20ms);
+    EXPECT_THROW(first.get(), parkway::RuntimeShutdown);
+    EXPECT_THROW(second.get(), parkway::RuntimeShutdown) << "the outer drain ran a task it took";
+    EXPECT_THROW(queued_c.get(), parkway::RuntimeShutdown);
+    EXPECT_EQ(ran.load(), 0);
+    EXPECT_EQ(r.dropped, 2u);
+    EXPECT_EQ(r.running, 1u);
+    release.store(true, std::memory_order_release);
+  }
+  block_a.get();
+  block_c.get();
+  EXPECT_EQ(ran.load(), 0);
+}
+
 // A coroutine that moved to a runtime with co_await resume_on() and
 // waits in its queue when shutdown(deadline) passes the deadline is
 // dropped like an unstarted task: counted, its co_await throws

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <coroutine>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -67,6 +68,29 @@ TEST(Coro, CoReturnABracedList) {
   EXPECT_EQ(parkway::sync_wait(rt, braced()), (std::vector<int>{1, 2, 3}));
 }
 
+namespace {
+// Whether `co_return v;` (a V) compiles in a Task<T>.
+template <class T, class V>
+constexpr bool co_return_accepts = requires(parkway::detail::Promise<T>& p, V&& v) {
+  p.return_value(static_cast<V&&>(v));
+};
+}  // namespace
+
+// co_return converts as return does: implicitly only. `return 5;` does
+// not compile in a function returning std::vector<int> (its size
+// constructor is explicit), nor `return new int;` in one returning a
+// unique_ptr; `co_return 5;` in a Task<std::vector<int>> compiled and
+// made a vector of five zeros, and `co_return new int(7);` took the
+// pointer, through the explicit constructors.
+TEST(Coro, CoReturnConvertsOnlyImplicitlyAsReturnDoes) {
+  EXPECT_FALSE((co_return_accepts<std::vector<int>, int>)) << "co_return 5 builds a vector of 5 elements";
+  EXPECT_FALSE((co_return_accepts<std::unique_ptr<int>, int*>)) << "co_return of a raw pointer takes ownership";
+  EXPECT_TRUE((co_return_accepts<long, int>));
+  EXPECT_TRUE((co_return_accepts<std::string, const char*>));
+  EXPECT_TRUE((co_return_accepts<std::vector<int>, std::vector<int>>));
+  EXPECT_TRUE((co_return_accepts<std::unique_ptr<int>, std::unique_ptr<int>>));
+}
+
 TEST(Coro, FibAcrossWorkers) {
   pwtest::Watchdog w("Coro.FibAcrossWorkers", 120);
   for (unsigned workers : {1u, 2u, 4u}) {
@@ -111,6 +135,63 @@ TEST(Coro, DroppedSpawnedWaitsForItsChild) {
   };
   parkway::sync_wait(rt, parent(&done));
   EXPECT_EQ(done.load(), 1);
+}
+
+namespace {
+parkway::Task<void> set_flag(std::atomic<bool>* f) {
+  f->store(true);
+  co_return;
+}
+// Tells the joiner it is about to end, then ends `spins` steps later
+// (trials sweep the joiner's arrival across the child's end).
+parkway::Task<int> says_almost_done(std::atomic<bool>* almost, int spins) {
+  almost->store(true, std::memory_order_release);
+  for (int i = 0; i < spins; ++i) asm volatile("");
+  co_return 1;
+}
+// On a one-worker runtime: per trial, a marker task waits on this
+// worker's deque, and a child on the other runtime finishes while this
+// coroutine joins it. A join that suspends resumes on the other
+// runtime's worker; one that does not continues here, and must not have
+// run the marker meanwhile. Returns how many joins ran it.
+parkway::Task<long> joins_running_the_marker(parkway::Runtime* here, parkway::Runtime* there, int trials,
+                                             std::atomic<bool>* marker_flags) {
+  long ran_inside = 0;
+  for (int t = 0; t < trials; ++t) {
+    const std::thread::id me = std::this_thread::get_id();
+    std::atomic<bool>* marker_ran = &marker_flags[t];  // the test's: a marker may run after the loop
+    parkway::detach(set_flag(marker_ran), *here);      // pushed on this worker's deque
+    std::atomic<bool> almost{false};
+    auto child = parkway::spawn(says_almost_done(&almost, t % 97), *there);
+    while (!almost.load(std::memory_order_acquire)) {
+    }
+    co_await std::move(child);
+    if (std::this_thread::get_id() != me)
+      co_await parkway::resume_on(*here);  // it suspended: the child resumed it there
+    else if (marker_ran->load())
+      ++ran_inside;
+  }
+  co_return ran_inside;
+}
+}  // namespace
+
+// A join (co_await of a Spawned) never runs another task: it continues
+// or suspends. One that saw the child's kCoroDone just before the child's
+// last done() waited for that count with the helping wait of get(),
+// which ran the newest task of the worker's deque first, on the joining
+// coroutine's stack, to its end: the join waited for whatever that task
+// did, and a task that blocks until the joining coroutine goes on would
+// never return (the helping-wait deadlock docs/guide.md says a co_await
+// join does not have). Before the fix every run had some: 4 to 58 of
+// 100,000 trials ran the marker, in 20 runs.
+TEST(Coro, AJoinNeverRunsAnotherTask) {
+  pwtest::Watchdog w("Coro.AJoinNeverRunsAnotherTask", 120);
+  const int trials = pwtest::kSanitized ? 20000 : 100000;
+  auto flags = std::make_unique<std::atomic<bool>[]>(trials);  // outlives the runtimes
+  parkway::Runtime here(parkway::Options{.workers = 1, .name = "here"});
+  parkway::Runtime there(parkway::Options{.workers = 1, .name = "there"});
+  EXPECT_EQ(parkway::sync_wait(here, joins_running_the_marker(&here, &there, trials, flags.get())), 0)
+      << "joins ran another task before going on";
 }
 
 TEST(Coro, SyncWaitFromManyThreads) {

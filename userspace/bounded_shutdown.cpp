@@ -85,7 +85,11 @@ bool RuntimeImpl::join_until(std::chrono::steady_clock::time_point deadline) {
 
 std::uint64_t RuntimeImpl::drain_dropping() {
   std::uint64_t n = 0;
-  set_draining(this);
+  // Put back, not cleared, at the end: a task dropped here runs code
+  // (its closure's destructor, the joiner a dropped coroutine resumes)
+  // that may drain another runtime with a shutdown(deadline) of its own;
+  // cleared there, the rest of this drain would run its tasks instead.
+  RuntimeImpl* const outer = set_draining(this);
   for (bool any = true; any;) {
     any = false;
     std::size_t k = 0;
@@ -113,7 +117,7 @@ std::uint64_t RuntimeImpl::drain_dropping() {
       }
     }
   }
-  set_draining(nullptr);
+  set_draining(outer);
   return n;
 }
 

@@ -1,6 +1,7 @@
 // cancel.cpp -- the process-wide cancellation word and the questions a
 // starting task asks once it is non-zero (docs/design/cancellation.md).
 #include <atomic>
+#include <utility>
 
 #include "parkway/errors.hpp"
 #include "parkway/task.hpp"
@@ -27,7 +28,7 @@ RuntimeImpl* runtime_here() noexcept {
 }
 }  // namespace
 
-void set_draining(RuntimeImpl* rt) noexcept { tls_draining = rt; }
+RuntimeImpl* set_draining(RuntimeImpl* rt) noexcept { return std::exchange(tls_draining, rt); }
 
 bool runtime_dropping_here() noexcept {
   RuntimeImpl* rt = runtime_here();

@@ -26,8 +26,11 @@ inline unsigned fork_generation() noexcept { return g_fork_generation.load(std::
 
 class RuntimeImpl;
 // cancel.cpp: this thread drains `rt`'s queues for shutdown(deadline)
-// (nullptr: no longer); whether the runtime running tasks here drops them.
-void set_draining(RuntimeImpl* rt) noexcept;
+// (nullptr: no longer); returns the runtime it drained before, for the
+// caller to put back (a drain can nest: code a drained task runs, a
+// resumed joiner or a closure's destructor, may itself call
+// shutdown(deadline)); whether the runtime running tasks here drops them.
+RuntimeImpl* set_draining(RuntimeImpl* rt) noexcept;
 bool runtime_dropping_here() noexcept;
 // Keeps a forked child's copy of a parent's runtime reachable when its
 // Runtime is destroyed there (it cannot be freed: see runtime.cpp, "fork").

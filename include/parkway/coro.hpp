@@ -36,6 +36,8 @@
 // docs/design/cancellation.md.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdint>
 #include <coroutine>
@@ -309,8 +311,11 @@ struct Promise : PromiseBase {
   ::parkway::Task<T> get_return_object() noexcept;
   void unhandled_exception() noexcept { result.error = std::current_exception(); }
   // U defaults to T so that `co_return {a, b};` (a braced list deduces
-  // nothing) builds a T.
+  // nothing) builds a T. Only what converts implicitly, as for `return`:
+  // otherwise `co_return 5;` in a Task<std::vector<int>> would build a
+  // vector of five zeros through its explicit constructor.
   template <class U = T>
+    requires std::is_convertible_v<U&&, T>
   void return_value(U&& v) {
     result.set(static_cast<U&&>(v));
   }
@@ -430,7 +435,7 @@ class [[nodiscard]] Spawned {
                                                                std::memory_order_acquire);
       }
       // The child resumed us from its final suspend, or had finished.
-      T await_resume() { return self->take(); }
+      T await_resume() { return self->take_joined(); }
     };
     if (!h_) throw std::logic_error("parkway::Spawned: awaited twice or moved from");
     return Awaiter{this};
@@ -454,6 +459,27 @@ class [[nodiscard]] Spawned {
       ~Destroy() { h.destroy(); }
     } d{h};
     return h.promise().result.take();
+  }
+
+  // take() for the join (co_await): the child has written kCoroDone, so
+  // it is between that exchange and its done(), a few instructions away
+  // (or already past them): spin for it instead of the helping wait of
+  // take(), which would run other tasks on this coroutine's stack before
+  // it continues. A join never runs another task (docs/guide.md, "Waits
+  // that help"); with the helping wait, one that saw the child's kCoroDone
+  // just before its done() ran the newest task of its worker's deque.
+  T take_joined() {
+    detail::CompletionWord& f = h_.promise().finished;
+    for (unsigned spins = 0; !f.is_zero(); ++spins) {
+      if (spins < 256) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      } else {
+        sched_yield();  // the child's thread was preempted in between
+      }
+    }
+    return take();  // its wait() returns at once: the count is zero
   }
 
   template <class U>
