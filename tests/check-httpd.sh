@@ -6,7 +6,8 @@
 # between requests (tests/httpd/empty_lines.py, about 6 s), large,
 # small and uncached files (tests/httpd/large_files.py, small_files.py) and wrk
 # (when installed); then a server shut down under load
-# (tests/httpd/shutdown.py), slow readers (tests/httpd/slow_readers.py,
+# (tests/httpd/shutdown.py, shutdown_head.py), /fib for clients that
+# pipeline or go (tests/httpd/fib_clients.py, about 5 s), slow readers (tests/httpd/slow_readers.py,
 # about 9 s; tests/httpd/slow_pipelining.py, about 5 s), and one under `ulimit -n 64` that gets more
 # connections than it has descriptors (tests/httpd/exhaust.py); then
 # permissions (as nobody), signals (a closed stderr pipe, a second
@@ -529,6 +530,16 @@ fi
 # connection ends after the request in hand; new connections are refused.
 py_checks "$HERE/httpd/shutdown.py" "$BIN" "$TMP/err4"
 sanitizer_clean "shutdown-under-load server stderr: no sanitizer report" "$TMP/err4"
+# A head the grace period cuts short did not time out: no 408.
+py_checks "$HERE/httpd/shutdown_head.py" "$BIN" "$TMP/err-head"
+sanitizer_clean "shutdown_head server stderr: no sanitizer report" "$TMP/err-head"
+
+# ---- /fib for clients that pipeline or go ------------------------------------------------
+# The answers batched before a /fib/40 go out before it is computed (a
+# client that has gone is noticed there), and the access log has the
+# address of a client that reset before its answer was made.
+py_checks "$HERE/httpd/fib_clients.py" "$BIN" "$TMP/err-fib"
+sanitizer_clean "fib_clients server stderr: no sanitizer report" "$TMP/err-fib"
 
 # ---- slow readers ------------------------------------------------------------------------------
 # A large answer read slowly but steadily is sent whole (a send's timeout
@@ -632,6 +643,19 @@ else
     [ "$STOPPED" = 1 ] && PID5=
     sanitizer_clean "permissions server stderr: no sanitizer report" "$TMP/err5"
   fi
+  # The same directory as the root itself: served as it is below the root
+  # (the server refused to start, "Permission denied", before).
+  start_server "a root without read permission" "$TMP/out5" "$TMP/err5" "${AS[@]}" "$BIN" --port 0 --root "$PERM/xonly" --workers 1
+  PID5=$SPID PORT5=$SPORT
+  if [ -n "$PORT5" ]; then
+    r=$(raw5 /)
+    check "a root without read permission (0311): its index.html -> 200" bash -c '
+      grep -q "^HTTP/1.1 200 " <<<"$1" && grep -q "^index of a searchable directory" <<<"$1"' _ "$r"
+    stop_server "root without read permission server: SIGTERM -> exit 0" "$PID5"
+    [ "$STOPPED" = 1 ] && PID5=
+  else
+    kill -KILL "$PID5" 2>/dev/null; PID5=
+  fi
 fi
 
 # ---- signals and start-up errors -----------------------------------------------------------
@@ -654,11 +678,17 @@ fi
 start_server "grace" "$TMP/out7" "$TMP/err7" "$BIN" --port 0 --workers 1 --shutdown-timeout 60 --body-timeout 60
 PID6=$SPID
 if [ -n "$SPORT" ]; then
+  # The head is sent (the client says so: python's start-up alone may
+  # take more than a fixed wait on a loaded host), then the server has a
+  # moment to read it, then the signal.
+  rm -f "$TMP/held"
   python3 -c 'import socket, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(b"POST /plaintext HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n")
-time.sleep(12)' "$SPORT" &
+open(sys.argv[2], "w").close()
+time.sleep(12)' "$SPORT" "$TMP/held" &
   HOLD=$!
+  for _ in $(seq 100); do [ -e "$TMP/held" ] && break; sleep 0.1; done
   sleep 0.3
   kill -TERM "$PID6"
   sleep 0.5

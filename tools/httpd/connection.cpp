@@ -4,9 +4,10 @@
 // One coroutine per connection (serve_connection) waits for a request,
 // then serve_until_idle reads and parses every complete request buffered
 // (pipelining), appending each response to one output string, which goes
-// out in a single send before the next read, or once it holds 64 KiB (a
-// small cached file's body is in the answer; a larger one follows its
-// head by io::send_file). The buffer is small and
+// out in a single send before the next read, or once it holds 64 KiB, or
+// before a /fib computed in parallel is begun (a small cached file's
+// body is in the answer; a larger one follows its head by
+// io::send_file). The buffer is small and
 // doubles when a head does not fit, up to the largest head the limits
 // allow. A connection that waits for its next request holds no buffer:
 // it frees the buffer, the output string and the parser, and waits with
@@ -70,7 +71,16 @@ constexpr int kNotSentLowat = 128 * 1024;
 class Connection {
  public:
   Connection(io::Socket s, ServerState& st)
-      : sock_(std::move(s)), st_(st), head_deadline_(Clock::now() + st.config.header_timeout) {}
+      : sock_(std::move(s)), st_(st), head_deadline_(Clock::now() + st.config.header_timeout) {
+    // The client's address for the access log, taken while it is known:
+    // once the client has reset the connection, getpeername fails, and an
+    // answer made after (a /fib for a client that has gone) was logged
+    // as "(no address)".
+    if (st.config.access_log) {
+      const io::Address a = sock_.peer_address();
+      peer_ = std::make_unique<const std::string>(a.size() != 0 ? a.to_string() : "-");
+    }
+  }
   io::Socket& socket() { return sock_; }
   // Frees the buffers and the parser; the options of the idle wait.
   io::OpOptions start_idle_wait();
@@ -101,6 +111,9 @@ class Connection {
 
   io::Socket sock_;
   ServerState& st_;
+  // The client's address, for the access log (none when it is off: a
+  // pointer, so that an idle connection's frame grows by 8 bytes only).
+  std::unique_ptr<const std::string> peer_;
   std::unique_ptr<RequestParser> parser_;  // none while idle
   RequestParser& parser() {
     if (!parser_) parser_ = std::make_unique<RequestParser>(st_.config.limits);
@@ -269,12 +282,7 @@ std::string Connection::request_line() const {
 
 void Connection::log(const std::string& request_line, int status) const {
   if (!st_.config.access_log) return;
-  std::string peer = "-";
-  try {
-    peer = sock_.peer_address().to_string();
-  } catch (const std::exception&) {  // the peer is gone already
-  }
-  std::fprintf(stderr, "%s \"%s\" %d\n", peer.c_str(), request_line.c_str(), status);
+  std::fprintf(stderr, "%s \"%s\" %d\n", peer_->c_str(), request_line.c_str(), status);
 }
 
 // Answers every complete request already buffered. False when the
@@ -297,6 +305,15 @@ Task<bool> Connection::answer_buffered() {
       co_return false;
     }
     begin_ += p.consumed;
+    // A /fib computed in parallel takes long: the answers batched before
+    // it go out first. Held back, a client that pipelines had none of
+    // them until every request of its batch was computed, and a client
+    // that had sent its batch and gone had all of them computed for
+    // nobody (the close was seen only at the batch's send).
+    if (!out_.empty() && computes_long(parser())) {
+      const bool sent = co_await flush();
+      if (!sent) co_return false;
+    }
     // The answer first, while the head is where the parser's views say;
     // the body read that follows may move or overwrite it.
     Response r = co_await handle_request(parser(), cfg.handler);
@@ -382,8 +399,10 @@ Task<bool> Connection::serve_until_idle() {
     const bool more = co_await read_more({.deadline = head_deadline_, .cancel = &st_.abort});
     if (!more) {
       // Slow or stalled head: say so, then close (a client that closed
-      // mid-head hears nothing).
-      if (peer_closed_) co_return false;
+      // mid-head hears nothing, nor one whose head the shutdown's grace
+      // period cut short: it did not time out, as a body cut short by it
+      // is no 408 either).
+      if (peer_closed_ || Clock::now() < head_deadline_) co_return false;
       // A HEAD's answer has no content, errors' included (RFC 9110 9.3.2)
       log("-", 408);
       append_answer(simple_response(408, is_head), /*last=*/true);

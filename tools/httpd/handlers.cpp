@@ -349,7 +349,7 @@ Task<Response> file_response(const RequestParser& req, PathResult p, bool head,
 }  // namespace
 
 std::uint64_t parallel_fib(int n, const io::CancelSource* stop) {
-  if (n < 24) return serial_fib(n);
+  if (n < kParallelFibMin) return serial_fib(n);
   if (stop != nullptr && stop->cancelled()) [[unlikely]]
     return 0;
   std::uint64_t a = 0;
@@ -358,6 +358,23 @@ std::uint64_t parallel_fib(int n, const io::CancelSource* stop) {
   std::uint64_t b = parallel_fib(n - 2, stop);
   g.wait();
   return a + b;
+}
+
+bool computes_long(const RequestParser& req) {
+  // handle_request's routes to /fib/N, in its order.
+  const Method m = req.method_id();
+  if (m != Method::Get && m != Method::Head) return false;
+  const std::string_view t = req.target();
+  if (req.target_form() == TargetForm::Absolute && !iequals(t.substr(0, t.find(':')), "http")) return false;
+  const std::string_view path = strip_query(req.path());
+  if (path == "/plaintext") return false;
+  if (path.starts_with("/fib/") && fib_argument(path.substr(5)) >= 0)
+    return fib_argument(path.substr(5)) >= kParallelFibMin;
+  // Another spelling reaches /fib only through "fib" or an escape in it.
+  if (path.find("fib") == std::string_view::npos && path.find('%') == std::string_view::npos) return false;
+  const PathResult p = resolve_target_path(t);
+  if (!p.ok() || p.trailing_slash || !p.relative.starts_with("fib/")) return false;
+  return fib_argument(std::string_view(p.relative).substr(4)) >= kParallelFibMin;
 }
 
 Response simple_response(int status, bool head, std::string_view extra) {

@@ -44,6 +44,15 @@ struct HandlerConfig {
 // The answer to the request `req` has just parsed.
 parkway::Task<Response> handle_request(const RequestParser& req, const HandlerConfig& cfg);
 
+// Whether `req` (just parsed) is answered by a /fib/N computed in
+// parallel (N of at least kParallelFibMin): an answer that takes long to
+// make. The connection sends the answers it has batched before it first,
+// so that a client that pipelines gets them meanwhile, and one that has
+// gone is noticed (the send fails) before the computation rather than
+// after its whole batch has been computed for nobody.
+inline constexpr int kParallelFibMin = 24;
+bool computes_long(const RequestParser& req);
+
 // A complete response with a short text body (errors, 405, ...). `extra`:
 // raw field lines, each ending in CRLF.
 Response simple_response(int status, bool head_only = false, std::string_view extra = {});

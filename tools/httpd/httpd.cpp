@@ -188,7 +188,14 @@ int main(int argc, char** argv) {
   if (port < 0) usage_error("--port is required");
 
   if (root) {
-    st->config.handler.root_fd = ::open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = ::open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    // A root one may search but not list (mode 711) serves its files, as
+    // such a directory under the root does: opened as a path only (files
+    // are opened beneath it, never it). One that may not be searched
+    // either is refused here, as before, not a 403 for every request.
+    if (fd < 0 && errno == EACCES && ::faccessat(AT_FDCWD, root, X_OK, AT_EACCESS) == 0)
+      fd = ::open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    st->config.handler.root_fd = fd;
     if (st->config.handler.root_fd < 0) {
       std::fprintf(stderr, "parkway-httpd: --root %s: %s\n", root, std::strerror(errno));
       return 1;
