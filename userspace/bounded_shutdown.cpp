@@ -12,7 +12,9 @@
 //      own invoke: a group task records RuntimeShutdown in its group, a
 //      submitted one in its Future, a coroutine completes with it.
 //   4. Drain: take every task this thread can reach (the injection
-//      queue, a steal from each deque) and invoke it here, which drops it.
+//      queue, a steal from each deque) and invoke it here, which drops it,
+//      until the injection queue reads empty (a pop_batch that finds every
+//      announced child claimed by a worker returns nothing meanwhile).
 //      Workers blocked inside tasks cannot drop their own queues; this
 //      does it for them.
 //   5. Report: tasks dropped so far, and workers still inside a task
@@ -116,6 +118,15 @@ std::uint64_t RuntimeImpl::drain_dropping() {
         any = true;
       }
     }
+    // pop_batch() finds nothing while a worker holds the claim on every
+    // announced child (it may be reversing a long stack into the child's
+    // pending list), though tasks are queued there: look again until the
+    // queue says it is empty. A claim is held only inside a pop_batch, so
+    // this ends; yield meanwhile, the claimer may need this CPU.
+    if (!any && injection.maybe_nonempty()) {
+      any = true;
+      sched_yield();
+    }
   }
   set_draining(outer);
   return n;
@@ -177,6 +188,10 @@ ShutdownReport RuntimeImpl::shutdown_until(std::chrono::steady_clock::time_point
   ShutdownReport rep{dropped.load(std::memory_order_relaxed), running};
   if (running == 0 && join_until(std::chrono::steady_clock::now() + kLeaveGrace)) {
     joined = true;
+    // Counted again once they are gone: a worker counted as searching can
+    // hold a batch it took from the injection queue, and drops it before
+    // it leaves (the join orders those drops before this load).
+    rep.dropped = dropped.load(std::memory_order_relaxed);
     left_running = false;
     // nobody runs its tasks any more
     if (dropping.exchange(false, std::memory_order_relaxed)) g_cancel_live.fetch_sub(1, std::memory_order_release);
