@@ -9,6 +9,7 @@
 // The whole suite also runs with PARKWAY_IO_WAKE=eventfd (make
 // test-io-eventfd), the wake path of kernels without IORING_OP_FUTEX_WAIT.
 #include <fcntl.h>
+#include <mqueue.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -1016,6 +1017,54 @@ TEST(Io, AnOperationBegunAfterTheShutdownsCancelIsCancelled) {
     EXPECT_EQ(::recv(tx.b, b, sizeof b, MSG_DONTWAIT), -1) << "the peer got the send";
     EXPECT_EQ(::recv(rx.a, b, sizeof b, MSG_DONTWAIT | MSG_PEEK), 4) << "the bytes were taken";
   }
+}
+
+namespace {
+Task<void> wait_then_close(int sock, int fd, std::atomic<int>* close_err, std::atomic<int>* stage) {
+  std::byte b[8];
+  stage->store(1);
+  (void)co_await io::recv(sock, b);  // ECANCELED by the shutdown
+  auto c = co_await io::close(fd);
+  close_err->store(c ? 0 : c.error().code().value());
+  stage->store(2);
+}
+}  // namespace
+
+// A close begun after the shutdown's cancel-everything still closes
+// (io::close runs whatever else is cancelled). A POSIX message queue's
+// descriptor has a flush method, so the kernel closes it in its worker
+// thread, where the worker's next cancel-everything (the close counts as
+// a new operation) found it queued and cancelled it: the close ended
+// with ECANCELED and the descriptor stayed open.
+TEST(Io, ACloseBegunAfterTheShutdownsCancelStillCloses) {
+  pwtest::Watchdog wd("Io.ACloseBegunAfterTheShutdownsCancelStillCloses", 60);
+  const int rounds = 30;
+  int left_open = 0, cancelled = 0;
+  for (int round = 0; round < rounds; ++round) {
+    char name[64];
+    std::snprintf(name, sizeof name, "/parkway-test-close-%d-%d", int(::getpid()), round);
+    mq_attr attr{};
+    attr.mq_maxmsg = 1;
+    attr.mq_msgsize = 8;
+    const int mq = mq_open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600, &attr);
+    if (mq < 0) GTEST_SKIP() << "mq_open: " << std::strerror(errno);
+    mq_unlink(name);
+    Pair p;
+    std::atomic<int> close_err{-1}, stage{0};
+    {
+      parkway::Runtime rt(parkway::Options{.workers = 1});
+      parkway::detach(wait_then_close(p.a, mq, &close_err, &stage), rt);
+      ASSERT_TRUE(eventually([&] { return rt.stats().total.io_ops >= 1; }));
+    }  // the shutdown cancels the receive; the task then closes mq
+    ASSERT_EQ(stage.load(), 2);
+    if (close_err.load() == ECANCELED) ++cancelled;
+    if (::fcntl(mq, F_GETFD) != -1) {
+      ++left_open;
+      ::close(mq);
+    }
+  }
+  EXPECT_EQ(cancelled, 0) << "of " << rounds << " closes";
+  EXPECT_EQ(left_open, 0) << "of " << rounds << " descriptors stayed open";
 }
 
 namespace {

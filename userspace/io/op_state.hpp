@@ -131,10 +131,14 @@ struct OpState {
   // state otherwise), and what the reaper needs to submit it again when
   // the ring's buffer pool was empty (recv_pool.hpp).
   std::byte* received = nullptr;
-  int owned_fd = -1;
+  int owned_fd = -1;  // an owned receive's descriptor, or a close's (`closes`)
   std::uint32_t owned_len = 0;  // the caller's max: the block's size; 0: not such a receive
   std::uint32_t owned_flags = 0;
   bool recv_polls_first = false;  // a receive whose SQE polls first (IoRing::queue_behind); an owned one goes in again so
+  // An IORING_OP_CLOSE of owned_fd: a cancel that ends it (shutdown's
+  // cancel-everything, which finds it queued in the kernel's worker
+  // thread) leaves the descriptor open, and the reaper closes it then.
+  bool closes = false;
   union {
     OpState* again_next = nullptr;  // an owned receive: the ring's list of those waiting for pool buffers
     void* guard_of;                 // a taker's guard (AcceptStream::next with options): its queue

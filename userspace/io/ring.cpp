@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -273,6 +274,10 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
     }
   }
   st->result_is_fd = a.opcode == IORING_OP_ACCEPT || a.opcode == IORING_OP_OPENAT;
+  if (a.opcode == IORING_OP_CLOSE) {
+    st->closes = true;
+    st->owned_fd = a.fd;
+  }
   ::parkway::detail::trace::on_io_submit(a.opcode);
   ++ops_;
   ++submitted_;
@@ -477,6 +482,15 @@ void IoRing::on_cqe(const io_uring_cqe* cqe) noexcept {
     case kTagOp: {
       auto* st = reinterpret_cast<OpState*>(ud & ~kTagMask);
       int res = cqe->res;
+      // A close the kernel put in its worker thread (a file with a flush
+      // method: a POSIX message queue, overlayfs, NFS, FUSE) that a cancel
+      // found there before it ran: the shutdown's cancel-everything, whose
+      // ASYNC_CANCEL_ANY takes closes too. The descriptor is still open
+      // and still ours (a cancel cannot stop a close that has begun, and
+      // one that ran reports its own result, never -ECANCELED): close it
+      // here, as a close still runs after that cancel (io.md).
+      if (st->closes && res == -ECANCELED) [[unlikely]]
+        res = ::close(st->owned_fd) == 0 ? 0 : -errno;
       if (st->owned_len != 0) [[unlikely]] {
         res = settle_owned_recv(st, res, cqe->flags);
         if (res == kNotYet) return;
