@@ -324,10 +324,33 @@ void IoRing::drain_mailbox() noexcept {
       ++cancels_;
       urgent_ = true;  // its canceller waits
     } else {
-      r->release(r);  // cannot happen short of a broken ring; the op completes on its own
+      // No SQE (a kernel refusing submissions while nothing can be
+      // reaped): this and the rest go back to the mailbox for the next
+      // scheduling point, as expire_deadlines looks again at its next. A
+      // request released here would be lost for good: its operation's
+      // `posted` flag stays set, so no later cancel of it is sent.
+      repost(r);
+      return;
     }
     r = next;
   }
+}
+
+void IoRing::repost(CancelRequest* first) noexcept {
+  CancelRequest* last = first;
+  while (last->next) last = last->next;
+  CancelRequest* head = mailbox_.load(std::memory_order_relaxed);
+  do {
+    if (head == kMailboxClosed) {  // cannot be: only this worker closes it, as it leaves
+      for (CancelRequest* r = first; r;) {
+        CancelRequest* n = r->next;
+        r->release(r);
+        r = n;
+      }
+      return;
+    }
+    last->next = head;
+  } while (!mailbox_.compare_exchange_weak(head, first, std::memory_order_seq_cst, std::memory_order_relaxed));
 }
 
 void IoRing::cancel_everything() noexcept {

@@ -149,6 +149,7 @@ class IoRing {
   io_uring_sqe* get_sqe_without_reap() noexcept;
   unsigned reap() noexcept;
   void drain_mailbox() noexcept;
+  void repost(CancelRequest* first) noexcept;  // a list drain_mailbox could not submit, back in the mailbox
   void complete(OpState* st) noexcept;
   void on_cqe(const io_uring_cqe* cqe) noexcept;
   // Waits up to `wait_ns` (< 0: no limit) when `wait`.
