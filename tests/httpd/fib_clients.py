@@ -20,18 +20,14 @@ import sys
 import time
 
 from verdict import verdict
+from wire import start_server
 
 BIN, ERR = sys.argv[1], sys.argv[2]
 FIB = b"GET /fib/40 HTTP/1.1\r\nHost: t\r\n\r\n"
 
-with open(ERR, "w") as err:
-    p = subprocess.Popen([BIN, "--port", "0", "--workers", "2", "--access-log"], stdout=subprocess.PIPE,
-                         stderr=err, text=True)
-try:
-    port = int(p.stdout.readline().split("127.0.0.1:")[1].split()[0])
-except (IndexError, ValueError):
+p, port = start_server(BIN, ["--workers", "2", "--access-log"], ERR)
+if port is None:
     verdict(False, "pipelined /fib server started")
-    p.kill()
     sys.exit(0)
 
 

@@ -15,16 +15,12 @@ import sys
 import time
 
 from verdict import verdict
+from wire import read_until_close, start_server
 
 BIN, ERR = sys.argv[1], sys.argv[2]
-with open(ERR, "w") as err:
-    p = subprocess.Popen([BIN, "--port", "0", "--workers", "2", "--shutdown-timeout", "1", "--header-timeout", "10",
-                          "--access-log"], stdout=subprocess.PIPE, stderr=err, text=True)
-try:
-    port = int(p.stdout.readline().split("127.0.0.1:")[1].split()[0])
-except (IndexError, ValueError):
+p, port = start_server(BIN, ["--workers", "2", "--shutdown-timeout", "1", "--header-timeout", "10", "--access-log"], ERR)
+if port is None:
     verdict(False, "shutdown_head server started")
-    p.kill()
     sys.exit(0)
 
 s = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -34,20 +30,10 @@ s.sendall(b"GET /plaintext HTTP/1.1\r\nHo")
 time.sleep(0.2)
 t0 = time.time()
 p.send_signal(signal.SIGTERM)
-got, how = b"", "limit"
-try:
-    while True:
-        x = s.recv(65536)
-        if not x:
-            how = "eof"
-            break
-        got += x
-except ConnectionResetError:
-    how = "reset"
-except socket.timeout:
-    pass
+got, closed = read_until_close(s, 10)
+how = "closed" if closed else "still open"
 took = time.time() - t0
-verdict(first.startswith(b"HTTP/1.1 200 ") and got == b"" and how in ("eof", "reset") and took < 3,
+verdict(first.startswith(b"HTTP/1.1 200 ") and got == b"" and closed and took < 3,
         "a head cut short by the shutdown's grace period: closed, no 408",
         "%r, then %s after %.1f s" % (got[:40], how, took))
 try:

@@ -1,10 +1,24 @@
 # wire.py -- writing requests to parkway-httpd and reading its answers,
 # shared by the check scripts (raw.py, bodies.py, empty_lines.py,
-# large_files.py, small_files.py).
+# large_files.py, small_files.py, fib_clients.py, shutdown_head.py).
 import ctypes
 import os
 import socket
+import subprocess
 import time
+
+
+def start_server(binary, args, err_path):
+    """Starts `binary --port 0 ARGS` on 127.0.0.1, its stderr to err_path;
+    returns (process, port), port None when it did not say where it
+    listens (then the process is killed)."""
+    with open(err_path, "w") as err:
+        p = subprocess.Popen([binary, "--port", "0"] + args, stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        return p, int(p.stdout.readline().split("127.0.0.1:")[1].split()[0])
+    except (IndexError, ValueError):
+        p.kill()
+        return p, None
 
 
 def read_until_close(s, limit, on_first_bytes=None):
