@@ -720,12 +720,26 @@ check(rc == 0 and "cannot open /nonexistent-dir/t.pwt" in err, "an unwritable PA
 # The trace's reader goes away (a pipe) or the file reaches RLIMIT_FSIZE
 # (set once the program has run its tasks): the writes at exit fail with a
 # message, and the program's exit status is its own (not SIGPIPE or SIGXFSZ).
+env = dict(os.environ)
+env["PARKWAY_TRACE_LEVEL"] = "sched"
+
+
+def start_wait_stdin(trace, preexec_fn=None):
+    """The ground-truth program in wait-stdin mode, traced into `trace`."""
+    env["PARKWAY_TRACE"] = trace
+    return subprocess.Popen([GT, "wait-stdin"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, preexec_fn=preexec_fn)
+
+
+def end_wait_stdin(p):
+    """Closes its stdin and waits: (exit status, stderr)."""
+    _, err = p.communicate(timeout=120)
+    return p.returncode, err.decode(errors="replace")
+
+
 fifo = os.path.join(TMP, "gone.fifo")
 os.mkfifo(fifo)
-env = dict(os.environ)
-env.update({"PARKWAY_TRACE": fifo, "PARKWAY_TRACE_LEVEL": "sched"})
-p = subprocess.Popen([GT, "wait-stdin"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                     env=env)
+p = start_wait_stdin(fifo)
 fd = os.open(fifo, os.O_RDONLY)
 p.stdout.readline()  # its tasks have run: no thread starts or ends before it exits
 os.set_blocking(fd, False)
@@ -735,32 +749,26 @@ try:
 except BlockingIOError:
     pass
 os.close(fd)
-out, err = p.communicate(timeout=120)
-err = err.decode(errors="replace")
-check(p.returncode == 0 and "failed: Broken pipe" in err,
+rc, err = end_wait_stdin(p)
+check(rc == 0 and "failed: Broken pipe" in err,
       "the trace's pipe closed by its reader: the program exits 0 and says the trace is incomplete",
-      "exit %d: %r" % (p.returncode, err))
+      "exit %d: %r" % (rc, err))
 
 path = os.path.join(TMP, "fsize.pwt")
-env["PARKWAY_TRACE"] = path
-p = subprocess.Popen([GT, "wait-stdin"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                     env=env)
+p = start_wait_stdin(path)
 p.stdout.readline()
 limit = os.path.getsize(path) + 40  # room for a clock pair (32 bytes), not for the end (64)
 resource.prlimit(p.pid, resource.RLIMIT_FSIZE, (limit, limit))
 resource.prlimit(p.pid, resource.RLIMIT_CORE, (0, 0))
-out, err = p.communicate(timeout=120)
-err = err.decode(errors="replace")
-check(p.returncode == 0 and "failed: File too large" in err,
+rc, err = end_wait_stdin(p)
+check(rc == 0 and "failed: File too large" in err,
       "a trace past RLIMIT_FSIZE: the program exits 0 and says the trace is incomplete",
-      "exit %d: %r" % (p.returncode, err))
+      "exit %d: %r" % (rc, err))
 
 # The header cannot be written (RLIMIT_FSIZE of 0 from the start): tracing
 # is off, and the file is neither held open nor locked by the program.
 path = os.path.join(TMP, "fsize0.pwt")
-env["PARKWAY_TRACE"] = path
-p = subprocess.Popen([GT, "wait-stdin"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                     env=env, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0)))
+p = start_wait_stdin(path, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0)))
 p.stdout.readline()
 held = []
 for fd_name in os.listdir("/proc/%d/fd" % p.pid):
@@ -769,11 +777,10 @@ for fd_name in os.listdir("/proc/%d/fd" % p.pid):
             held.append(fd_name)
     except OSError:
         pass
-out, err = p.communicate(timeout=120)
-err = err.decode(errors="replace")
-check(p.returncode == 0 and "failed: File too large" in err and not held,
+rc, err = end_wait_stdin(p)
+check(rc == 0 and "failed: File too large" in err and not held,
       "a trace whose header cannot be written: the program runs untraced and holds no descriptor of the file",
-      "exit %d, descriptors %r: %r" % (p.returncode, held, err))
+      "exit %d, descriptors %r: %r" % (rc, held, err))
 
 # ---- broken files -----------------------------------------------------------
 

@@ -159,14 +159,21 @@ IoRing::IoRing(Worker& w) : w_(w), ready_(w.io_ready()) {
   }
 }
 
-IoRing::~IoRing() {
-  // No new cancel requests from here on; release those still posted.
-  CancelRequest* r = mailbox_.exchange(kMailboxClosed, std::memory_order_acq_rel);
-  while (r && r != kMailboxClosed) {
+namespace {
+// Releases a list of cancel requests that will not be submitted.
+void release_requests(CancelRequest* r) noexcept {
+  while (r) {
     CancelRequest* next = r->next;
     r->release(r);
     r = next;
   }
+}
+}  // namespace
+
+IoRing::~IoRing() {
+  // No new cancel requests from here on; release those still posted.
+  CancelRequest* r = mailbox_.exchange(kMailboxClosed, std::memory_order_acq_rel);
+  if (r != kMailboxClosed) release_requests(r);
   if (w_.runtime().forked()) {
     // A child forked by a task on this worker: the SQ, the CQ and the
     // registered buffers are mappings shared with the parent, whose
@@ -342,11 +349,7 @@ void IoRing::repost(CancelRequest* first) noexcept {
   CancelRequest* head = mailbox_.load(std::memory_order_relaxed);
   do {
     if (head == kMailboxClosed) {  // cannot be: only this worker closes it, as it leaves
-      for (CancelRequest* r = first; r;) {
-        CancelRequest* n = r->next;
-        r->release(r);
-        r = n;
-      }
+      release_requests(first);
       return;
     }
     last->next = head;
