@@ -3175,3 +3175,44 @@ TEST(Io, AHandedOffWorkerStopsSearchingBeforeItRunsAContinuation) {
   EXPECT_EQ(slow, 0) << "of " << rounds
                      << " rounds, those in which a task waited behind a continuation with a worker idle";
 }
+
+namespace {
+Task<parkway::detail::WorkerState> recv_then_published(int fd) {
+  std::byte b[8];
+  auto r = co_await io::recv(fd, b);
+  if (!r) co_return parkway::detail::WorkerState::Off;
+  co_return parkway::detail::Worker::current()->published();
+}
+}  // namespace
+
+// A worker that a completion wakes from its ring park published Searching
+// when it woke; the continuation it reaps is work, so the sched_ext
+// scheduler must see it Busy (a thief gives way to busy siblings). It ran
+// as Searching: in every round, with one worker and with two.
+TEST(Io, AContinuationRunsWithItsWorkerPublishedBusy) {
+  pwtest::Watchdog wd("Io.AContinuationRunsWithItsWorkerPublishedBusy", 60);
+  using parkway::detail::Parking;
+  using parkway::detail::WorkerState;
+  for (unsigned workers : {1u, 2u}) {
+    parkway::Runtime rt(parkway::Options{.workers = workers});
+    int searching = 0, busy = 0;
+    for (int round = 0; round < 10; ++round) {
+      Pair p;
+      auto all_idle = [&rt, workers] {
+        const std::uint64_t s = rt.impl().parking.snapshot();
+        return Parking::idle_of(s) == workers && Parking::searching_of(s) == 0;
+      };
+      ASSERT_TRUE(eventually(all_idle));
+      const auto parks0 = rt.stats().total.ring_parks;
+      auto f = parkway::spawn(recv_then_published(p.a), rt);
+      ASSERT_TRUE(eventually([&] { return rt.stats().total.ring_parks > parks0 && all_idle(); }));
+      ASSERT_EQ(::write(p.b, "x", 1), 1);  // the completion wakes the ring-parked worker
+      const WorkerState s = f.get();
+      ASSERT_NE(s, WorkerState::Off) << "the receive failed";
+      if (s == WorkerState::Busy) ++busy;
+      if (s == WorkerState::Searching) ++searching;
+    }
+    EXPECT_EQ(busy, 10) << workers << " workers: " << searching
+                        << " of 10 continuations ran with their worker published Searching";
+  }
+}

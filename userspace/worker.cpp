@@ -112,10 +112,9 @@ unsigned Worker::run_ready_batch() noexcept {
     // continuation is work found, as in loop() for next_local ([S2], the
     // baton [S3]). Left counted, it kept producers from waking anyone
     // while the batch ran (Io.AHandedOffWorkerStopsSearchingBeforeItRunsAContinuation).
-    if (searching_) [[unlikely]] {
+    if (searching_) [[unlikely]]
       found_work();
-      publish(WorkerState::Busy);
-    }
+    publish_busy();  // back from a ring park, Searching was published
     if (ran != 0) between_tasks();  // between two continuations: urgent SQEs go within a few
     execute(c);
     ++ran;
@@ -151,7 +150,10 @@ void Worker::run_until(DoneFn done, void* ctx, bool timed) {
     publish(WorkerState::Busy);
 }
 
-void Worker::publish(WorkerState s) noexcept { rt_.sched_ext.publish(index_, s); }
+void Worker::publish(WorkerState s) noexcept {
+  published_ = s;
+  rt_.sched_ext.publish(index_, s);
+}
 
 void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
   for (;;) {
@@ -173,6 +175,7 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
       // task, it found work like a search would have ([S2], [S3]). Left
       // counted, it kept producers from waking anyone while it ran.
       if (searching_) [[unlikely]] found_work();
+      publish_busy();
       execute(t);
       continue;
     }
@@ -198,6 +201,7 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
       Task* t = take_injected();
       if (!t) t = steal_round();
       if (t) {
+        publish_busy();
         execute(t);
         continue;
       }

@@ -162,6 +162,9 @@ class alignas(64) Worker {
   void count_io_recv_pool_empty() noexcept { WorkerCounters::bump(counters_.io_recv_pool_empty); }
 
   static Worker* current() noexcept { return tls_current; }
+  // What this worker last told the sched_ext scheduler (its own thread
+  // only; tests read it from a task).
+  WorkerState published() const noexcept { return published_; }
   static inline thread_local constinit Worker* tls_current __attribute__((tls_model("initial-exec"))) = nullptr;
 
   // Count, probe and run `t`; true (what the task's invoke returns).
@@ -254,12 +257,20 @@ class alignas(64) Worker {
   // Tell the sched_ext scheduler (if loaded) what this worker is doing;
   // a plain store on a transition, nothing when it is not loaded.
   void publish(WorkerState s) noexcept;
+  // Before a task or continuation runs: a worker back from a park
+  // published Searching, and is busy from here, whichever way it found
+  // the work (the scheduler runs busy workers before thieves).
+  void publish_busy() noexcept {
+    if (published_ != WorkerState::Busy) [[unlikely]]
+      publish(WorkerState::Busy);
+  }
 
   RuntimeImpl& rt_;
   Parking& parking_;
   const unsigned index_;
   std::uint32_t park_id_ = 0;
   bool searching_ = false;
+  WorkerState published_ = WorkerState::Off;  // the last publish(), kept whether or not a scheduler reads it
   std::uint32_t tick_ = 0;
   VictimOrder victims_;
   std::unique_ptr<io::detail::IoRing> io_;  // null until the first I/O operation
