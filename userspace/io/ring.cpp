@@ -646,10 +646,14 @@ int IoRing::settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcep
 
 void IoRing::submit_receives_held() noexcept {
   OpState* st = std::exchange(held_, nullptr);
+  OpState** still = &held_;  // those that found no SQE, in their order
   while (st) {
     OpState* next = std::exchange(st->again_next, nullptr);
     const int rc = submit_owned_recv_again(st);
-    if (rc != kNotYet) {
+    if (rc == -EBUSY) {  // no room in the SQ: held for the next drained reap
+      *still = st;
+      still = &st->again_next;
+    } else if (rc != kNotYet) {
       st->res = rc;
       st->cqe_flags = 0;
       complete(st);
@@ -675,7 +679,9 @@ int IoRing::submit_owned_recv_again(OpState* st) noexcept {
   if (st->timed_out || st->cancel.posted.load(std::memory_order_acquire) || ops_at_cancel_ != kNoCancelYet)
     return -ECANCELED;  // complete() makes it ETIMEDOUT if its deadline passed
   // No reap from inside this one. A kernel that takes no submissions
-  // while its CQ overflows leaves the SQ full: the receive fails with EBUSY.
+  // while its CQ overflows leaves the SQ full: EBUSY, and the receive
+  // stays held for the next reap that drains the CQ (a full SQ is no
+  // outcome of the receive's: its caller never sees it).
   io_uring_sqe* sqe = get_sqe_without_reap();
   if (!sqe) return -EBUSY;
   w_.count_io_recv_pool_empty();
@@ -702,6 +708,9 @@ void IoRing::park(ParkWord& pw, bool timed) noexcept {
       timed = true;  // no SQE for the wait (the kernel refused the flush): do not sleep past 1 ms
     }
   }
+  // A receive still held at a park found no SQE when the CQ was drained
+  // (submit_receives_held): no completion may come to retry it.
+  if (held_) timed = true;
   w_.count_ring_park();
   // Sleep no later than the earliest deadline: its operation is cancelled
   // at [R4]'s poll.
