@@ -85,7 +85,16 @@ bool transient_accept_error(const io::Error& e) {
 // the pending connections wait in the listen backlog meanwhile. Any other
 // error is reported (once) and retried after the same pause, never in a
 // busy loop.
-Task<void> accept_loop(io::Listener& l, httpd::ServerState& st, io::CancelSource& stop, std::atomic<bool>& done) {
+// What run_server and its accept loop share. The loop holds it too: the
+// server stops waiting for the loop after the grace period and a second,
+// so its frame may end first.
+struct Accepting {
+  io::CancelSource stop;
+  std::atomic<bool> done{false};
+};
+
+Task<void> accept_loop(io::Listener& l, httpd::ServerState& st, std::shared_ptr<Accepting> a) {
+  io::CancelSource& stop = a->stop;
   bool reported = false;
   while (!stop.cancelled()) {
     auto c = co_await l.accept({.cancel = &stop});
@@ -105,7 +114,7 @@ Task<void> accept_loop(io::Listener& l, httpd::ServerState& st, io::CancelSource
     }
     (void)co_await io::sleep_for(10ms, &stop);
   }
-  done.store(true, std::memory_order_release);
+  a->done.store(true, std::memory_order_release);
 }
 
 // The next SIGTERM or SIGINT on `sigfd`: true when one came, false when
@@ -123,9 +132,10 @@ Task<bool> next_signal(int sigfd) {
 // down: no new connections, idle ones closed, busy ones given the grace
 // period (--shutdown-timeout), which a second signal ends at once.
 Task<void> run_server(io::Listener& l, httpd::ServerState& st, int sigfd) {
-  io::CancelSource stop;
-  std::atomic<bool> accept_done{false};
-  parkway::detach(accept_loop(l, st, stop, accept_done));
+  auto accepting = std::make_shared<Accepting>();
+  io::CancelSource& stop = accepting->stop;
+  std::atomic<bool>& accept_done = accepting->done;
+  parkway::detach(accept_loop(l, st, accepting));
 
   co_await next_signal(sigfd);
 
