@@ -309,7 +309,10 @@ Task<bool> Connection::answer_buffered() {
     // it go out first. Held back, a client that pipelines had none of
     // them until every request of its batch was computed, and a client
     // that had sent its batch and gone had all of them computed for
-    // nobody (the close was seen only at the batch's send).
+    // nobody (the close was seen only at the batch's send). A client that
+    // leaves during a computation is seen at its answer's send: its FIN
+    // cannot be told from a half-close (a client that shuts its side after
+    // its requests still reads the answers), so the computation runs on.
     if (!out_.empty() && computes_long(parser())) {
       const bool sent = co_await flush();
       if (!sent) co_return false;
