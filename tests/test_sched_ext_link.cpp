@@ -11,14 +11,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "parkway/parkway.hpp"
+#include "runtime_impl.hpp"
 #include "sched_ext_link.hpp"
 #include "test_util.hpp"
+#include "worker.hpp"
 
 // A service under a seccomp filter without bpf(2) (systemd's
 // @system-service is one) must be able to use parkway: with no parkway
@@ -99,4 +103,72 @@ TEST(SchedExtLink, StatusSaysWhyNotRegistered) {
     EXPECT_STREQ(st.reason, "PARKWAY_SCHED_EXT turns it off");
   }
   ::unsetenv("PARKWAY_SCHED_EXT");
+}
+
+namespace {
+using parkway::detail::Parking;
+using parkway::detail::Worker;
+using parkway::detail::WorkerState;
+
+// A helping wait's done(), called on the worker's own thread wherever its
+// loop looks whether the wait is over; the second call comes after the
+// worker first looked for work (search() returned nothing).
+struct PublishedAtDone {
+  parkway::Runtime* rt;
+  int calls = 0;
+  WorkerState second = WorkerState::Off;  // what the worker had published then
+  unsigned searchers = 0;                 // workers counted as searching then
+};
+bool record_published(void* p) noexcept {
+  auto* c = static_cast<PublishedAtDone*>(p);
+  if (++c->calls == 2) {
+    c->second = Worker::current()->published();
+    c->searchers = Parking::searching_of(c->rt->impl().parking.snapshot());
+  }
+  return c->calls >= 2;
+}
+
+parkway::Task<void> set_flag(std::atomic<bool>* f) {
+  f->store(true);
+  co_return;
+}
+
+// On a worker of a two-worker runtime (one searcher at most): spawns a
+// task, which wakes the other worker; once that one has run it and
+// searches again, this worker looks for work in a helping wait, over
+// the searcher cap.
+parkway::Task<bool> look_over_the_cap(parkway::Runtime* rt, PublishedAtDone* ctx) {
+  std::atomic<bool> ran{false};
+  auto u = parkway::spawn(set_flag(&ran), *rt);  // onto this worker's deque
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!(ran.load() && Parking::searching_of(rt->impl().parking.snapshot()) == 1))
+    if (std::chrono::steady_clock::now() > deadline) co_return false;
+  Worker::current()->run_until(&record_published, ctx);
+  co_await std::move(u);
+  co_return true;
+}
+}  // namespace
+
+// A worker that finds nothing to run is a thief to the sched_ext
+// scheduler, whether or not the searcher cap let it count as a searcher:
+// published Busy, it would be promoted ahead of its program's clock when
+// preempted and counted as a busy worker its siblings yield to. One over
+// the cap (search() took only the injection queue and found nothing)
+// stayed published Busy from its last task until it parked.
+TEST(SchedExtLink, AWorkerOverTheSearcherCapIsNotPublishedBusyWhileItFindsNothing) {
+  pwtest::Watchdog wd("SchedExtLink.AWorkerOverTheSearcherCapIsNotPublishedBusyWhileItFindsNothing", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2, .search_rounds = 1000000});
+  int over_cap = 0, busy = 0;
+  for (int round = 0; round < 5; ++round) {
+    PublishedAtDone ctx{&rt};
+    auto f = parkway::spawn(look_over_the_cap(&rt, &ctx), rt);
+    if (!f.get()) continue;  // the other worker never searched again
+    ASSERT_GE(ctx.calls, 2);
+    if (ctx.searchers != 1) continue;  // the cap was not reached this time
+    ++over_cap;
+    if (ctx.second == WorkerState::Busy) ++busy;
+  }
+  ASSERT_GT(over_cap, 0) << "no round looked for work over the searcher cap";
+  EXPECT_EQ(busy, 0) << "of " << over_cap << " rounds over the searcher cap, those in which the worker "
+                     << "was still published Busy after it found nothing";
 }

@@ -112,9 +112,9 @@ unsigned Worker::run_ready_batch() noexcept {
     // continuation is work found, as in loop() for next_local ([S2], the
     // baton [S3]). Left counted, it kept producers from waking anyone
     // while the batch ran (Io.AHandedOffWorkerStopsSearchingBeforeItRunsAContinuation).
-    if (searching_) [[unlikely]]
-      found_work();
     publish_busy();  // back from a ring park, Searching was published
+    if (searching_) [[unlikely]]
+      found_work();  // may fence and wake: the work in hand, so as Busy
     if (ran != 0) between_tasks();  // between two continuations: urgent SQEs go within a few
     execute(c);
     ++ran;
@@ -174,8 +174,8 @@ void Worker::loop(DoneFn done, void* ctx, bool main, bool timed) {
       // handed off to it); if the periodic injection check then gave it a
       // task, it found work like a search would have ([S2], [S3]). Left
       // counted, it kept producers from waking anyone while it ran.
-      if (searching_) [[unlikely]] found_work();
       publish_busy();
+      if (searching_) [[unlikely]] found_work();
       execute(t);
       continue;
     }
@@ -295,8 +295,12 @@ Task* Worker::steal_round() noexcept {
 Task* Worker::search(DoneFn done, void* ctx) noexcept {
   if (!searching_) searching_ = rt_.parking.start_searching();  // [S1]
   if (!searching_) {  // over the searcher cap: only the injection queue, then park
+    // A thief to the sched_ext scheduler all the same: left Busy from its
+    // last task, it went through park() (and back, while work stayed
+    // visible to its recheck) published Busy, promoted when preempted and
+    // counted as a busy sibling the searchers yield to.
     Task* t = take_injected();
-    if (t) publish(WorkerState::Busy);
+    publish(t ? WorkerState::Busy : WorkerState::Searching);
     return t;
   }
   PW_PROBE1(search_begin, int(index_));
@@ -311,8 +315,10 @@ Task* Worker::search(DoneFn done, void* ctx) noexcept {
     if (!t) t = take_injected();
     if (!t) t = steal_round();
     if (t) {
-      found_work();
+      // Busy first: found_work() may pay a membarrier and wake a sleeper
+      // (a futex call, the idle list's lock), with the task in hand.
       publish(WorkerState::Busy);
+      found_work();
       PW_PROBE2(search_end, int(index_), 1);
       return t;
     }
