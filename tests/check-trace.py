@@ -987,6 +987,25 @@ def record_skip_reason():
     return None
 
 
+def bpftrace_lines_reach(parent, word, n, limit):
+    """Waits, `limit` seconds at most, until the file of bpftrace's lines
+    (its -o, on its command line) of the bpftrace that process `parent`
+    started holds `word` `n` times; returns whether it did."""
+    end = time.time() + limit
+    while time.time() < end:
+        for d in os.listdir("/proc"):
+            try:
+                if not d.isdigit() or int(open("/proc/%s/stat" % d).read().rsplit(")", 1)[1].split()[1]) != parent:
+                    continue
+                argv = open("/proc/%s/cmdline" % d, "rb").read().split(b"\0")
+                if b"-o" in argv and open(argv[argv.index(b"-o") + 1], errors="replace").read().count(word) >= n:
+                    return True
+            except (OSError, ValueError, IndexError):
+                pass
+        time.sleep(0.05)
+    return False
+
+
 skipped = 0 if os.access("/usr/bin/time", os.X_OK) else 8 + 5
 why = record_skip_reason()
 if why:
@@ -1016,7 +1035,9 @@ else:
     prog = subprocess.Popen([GT, "rounds", "1500"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rec = subprocess.Popen([PARKWAY, "trace", "record", "-o", path, "-p", str(prog.pid)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
-    time.sleep(5)
+    # Stopped once bpftrace has written 50 steal lines (5 times what the
+    # check asks of the report), or after 5 s.
+    bpftrace_lines_reach(rec.pid, " steal ", 50, 5)
     rec.send_signal(2)
     out, err = rec.communicate(timeout=60)
     prog.kill()
