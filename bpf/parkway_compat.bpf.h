@@ -25,6 +25,15 @@ void scx_bpf_dispatch_vtime(struct task_struct *p, u64 dsq_id, u64 slice, u64 vt
 			    u64 enq_flags) __weak __ksym;
 bool scx_bpf_consume(u64 dsq_id) __weak __ksym;
 
+/* Re-enqueueing the tasks of this CPU's local DSQ (ops.cpu_release). 7.1
+ * added scx_bpf_dsq_reenq (any DSQ, from anywhere; done asynchronously,
+ * through ops.enqueue with SCX_ENQ_REENQ); scx_bpf_reenqueue_local, there
+ * since 6.12, works only from ops.cpu_release and is to be dropped. (6.19's
+ * scx_bpf_reenqueue_local___v2 is not used: its name differs from the old
+ * one only by a ___ suffix, which libbpf strips when it matches kfuncs.) */
+void scx_bpf_dsq_reenq(u64 dsq_id, u64 reenq_flags) __weak __ksym;
+u32 scx_bpf_reenqueue_local(void) __weak __ksym;
+
 /* Unchanged since 6.12. */
 s32 scx_bpf_create_dsq(u64 dsq_id, s32 node) __weak __ksym;
 s32 scx_bpf_dsq_nr_queued(u64 dsq_id) __weak __ksym;
@@ -33,6 +42,8 @@ s32 scx_bpf_select_cpu_dfl(struct task_struct *p, s32 prev_cpu, u64 wake_flags,
 int bpf_iter_scx_dsq_new(struct bpf_iter_scx_dsq *it, u64 dsq_id, u64 flags) __weak __ksym;
 struct task_struct *bpf_iter_scx_dsq_next(struct bpf_iter_scx_dsq *it) __weak __ksym;
 void bpf_iter_scx_dsq_destroy(struct bpf_iter_scx_dsq *it) __weak __ksym;
+s32 scx_bpf_pick_idle_cpu(const struct cpumask *cpus_allowed, u64 flags) __weak __ksym;
+void scx_bpf_kick_cpu(s32 cpu, u64 flags) __weak __ksym;
 
 static __always_inline void pw_insert(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flags)
 {
@@ -56,6 +67,16 @@ static __always_inline bool pw_move_to_local(u64 dsq_id)
 	if (bpf_ksym_exists(scx_bpf_dsq_move_to_local))
 		return scx_bpf_dsq_move_to_local(dsq_id);
 	return scx_bpf_consume(dsq_id);
+}
+
+/* Sends the tasks waiting in this CPU's local DSQ back through
+ * ops.enqueue (SCX_ENQ_REENQ). Call from ops.cpu_release. */
+static __always_inline void pw_reenqueue_local(void)
+{
+	if (bpf_ksym_exists(scx_bpf_dsq_reenq))
+		scx_bpf_dsq_reenq(SCX_DSQ_LOCAL, 0);
+	else
+		scx_bpf_reenqueue_local();
 }
 
 #endif /* PARKWAY_COMPAT_BPF_H */

@@ -112,6 +112,7 @@ enum parkway_stat {
 	PARKWAY_STAT_REFUSED,        /* registrations refused (cap, bad values) */
 	PARKWAY_STAT_BAD_STATE,      /* state words read with a value out of range */
 	PARKWAY_STAT_SHORT_SLICE,    /* slices shortened because many tasks were queued */
+	PARKWAY_STAT_REENQUEUED,     /* tasks taken back from a CPU an RT/DL/stop task took (ops.cpu_release) */
 	/* The two below are maxima (per CPU; readers take the largest), not counts. */
 	PARKWAY_STAT_MAX_WAIT_US,    /* longest wait of a runnable task for a CPU, in us */
 	PARKWAY_STAT_MAX_QUEUED,     /* most tasks seen queued at an enqueue */
@@ -121,8 +122,8 @@ enum parkway_stat {
 #define PARKWAY_STAT_NAMES                                                   \
 	{ "dispatch", "direct_idle", "worker_runs", "busy_promote",         \
 	  "yield_to_busy", "slot_freed", "keep_prev", "registered",         \
-	  "refused", "bad_state", "short_slice", "max_wait_us",             \
-	  "max_queued" }
+	  "refused", "bad_state", "short_slice", "reenqueued",              \
+	  "max_wait_us", "max_queued" }
 
 /* Whether a stat is a maximum (combined across CPUs with max, not sum). */
 #define PARKWAY_STAT_IS_MAX(i) \

@@ -36,7 +36,10 @@
  *    up its slice at the next tick or sched_yield() ("yield_to_busy").
  *  - parked: asleep on a futex, not runnable, costs nothing, and sleeping
  *    earns its program no credit.
- * Wakeups that find an idle CPU go straight to it, like scx_simple.
+ * Wakeups that find an idle CPU go straight to it, like scx_simple. When an
+ * RT, deadline or stop task takes a CPU, ops.cpu_release sends the tasks
+ * waiting on that CPU's local DSQ back through ops.enqueue (SCX_ENQ_REENQ),
+ * as preempted tasks, so they can run on another CPU.
  * Each busy_promote, keep_prev and yield_to_busy of a registered worker is
  * also one record in the `events` ring buffer, which `parkway trace record`
  * drains (lost while nobody does: the ring is full).
@@ -319,6 +322,7 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
 	struct parkway_proc *pr;
 	struct task_ctx *tc;
 	u64 key, floor, slice;
+	bool preempted;
 	u32 state;
 
 	if (cfg.bad_verifier) {
@@ -352,9 +356,17 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
 		tc->group_start = pr->start_ns;
 	}
 
+	/* Not a wakeup: p lost its CPU (its slice ran out, another task
+	 * preempted it, or, SCX_ENQ_REENQ, an RT/DL/stop task took the CPU it
+	 * was waiting on: pw_cpu_release). A re-enqueue is a preemption even
+	 * for a task a wakeup had put on that CPU: it was runnable, waiting to
+	 * run there. A busy worker queued twice before it runs (preempted,
+	 * moved to a CPU's local DSQ, then re-enqueued from there) counts
+	 * once in busy_waiting (busy_queued). */
+	preempted = !(enq_flags & SCX_ENQ_WAKEUP) || (enq_flags & SCX_ENQ_REENQ);
 	state = worker_state(p, tc);
-	key = task_key(pr, state, !(enq_flags & SCX_ENQ_WAKEUP), 0, slice);
-	if (state == PARKWAY_W_BUSY && !(enq_flags & SCX_ENQ_WAKEUP)) {
+	key = task_key(pr, state, preempted, 0, slice);
+	if (state == PARKWAY_W_BUSY && preempted) {
 		if (tc && !tc->busy_queued) {
 			tc->busy_queued = true;
 			__sync_fetch_and_add(&pr->busy_waiting, 1);
@@ -365,6 +377,29 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
 	}
 	pw_insert_vtime(p, SHARED_DSQ, slice, key, enq_flags);
 	stat_inc(PARKWAY_STAT_DISPATCH);
+	if (enq_flags & SCX_ENQ_REENQ) {
+		/* Its CPU is taken: an idle CPU, if there is one, must come
+		 * and get it (an idle CPU has no tick to notice the queue). */
+		s32 cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+
+		stat_inc(PARKWAY_STAT_REENQUEUED);
+		if (cpu >= 0)
+			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	}
+}
+
+/* An RT, deadline or stop task takes this CPU. The kernel has put the ext
+ * task it preempted back at the head of this CPU's local DSQ without
+ * calling ops.enqueue, and that DSQ is served only by this CPU, which is
+ * no longer ours: its tasks would wait for the higher class to let go (an
+ * RT spinner: about 5% of the CPU, what RT throttling leaves). A busy
+ * worker waiting there would not count as waiting (busy_waiting), so its
+ * searching siblings would keep their CPUs (VM case 16). Send them all
+ * back through ops.enqueue (SCX_ENQ_REENQ): queued on SHARED_DSQ, promoted
+ * and counted like any preempted task, runnable on any CPU. */
+void PW_OP(pw_cpu_release, s32 cpu, struct scx_cpu_release_args *args)
+{
+	pw_reenqueue_local();
 }
 
 /* The program's name is its leader's, which an execve or a
@@ -623,7 +658,19 @@ void PW_OP(pw_disable, struct task_struct *p)
 /* A task leaves us for good (it exited, or the scheduler is going away;
  * ops.disable has dropped its count in busy_waiting): drop its worker
  * registration, and once its program has no live thread left, the
- * program's records (a later program with the same tgid starts afresh). */
+ * program's records (a later program with the same tgid starts afresh).
+ *
+ * The two records are made apart: `procs` at the first ops.enqueue or
+ * registration, `runtime` at the first charged turn (charge_turn), so a
+ * program may have either alone: one whose every wakeup found an idle CPU
+ * is never queued and has only `runtime` (VM case 17). And a thread's last
+ * turn is charged when it stops, which can come after another thread of
+ * the group, gone first, has deleted both: its charge makes `runtime`
+ * again. So every exit_task with no live thread left deletes `runtime`,
+ * unless `procs` holds a record of another program: the tgid was reused
+ * while this thread waited to be freed, and the entry is the new
+ * program's. The group's last thread to be freed deletes what the others'
+ * last turns left. */
 void PW_OP(pw_exit_task, struct task_struct *p, struct scx_exit_task_args *args)
 {
 	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0, 0);
@@ -637,10 +684,13 @@ void PW_OP(pw_exit_task, struct task_struct *p, struct scx_exit_task_args *args)
 		drop_worker(p, tc);
 		stat_inc(PARKWAY_STAT_SLOT_FREED);
 	}
-	if (!args->cancelled && p->signal->live.counter == 0 && pr && pr->start_ns == tc->group_start) {
+	if (args->cancelled || p->signal->live.counter != 0 || !tc->group_start)
+		return;
+	if (pr && pr->start_ns != tc->group_start)
+		return; /* the tgid is another program's now */
+	if (pr)
 		bpf_map_delete_elem(&procs, &tgid);
-		bpf_map_delete_elem(&runtime, &tgid);
-	}
+	bpf_map_delete_elem(&runtime, &tgid);
 }
 
 /* pw_register: run by a worker thread (BPF_PROG_TEST_RUN on the pinned
@@ -723,6 +773,7 @@ struct sched_ext_ops parkway_ops = {
 	.stopping = (void *)pw_stopping,
 	.tick = (void *)pw_tick,
 	.yield = (void *)pw_yield,
+	.cpu_release = (void *)pw_cpu_release,
 	.disable = (void *)pw_disable,
 	.exit_task = (void *)pw_exit_task,
 	.init = (void *)pw_init,

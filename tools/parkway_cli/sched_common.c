@@ -2,6 +2,7 @@
 #include "sched_common.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,19 +125,31 @@ void print_programs(void)
 	int rfd = bpf_obj_get(PARKWAY_PIN_RUNTIME);
 	int ncpu = libbpf_num_possible_cpus();
 	uint64_t *vals = ncpu > 0 ? calloc((size_t)ncpu, sizeof(uint64_t)) : NULL;
-	uint32_t key, next, *prev = NULL;
+	uint32_t key, next, *prev = NULL, entries = 0, gone = 0, gone_ids[8];
 	struct parkway_proc pr;
-	uint64_t total = 0;
+	uint64_t total = 0, gone_ns = 0;
 
 	if (pfd < 0 || rfd < 0 || !vals)
 		goto out;
-	/* First pass: all programs' CPU time, for the shares. */
+	/* First pass: all programs' CPU time, for the shares; and the entries
+	 * of programs that no longer run (the scheduler drops a program's
+	 * entry once its last thread is freed: any left is a leak). */
 	while (!bpf_map_get_next_key(rfd, prev, &next)) {
+		uint64_t ns = 0;
+
 		key = next;
 		prev = &key;
 		if (!bpf_map_lookup_elem(rfd, &key, vals))
 			for (int c = 0; c < ncpu; c++)
-				total += vals[c];
+				ns += vals[c];
+		total += ns;
+		entries++;
+		if (kill((pid_t)key, 0) != 0 && errno == ESRCH) {
+			if (gone < 8)
+				gone_ids[gone] = key;
+			gone++;
+			gone_ns += ns;
+		}
 	}
 	prev = NULL;
 	printf("programs (tgid comm cpu_ms share_of_all_cpu_time registered workers, by state):\n");
@@ -163,6 +176,11 @@ void print_programs(void)
 			printf(" refused=%u", pr.refused);
 		printf("\n");
 	}
+	printf("runtime: %u programs, %u of them exited (%llu ms)", entries, gone,
+	       (unsigned long long)(gone_ns / 1000000));
+	for (uint32_t i = 0; i < gone && i < 8; i++)
+		printf("%s%u", i ? " " : ": ", gone_ids[i]);
+	printf("%s\n", gone > 8 ? " ..." : "");
 out:
 	free(vals);
 	if (pfd >= 0)

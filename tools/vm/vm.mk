@@ -2,7 +2,7 @@
 #
 #   make vm-test      fetch Debian sid's cloud kernel (cached in
 #                     $(PARKWAY_VM_CACHE)), boot it under QEMU TCG with the
-#                     tools and test programs, run the 15 cases in two
+#                     tools and test programs, run the 17 cases in two
 #                     guests, booted side by side (VM_TESTS=1,3 runs only some)
 #
 # Prints "N passed, N failed, N skipped"; cases count as skipped (with the
