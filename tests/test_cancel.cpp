@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -1260,6 +1261,150 @@ TEST(Cancel, ShutdownDeadlineBesideAPlainShutdownKeepsItsDeadline) {
   EXPECT_THROW(queued.get(), parkway::RuntimeShutdown);
   held.release();
   plain.join();
+}
+
+// shutdown(deadline) beside another shutdown(deadline) whose deadline is
+// later: the first passes its deadline while the second holds the lock,
+// sets the drop state and drops the queued task; the second then joins
+// every worker before its own deadline. That join ends the drop state
+// (the runtime's `dropping` and its count in the process-wide
+// g_cancel_live), as a plain shutdown()'s does, and the second call's
+// report counts the tasks its runtime dropped. Left set, every task start
+// in the process took the cancellation slow path for good.
+TEST(Cancel, ShutdownDeadlineBesideALaterDeadlineEndsTheDropState) {
+  pwtest::Watchdog w("Cancel.ShutdownDeadlineBesideALaterDeadlineEndsTheDropState", 30);
+  const std::uint32_t live_before = parkway::detail::g_cancel_live.load();
+  {
+    parkway::Runtime rt(parkway::Options{.workers = 1});
+    HeldWorker held(rt, 3s);
+    ASSERT_TRUE(held.started());
+    parkway::Future<void> queued = rt.submit([] {});
+    parkway::ShutdownReport later{};
+    std::thread other([&] { later = rt.shutdown(std::chrono::steady_clock::now() + 20s); });
+    // wait until the other call closed the runtime (it holds its lock then)
+    std::vector<parkway::Future<void>> probes;
+    for (int i = 0; i < 5000; ++i) {
+      try {
+        probes.push_back(rt.submit([] {}));
+      } catch (const parkway::RuntimeShutdown&) {
+        break;
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    parkway::ShutdownReport r = rt.shutdown(std::chrono::steady_clock::now() + 50ms);
+    EXPECT_EQ(r.dropped, 1u + probes.size());
+    EXPECT_THROW(queued.get(), parkway::RuntimeShutdown);
+    held.release();
+    other.join();  // its join ends once the held task returns, well before its deadline
+    EXPECT_EQ(later.running, 0u);
+    EXPECT_EQ(later.dropped, 1u + probes.size()) << "the call that joined reported nothing dropped";
+    EXPECT_FALSE(rt.impl().dropping.load()) << "the joined runtime still drops tasks";
+  }
+  EXPECT_EQ(parkway::detail::g_cancel_live.load(), live_before)
+      << "the process-wide cancellation count kept the runtime's drop state after its workers were joined";
+}
+
+namespace {
+// A task's closure that counts its runs in `ran` and, as the task is
+// dropped on the thread `drainer` names (its closure destroyed there),
+// calls `hook` once.
+struct OnDropThere {
+  std::atomic<std::thread::id>* drainer;
+  std::atomic<bool>* fired;
+  std::atomic<int>* ran;
+  std::function<void()> hook;
+  OnDropThere(std::atomic<std::thread::id>* d, std::atomic<bool>* f, std::atomic<int>* r, std::function<void()> h)
+      : drainer(d), fired(f), ran(r), hook(std::move(h)) {}
+  OnDropThere(OnDropThere&& o) noexcept : drainer(o.drainer), fired(o.fired), ran(o.ran), hook(std::move(o.hook)) {
+    o.hook = nullptr;
+  }
+  ~OnDropThere() {
+    if (hook && drainer->load() == std::this_thread::get_id() && !fired->exchange(true)) hook();
+  }
+  void operator()() const { ran->fetch_add(1); }
+};
+
+// One worker held in a task; 100 tasks queued behind it. Another thread
+// ends the runtime (its destructor, or shutdown()), which waits for the
+// held task; a third calls shutdown(now + 20 ms), which passes its
+// deadline without the lock and drains. The first task its drain drops
+// releases the held task and keeps the drain busy for 300 ms, the rest of
+// its batch in hand: meanwhile the worker returns, drops what it can see
+// and leaves, and the other call joins it. Every queued task must still
+// be dropped, none run, and the runtime must not be freed under the
+// bounded call. Returns whether the bounded call returned before the
+// destructor or shutdown() did.
+bool drain_beside_an_ending_runtime(bool destroy) {
+  auto rt = std::make_unique<parkway::Runtime>(parkway::Options{.workers = 1});
+  std::atomic<bool> release{false}, started{false}, fired{false}, bounded_returned{false};
+  std::atomic<int> ran{0};
+  std::atomic<std::thread::id> drainer{};
+  parkway::Future<void> held = rt->submit([&] {
+    started.store(true);
+    const auto end = std::chrono::steady_clock::now() + 5s;
+    while (!release.load() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(1ms);
+  });
+  EXPECT_TRUE(wait_for(started));
+  std::vector<parkway::Future<void>> queued;
+  for (int i = 0; i < 100; ++i)
+    queued.push_back(rt->submit(OnDropThere(&drainer, &fired, &ran, [&] {
+      release.store(true);
+      std::this_thread::sleep_for(300ms);
+    })));
+  parkway::Runtime* raw = rt.get();
+  std::thread bounded([&] {
+    drainer.store(std::this_thread::get_id());
+    // wait until the other call closed the runtime (it holds its lock then)
+    for (int i = 0; i < 5000; ++i) {
+      try {
+        (void)raw->submit([] {});
+      } catch (const parkway::RuntimeShutdown&) {
+        break;
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    (void)raw->shutdown(std::chrono::steady_clock::now() + 20ms);
+    bounded_returned.store(true);
+  });
+  if (destroy)
+    rt.reset();  // ~Runtime: waits in shutdown() for the held task
+  else
+    rt->shutdown();
+  const bool returned_first = bounded_returned.load();
+  bounded.join();
+  rt.reset();
+  EXPECT_NO_THROW(held.get());
+  EXPECT_TRUE(fired.load()) << "the drain dropped none of the queued tasks";
+  EXPECT_EQ(ran.load(), 0) << "queued tasks ran after the deadline, on the thread that called shutdown(deadline)";
+  int dropped = 0;
+  for (auto& f : queued) {
+    try {
+      f.get();
+    } catch (const parkway::RuntimeShutdown&) {
+      ++dropped;
+    }
+  }
+  EXPECT_EQ(dropped, 100);
+  return returned_first;
+}
+}  // namespace
+
+// The deadline holds while the destructor waits in its shutdown() (the
+// guide); the destructor freed the runtime while the bounded call still
+// drained it: a crash (SIGSEGV in drain_dropping, 10 of 10 runs).
+TEST(Cancel, ShutdownDeadlineBesideTheDestructorIsNotFreedUnderIt) {
+  pwtest::Watchdog w("Cancel.ShutdownDeadlineBesideTheDestructorIsNotFreedUnderIt", 30);
+  EXPECT_TRUE(drain_beside_an_ending_runtime(true))
+      << "~Runtime freed the runtime while shutdown(deadline) was still inside it";
+}
+
+// The same beside a plain shutdown(): that call ends the drop state once
+// it has joined the worker, but the bounded call's drain still holds the
+// rest of its batch, and ran those tasks on its own thread instead of
+// dropping them (63 of the 100 ran there, after the pool was gone).
+TEST(Cancel, ShutdownDeadlineBesideAPlainShutdownDropsWhatItsDrainHolds) {
+  pwtest::Watchdog w("Cancel.ShutdownDeadlineBesideAPlainShutdownDropsWhatItsDrainHolds", 30);
+  drain_beside_an_ending_runtime(false);
 }
 
 // shutdown(deadline) while the workers drop from a long injection queue

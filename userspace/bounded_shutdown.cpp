@@ -6,7 +6,9 @@
 //   1. stop_workers(), as shutdown(): no outside submission is accepted;
 //      the workers run everything queued and leave once all are quiet.
 //   2. Join them with pthread_timedjoin_np until the deadline. All
-//      joined: done, nothing dropped.
+//      joined: done; nothing dropped, unless another call passed its own
+//      deadline meanwhile (step 3 without the lock): its drops are
+//      reported, and its drop state ends here.
 //   3. Past it: set `dropping` (and count it in g_cancel_live). From then
 //      on every task that starts, on a worker or here, is dropped by its
 //      own invoke: a group task records RuntimeShutdown in its group, a
@@ -92,6 +94,11 @@ std::uint64_t RuntimeImpl::drain_dropping() {
   // that may drain another runtime with a shutdown(deadline) of its own;
   // cleared there, the rest of this drain would run its tasks instead.
   RuntimeImpl* const outer = set_draining(this);
+  // Counted as a live cancellation for as long as it drains: a task
+  // starting here asks whether to drop only while the count is non-zero,
+  // and the call that joins the workers may end the runtime's own count
+  // meanwhile (cancel.cpp, runtime_dropping_here).
+  g_cancel_live.fetch_add(1, std::memory_order_seq_cst);
   for (bool any = true; any;) {
     any = false;
     std::size_t k = 0;
@@ -128,6 +135,7 @@ std::uint64_t RuntimeImpl::drain_dropping() {
       sched_yield();
     }
   }
+  g_cancel_live.fetch_sub(1, std::memory_order_release);
   set_draining(outer);
   return n;
 }
@@ -164,7 +172,12 @@ ShutdownReport RuntimeImpl::shutdown_until(std::chrono::steady_clock::time_point
     thread_joined.assign(threads.size(), false);
     if (join_until(deadline)) {
       joined = true;
-      return {};
+      // Another shutdown(deadline) may have passed its own deadline while
+      // this one held the lock: it set the drop state, and the workers
+      // dropped what they had not started. The report counts those drops,
+      // and the drop state ends here (nobody runs this runtime's tasks now).
+      if (dropping.exchange(false, std::memory_order_relaxed)) g_cancel_live.fetch_sub(1, std::memory_order_release);
+      return {dropped.load(std::memory_order_relaxed), 0};
     }
     if (!dropping.exchange(true, std::memory_order_seq_cst)) g_cancel_live.fetch_add(1, std::memory_order_seq_cst);
   }
@@ -236,7 +249,9 @@ ShutdownReport Runtime::shutdown(std::chrono::steady_clock::time_point deadline)
   if (current() == this)
     throw std::logic_error(
         "parkway::Runtime::shutdown(deadline): called from one of its own workers (it would wait for itself)");
-  return impl_->shutdown_until(deadline);
+  detail::RuntimeImpl* const impl = impl_;  // the Runtime object may be destroyed meanwhile: read once
+  detail::ShutdownCall call(impl);
+  return impl->shutdown_until(deadline);
 }
 
 }  // namespace parkway

@@ -30,7 +30,12 @@ RuntimeImpl* runtime_here() noexcept {
 
 RuntimeImpl* set_draining(RuntimeImpl* rt) noexcept { return std::exchange(tls_draining, rt); }
 
+// A drain runs only past its runtime's deadline, and drops everything it
+// takes, whatever `dropping` says by then: another shutdown call that
+// joined the workers meanwhile ends the drop state, while the drain may
+// still hold tasks it took (a batch in hand) that no worker will see.
 bool runtime_dropping_here() noexcept {
+  if (tls_draining) return true;
   RuntimeImpl* rt = runtime_here();
   return rt && rt->dropping.load(std::memory_order_acquire);
 }
@@ -41,7 +46,7 @@ bool stop_requested(const TaskGroup* g) noexcept {
 
 bool drop_this_task() noexcept {
   RuntimeImpl* rt = runtime_here();
-  if (!rt || !rt->dropping.load(std::memory_order_acquire)) return false;
+  if (!rt || (rt != tls_draining && !rt->dropping.load(std::memory_order_acquire))) return false;
   rt->dropped.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -50,7 +55,7 @@ bool drop_this_task() noexcept {
 // deadline (the coroutine stops at its next co_await, on the pool).
 bool drop_resumption_here() noexcept {
   RuntimeImpl* rt = tls_draining;
-  if (!rt || !rt->dropping.load(std::memory_order_acquire)) return false;
+  if (!rt) return false;
   rt->dropped.fetch_add(1, std::memory_order_relaxed);
   return true;
 }

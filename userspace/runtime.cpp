@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <thread>
 
 #include "kernel_slice.hpp"
 #include "parker.hpp"
@@ -358,12 +359,22 @@ Runtime::~Runtime() {
     detail::leave_behind(impl_);
     return;
   }
+  // Other threads' shutdown calls made while this one waited (a bounded
+  // one may still be dropping the queues, without the lock) return first.
+  while (impl_->shutdown_calls.load(std::memory_order_acquire) != 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Every worker is joined: a drop state still set (a shutdown(deadline)
+  // that passed its deadline while another call held the lock, after that
+  // call had ended it) counts in g_cancel_live no longer.
+  if (impl_->dropping.exchange(false, std::memory_order_relaxed))
+    detail::g_cancel_live.fetch_sub(1, std::memory_order_release);
   delete impl_;
 }
 
 void Runtime::shutdown() {
   if (current() == this)
     throw std::logic_error("parkway::Runtime::shutdown: called from one of its own workers (it would wait for itself)");
+  detail::ShutdownCall call(impl_);
   impl_->shutdown();
 }
 

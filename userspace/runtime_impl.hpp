@@ -116,6 +116,26 @@ class RuntimeImpl {
 
   const unsigned made_in_generation = fork_generation();  // see forked()
   RuntimeImpl* left_behind_next = nullptr;                // see leave_behind()
+
+  // Runtime::shutdown() and shutdown(deadline) calls in progress. Another
+  // thread may call them while the destructor waits in its own shutdown
+  // (a bounded call keeps its deadline then, and drains without the
+  // lock); the destructor frees the runtime only once they have returned.
+  std::atomic<unsigned> shutdown_calls{0};
+};
+
+// One Runtime::shutdown() or shutdown(deadline) call, counted in
+// shutdown_calls for its whole length; the count's decrement is its last
+// touch of the runtime.
+class ShutdownCall {
+ public:
+  explicit ShutdownCall(RuntimeImpl* rt) noexcept : rt_(rt) { rt_->shutdown_calls.fetch_add(1, std::memory_order_seq_cst); }
+  ~ShutdownCall() { rt_->shutdown_calls.fetch_sub(1, std::memory_order_release); }
+  ShutdownCall(const ShutdownCall&) = delete;
+  ShutdownCall& operator=(const ShutdownCall&) = delete;
+
+ private:
+  RuntimeImpl* const rt_;
 };
 
 }  // namespace parkway::detail

@@ -40,8 +40,8 @@ struct Options {
 
   // Each worker's io_uring ring (parkway/io.hpp), made on the worker's
   // first I/O operation: submission queue entries (valid: 1..32768) and
-  // completion queue entries (0: four times io_sq_entries; else
-  // io_sq_entries..65536). A full SQ is flushed and retried; a CQ that
+  // completion queue entries (0: four times io_sq_entries, at most
+  // 65536; else io_sq_entries..65536). A full SQ is flushed and retried; a CQ that
   // overflows is drained by the kernel's backlog, so these bound batching,
   // not how many operations may be in flight.
   unsigned io_sq_entries = 256;

@@ -21,6 +21,21 @@ namespace parkway {
 namespace detail {
 class RuntimeImpl;
 PARKWAY_API void enqueue_on(Runtime& rt, Task* t);
+
+// What a task made of F returns. A callable that cannot be called with no
+// arguments gives void here rather than no type, so that submit() and
+// run() are still chosen and their static_assert names the problem.
+template <class F>
+struct TaskResult {
+  using type = void;
+};
+template <class F>
+  requires std::is_invocable_v<std::decay_t<F>&>
+struct TaskResult<F> {
+  using type = std::invoke_result_t<std::decay_t<F>&>;
+};
+template <class F>
+using task_result_t = typename TaskResult<F>::type;
 }
 
 // What Runtime::shutdown(deadline) left behind when it returned.
@@ -39,7 +54,8 @@ class PARKWAY_API Runtime {
 
   // shutdown(): finishes every accepted task, then joins the workers
   // (unless shutdown(deadline) returned with workers still running: then
-  // it detaches them, see there).
+  // it detaches them, see there). A shutdown(deadline) another thread
+  // calls meanwhile keeps its deadline; the destructor returns after it.
   // On one of its own workers (a task dropped the last owner, or called
   // exit() while this runtime is a static) it cannot wait for itself: it
   // refuses new work and returns at once, and the workers finish every
@@ -58,8 +74,10 @@ class PARKWAY_API Runtime {
   // shutdown has begun (from outside the pool; tasks already running may
   // still submit, and what they submit runs before the workers exit).
   template <class F>
-  auto submit(F&& f) -> Future<std::invoke_result_t<std::decay_t<F>&>> {
-    using R = std::invoke_result_t<std::decay_t<F>&>;
+  auto submit(F&& f) -> Future<detail::task_result_t<F>> {
+    static_assert(std::is_invocable_v<std::decay_t<F>&>,
+                  "parkway::Runtime::submit: the callable must take no arguments");
+    using R = detail::task_result_t<F>;
     static_assert(!std::is_reference_v<R>,
                   "parkway::Runtime::submit: the task returns a reference; return a value, a pointer or a "
                   "std::reference_wrapper");
@@ -90,7 +108,11 @@ class PARKWAY_API Runtime {
   // callable of its own (as submit does), so the caller's object is used
   // the same way from any thread.
   template <class F>
-  auto run(F&& f) -> std::invoke_result_t<std::decay_t<F>&> {
+  auto run(F&& f) -> detail::task_result_t<F> {
+    static_assert(std::is_invocable_v<std::decay_t<F>&>, "parkway::Runtime::run: the callable must take no arguments");
+    static_assert(std::is_constructible_v<std::decay_t<F>, F&&>,
+                  "parkway::Runtime::run: the task keeps its own copy of the callable, and this one cannot be "
+                  "copied; pass it with std::move");
     if (current() == this) {
       std::decay_t<F> own(static_cast<F&&>(f));
       return std::invoke(own);
