@@ -50,4 +50,7 @@ CHECKS=(
 
 if [ "${1:-}" = "-l" ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
 
+# gcc -Og: pan runs as fast as at -O1 (safety-2thieves-long: 2.7 s) and
+# gcc takes 0.5 s of CPU against 0.85 s.
+PAN_OPT=${PAN_OPT:--Og}
 . "$HERE/spin-checks.sh"

@@ -68,4 +68,5 @@ if [ "${1:-}" = "-l" ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
 # Every search here is short (at most a few hundred states): pan at -O0
 # (9 s of CPU for the table against 15 s at -O1).
 PAN_OPT=${PAN_OPT:--O0}
+PAN_W=${PAN_W:-18}   # 256k hash slots: no search here stores 40k states
 . "$HERE/spin-checks.sh"

@@ -50,4 +50,5 @@ if [ "${1:-}" = "-l" ]; then printf '%s\n' "${CHECKS[@]}"; exit 0; fi
 # Every search here is short: with pan compiled at -O0 the whole table
 # takes 18 s of CPU, 40 s at -O1 (user time, one check at a time).
 PAN_OPT=${PAN_OPT:--O0}
+PAN_W=${PAN_W:-20}   # 1M hash slots: no search here stores 300k states
 . "$HERE/spin-checks.sh"

@@ -1,7 +1,7 @@
 # spin-checks.sh -- the check runner shared by the SPIN models' scripts
-# (parking.sh, slot.sh). Source it after setting MODEL (the .pml path) and
-# CHECKS (rows: name, expectation, mode, spin defines); the caller's
-# arguments select checks by name.
+# (deque.sh, io_park.sh, park_fence.sh, parking.sh, slot.sh). Source it
+# after setting MODEL (the .pml path) and CHECKS (rows: name, expectation,
+# mode, spin defines); the caller's arguments select checks by name.
 #
 # Expectations:
 #   pass          SPIN must explore the whole state space and find nothing
@@ -15,8 +15,13 @@
 # After a full run, "coverage" checks that every model statement is
 # reached by some passing check. Output ends with "N passed, N failed, N
 # skipped"; the script exits 1 if any check failed. KEEP=1 keeps the work
-# directory (pan files, trails). PAN_OPT is the gcc optimization of the
-# pan of a check that must pass (default -O1; must-fail checks use -O0).
+# directory (pan files, and each counterexample replayed: trail.txt).
+#
+# PAN_OPT is the gcc optimization of the pan of a check that must pass
+# (default -O1), must-fail checks use -O0 (they stop early), and the
+# model's script may set PAN_OPT_OF[name] for a check that runs long
+# either way. PAN_W sets pan's hash table to 2^PAN_W slots for a check
+# that must pass (default 24; must-fail checks use 22).
 
 command -v spin >/dev/null || { echo "spin not installed (make deps)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 MB=$(basename "$MODEL")
@@ -39,15 +44,24 @@ run_check() {
   esac
   local t0 t1 t2
   t0=$(now)
-  cp "$MODEL" "$d/$MB"   # local copy: spin -t finds the trail next to it
-  (cd "$d" && spin $defs -a "$MB" > spin.out 2>&1) || { cat "$d/spin.out"; RESULT=FAIL; echo "FAIL  $name: spin -a failed"; return; }
   # must-fail checks stop early: a fast compile beats a fast pan. A model
   # whose exhaustive searches are short sets PAN_OPT=-O0 for them too.
   local opt=${PAN_OPT:--O1}
   [ "$expect" = pass ] || opt=-O0
+  [ -n "${PAN_OPT_OF[$name]:-}" ] && opt=${PAN_OPT_OF[$name]}
+  # pan's hash table: 2^PAN_W slots (default 24, 128 MB, which pan clears
+  # before it starts: 0.07 s of CPU) for a check that must pass, 2^22 for
+  # one that must fail. The store is exhaustive at any size (a state whose
+  # slot is taken is chained: "hash conflicts ... (resolved)"); a table
+  # sized to the search only saves the clearing.
+  local w=${PAN_W:-24}
+  [ "$expect" = pass ] || w=22
+  [ "$w" = 24 ] || rf="-w$w${rf:+ $rf}"
   # States are stored whole, not compressed (-DCOLLAPSE): parking.pml's
   # largest check (nolost-n2, 11.9M states) takes 15.0 s of CPU and 1.35
   # GB that way against 18.0 s and 0.77 GB.
+  cp "$MODEL" "$d/$MB"   # local copy: spin -t finds the trail next to it
+  (cd "$d" && spin $defs -a "$MB" > spin.out 2>&1) || { cat "$d/spin.out"; RESULT=FAIL; echo "FAIL  $name: spin -a failed"; return; }
   (cd "$d" && gcc $opt -w $cf -o pan pan.c) || { RESULT=FAIL; echo "FAIL  $name: gcc failed"; return; }
   t1=$(now)
   (cd "$d" && ./pan -m200000 $rf > pan.out 2>&1)
@@ -110,7 +124,7 @@ END {
 }
 AWK
   fi
-  if [ "$kind" != none ] && [ "$errs" != 0 ]; then
+  if [ "${KEEP:-0}" = 1 ] && [ "$kind" != none ] && [ "$errs" != 0 ]; then
     (cd "$d" && spin -t $defs -p -g -l "$MB" > trail.txt 2>&1)
   fi
   printf '%-4s  %-18s %-7s %-11s %10s states  pan %6ss  build %5ss  %s\n' \
@@ -123,6 +137,7 @@ AWK
 # The checks are independent (each its own work directory and pan): they
 # run several at a time (run-parallel.sh), reported in the order of CHECKS.
 . "$(dirname "${BASH_SOURCE[0]}")/run-parallel.sh"
+declare -A PAN_OPT_OF   # keeps what the model's script set
 pass=0; fail=0
 T0=$(now)
 echo "$MB: SPIN $(spin -V | sed -nE 's/Spin Version ([0-9.]+).*/\1/p'), work dir $W, $PAR_JOBS at a time"
