@@ -41,6 +41,7 @@ CASES=(
   "run-callable-with-argument|the callable must take no arguments|void f(parkway::Runtime& rt) { rt.run([](int) {}); }"
   "parallel-for-callable-without-index|the callable must take the index|void f(parkway::Runtime& rt) { parkway::parallel_for(rt, 0, 10, 1, [] {}); }"
   "parallel-for-callable-with-index|compiles|void f(parkway::Runtime& rt) { parkway::parallel_for(rt, 0, 10, 1, [](std::size_t) {}); }"
+  "parallel-for-callable-with-index-lvalue|compiles|void f(parkway::Runtime& rt) { parkway::parallel_for(rt, 0, 10, 1, [](std::size_t&) {}); }"
   "spawn-callable-with-argument|the callable must take no arguments|void f() { parkway::TaskGroup g; g.spawn([](int) {}); g.wait(); }"
   "coro-task-of-reference|T is a reference|parkway::Task<int&> f() { co_return g_x; }"
   "coro-task-not-movable|T cannot be moved|parkway::Task<NoMove> f() { co_return NoMove{}; }"

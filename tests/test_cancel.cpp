@@ -1332,11 +1332,12 @@ struct OnDropThere {
 // its batch in hand: meanwhile the worker returns, drops what it can see
 // and leaves, and the other call joins it. Every queued task must still
 // be dropped, none run, and the runtime must not be freed under the
-// bounded call. Returns whether the bounded call returned before the
-// destructor or shutdown() did.
+// bounded call. Returns whether every queued task was settled (by the
+// bounded call, whose drops end before it does) when the destructor or
+// shutdown() returned.
 bool drain_beside_an_ending_runtime(bool destroy) {
   auto rt = std::make_unique<parkway::Runtime>(parkway::Options{.workers = 1});
-  std::atomic<bool> release{false}, started{false}, fired{false}, bounded_returned{false};
+  std::atomic<bool> release{false}, started{false}, fired{false};
   std::atomic<int> ran{0};
   std::atomic<std::thread::id> drainer{};
   parkway::Future<void> held = rt->submit([&] {
@@ -1364,13 +1365,18 @@ bool drain_beside_an_ending_runtime(bool destroy) {
       std::this_thread::sleep_for(1ms);
     }
     (void)raw->shutdown(std::chrono::steady_clock::now() + 20ms);
-    bounded_returned.store(true);
   });
   if (destroy)
     rt.reset();  // ~Runtime: waits in shutdown() for the held task
   else
     rt->shutdown();
-  const bool returned_first = bounded_returned.load();
+  // The bounded call drops every queued task before its ShutdownCall ends
+  // (the destructor waits for that, not for the call's caller to go on):
+  // each queued Future is ready once the destructor has returned. A flag
+  // the caller sets after shutdown(deadline) returns is no proof: it may
+  // be preempted between the two, and the destructor return meanwhile.
+  bool returned_first = true;
+  for (auto& f : queued) returned_first = returned_first && f.ready();
   bounded.join();
   rt.reset();
   EXPECT_NO_THROW(held.get());

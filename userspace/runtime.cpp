@@ -355,14 +355,21 @@ Runtime::~Runtime() {
   shutdown();
   // Left allocated in a forked child (see "fork" above), or with workers
   // still inside tasks after shutdown(deadline) (they use it until they leave).
-  if (impl_->forked() || (impl_->left_running && !impl_->release_after_bounded())) {
+  const bool forked = impl_->forked();
+  const bool keep = forked || (impl_->left_running && !impl_->release_after_bounded());
+  // Other threads' shutdown calls made while this one waited (a bounded
+  // one may still be dropping the queues, without the lock) return first,
+  // also when the runtime is left allocated: the Runtime object goes, and
+  // the caller may free what the dropped tasks' closures still use. Each
+  // returns soon: joined or left running, shutdown() returns at once and
+  // shutdown(deadline) within its deadline. Not in a forked child: its
+  // count is the parent's at the fork, whose callers are not here.
+  while (!forked && impl_->shutdown_calls.load(std::memory_order_acquire) != 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (keep) {
     detail::leave_behind(impl_);
     return;
   }
-  // Other threads' shutdown calls made while this one waited (a bounded
-  // one may still be dropping the queues, without the lock) return first.
-  while (impl_->shutdown_calls.load(std::memory_order_acquire) != 0)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   // Every worker is joined: a drop state still set (a shutdown(deadline)
   // that passed its deadline while another call held the lock, after that
   // call had ended it) counts in g_cancel_live no longer.
@@ -374,8 +381,9 @@ Runtime::~Runtime() {
 void Runtime::shutdown() {
   if (current() == this)
     throw std::logic_error("parkway::Runtime::shutdown: called from one of its own workers (it would wait for itself)");
-  detail::ShutdownCall call(impl_);
-  impl_->shutdown();
+  detail::RuntimeImpl* const impl = impl_;  // the Runtime object may be destroyed meanwhile: read once
+  detail::ShutdownCall call(impl);
+  impl->shutdown();
 }
 
 void Runtime::enqueue(detail::Task* t) {

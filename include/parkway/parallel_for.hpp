@@ -92,7 +92,7 @@ inline void check_range(std::size_t begin, std::size_t end, std::size_t grain) {
 // (as in Runtime::run).
 template <class F>
 void parallel_for(Runtime& rt, std::size_t begin, std::size_t end, std::size_t grain, F&& f) {
-  static_assert(std::is_invocable_v<std::remove_reference_t<F>&, std::size_t>,
+  static_assert(std::is_invocable_v<std::remove_reference_t<F>&, std::size_t&>,  // as s.f(i) calls it: an lvalue index
                 "parkway::parallel_for: the callable must take the index, a std::size_t");
   detail::check_range(begin, end, grain);
   if (begin == end) return;
