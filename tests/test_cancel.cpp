@@ -1231,6 +1231,23 @@ class HeldWorker {
 };
 }  // namespace
 
+namespace {
+// Submits a task each ms until the runtime refuses one (another thread's
+// shutdown call has closed it); the Futures of those it took.
+std::vector<parkway::Future<void>> submit_until_closed(parkway::Runtime& rt) {
+  std::vector<parkway::Future<void>> taken;
+  for (int i = 0; i < 5000; ++i) {
+    try {
+      taken.push_back(rt.submit([] {}));
+    } catch (const parkway::RuntimeShutdown&) {
+      break;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  return taken;
+}
+}  // namespace
+
 // shutdown(deadline) while another thread is in shutdown(), which waits
 // for a task that does not end: the bounded call keeps its deadline and
 // drops what has not started. Before, it waited for the other call (here
@@ -1243,15 +1260,7 @@ TEST(Cancel, ShutdownDeadlineBesideAPlainShutdownKeepsItsDeadline) {
   parkway::Future<void> queued = rt.submit([] {});
   std::thread plain([&] { rt.shutdown(); });
   // wait until the plain shutdown closed the runtime (it holds its lock then)
-  std::vector<parkway::Future<void>> probes;
-  for (int i = 0; i < 5000; ++i) {
-    try {
-      probes.push_back(rt.submit([] {}));
-    } catch (const parkway::RuntimeShutdown&) {
-      break;
-    }
-    std::this_thread::sleep_for(1ms);
-  }
+  std::vector<parkway::Future<void>> probes = submit_until_closed(rt);
   const auto t0 = std::chrono::steady_clock::now();
   parkway::ShutdownReport r = rt.shutdown(t0 + 50ms);
   const auto took = std::chrono::steady_clock::now() - t0;
@@ -1282,15 +1291,7 @@ TEST(Cancel, ShutdownDeadlineBesideALaterDeadlineEndsTheDropState) {
     parkway::ShutdownReport later{};
     std::thread other([&] { later = rt.shutdown(std::chrono::steady_clock::now() + 20s); });
     // wait until the other call closed the runtime (it holds its lock then)
-    std::vector<parkway::Future<void>> probes;
-    for (int i = 0; i < 5000; ++i) {
-      try {
-        probes.push_back(rt.submit([] {}));
-      } catch (const parkway::RuntimeShutdown&) {
-        break;
-      }
-      std::this_thread::sleep_for(1ms);
-    }
+    std::vector<parkway::Future<void>> probes = submit_until_closed(rt);
     parkway::ShutdownReport r = rt.shutdown(std::chrono::steady_clock::now() + 50ms);
     EXPECT_EQ(r.dropped, 1u + probes.size());
     EXPECT_THROW(queued.get(), parkway::RuntimeShutdown);
