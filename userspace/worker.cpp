@@ -295,10 +295,10 @@ Task* Worker::steal_round() noexcept {
 Task* Worker::search(DoneFn done, void* ctx) noexcept {
   if (!searching_) searching_ = rt_.parking.start_searching();  // [S1]
   if (!searching_) {  // over the searcher cap: only the injection queue, then park
-    // A thief to the sched_ext scheduler all the same: left Busy from its
-    // last task, it went through park() (and back, while work stayed
-    // visible to its recheck) published Busy, promoted when preempted and
-    // counted as a busy sibling the searchers yield to.
+    // A thief to the sched_ext scheduler all the same: finding nothing, it
+    // publishes Searching, not its last task's Busy, before it parks (a
+    // worker published Busy is promoted when preempted and counted as a
+    // busy sibling the searchers yield to).
     Task* t = take_injected();
     publish(t ? WorkerState::Busy : WorkerState::Searching);
     return t;
