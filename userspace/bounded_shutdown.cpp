@@ -157,12 +157,11 @@ ShutdownReport RuntimeImpl::shutdown_until(std::chrono::steady_clock::time_point
     // waiting for tasks that do not end, say). Drop what has not started
     // now, as at our own deadline: the flag and the drain need no lock
     // (the workers take from the same queues). The lock's holder joins.
-    if (!dropping.exchange(true, std::memory_order_seq_cst)) g_cancel_live.fetch_add(1, std::memory_order_seq_cst);
+    begin_dropping();
     drain_dropping();
     const ShutdownReport rep{dropped.load(std::memory_order_relaxed), workers_in_tasks()};
     // The holder may have finished meanwhile, before our flag was set.
-    if (g.try_lock() && joined && dropping.exchange(false, std::memory_order_relaxed))
-      g_cancel_live.fetch_sub(1, std::memory_order_release);
+    if (g.try_lock() && joined) end_dropping();
     return rep;
   }
   if (joined) return {};
@@ -176,10 +175,10 @@ ShutdownReport RuntimeImpl::shutdown_until(std::chrono::steady_clock::time_point
       // this one held the lock: it set the drop state, and the workers
       // dropped what they had not started. The report counts those drops,
       // and the drop state ends here (nobody runs this runtime's tasks now).
-      if (dropping.exchange(false, std::memory_order_relaxed)) g_cancel_live.fetch_sub(1, std::memory_order_release);
+      end_dropping();
       return {dropped.load(std::memory_order_relaxed), 0};
     }
-    if (!dropping.exchange(true, std::memory_order_seq_cst)) g_cancel_live.fetch_add(1, std::memory_order_seq_cst);
+    begin_dropping();
   }
   drain_dropping();
   // The running count: workers that are neither quiet nor searching. One
@@ -207,7 +206,7 @@ ShutdownReport RuntimeImpl::shutdown_until(std::chrono::steady_clock::time_point
     rep.dropped = dropped.load(std::memory_order_relaxed);
     left_running = false;
     // nobody runs its tasks any more
-    if (dropping.exchange(false, std::memory_order_relaxed)) g_cancel_live.fetch_sub(1, std::memory_order_release);
+    end_dropping();
     return rep;
   }
   if (rep.running == 0) rep.running = 1;  // one did not leave in the grace time: it is still in a task
@@ -238,7 +237,7 @@ bool RuntimeImpl::release_after_bounded() {
   if (!all) abandoned.store(true, std::memory_order_seq_cst);
   if (all) {
     left_running = false;
-    if (dropping.exchange(false, std::memory_order_relaxed)) g_cancel_live.fetch_sub(1, std::memory_order_release);
+    end_dropping();
   }
   return all;
 }

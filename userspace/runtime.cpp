@@ -283,7 +283,7 @@ void RuntimeImpl::shutdown() {
   joined = true;
   // A shutdown(deadline) that passed its deadline while this one held the
   // lock dropped tasks without it: nobody runs this runtime's tasks now.
-  if (dropping.exchange(false, std::memory_order_relaxed)) g_cancel_live.fetch_sub(1, std::memory_order_release);
+  end_dropping();
 }
 
 void RuntimeImpl::stop_workers() {
@@ -373,8 +373,7 @@ Runtime::~Runtime() {
   // Every worker is joined: a drop state still set (a shutdown(deadline)
   // that passed its deadline while another call held the lock, after that
   // call had ended it) counts in g_cancel_live no longer.
-  if (impl_->dropping.exchange(false, std::memory_order_relaxed))
-    detail::g_cancel_live.fetch_sub(1, std::memory_order_release);
+  impl_->end_dropping();
   delete impl_;
 }
 

@@ -106,6 +106,15 @@ class RuntimeImpl {
   // tasks, so the destructor detaches them instead of joining.
   ShutdownReport shutdown_until(std::chrono::steady_clock::time_point deadline);
   std::atomic<bool> dropping{false};
+  // The drop state: `dropping` set and counted once in g_cancel_live (task
+  // starts take the cancellation path while that is non-zero). Changed
+  // only by exchange, so whoever sets or clears it counts it once.
+  void begin_dropping() noexcept {
+    if (!dropping.exchange(true, std::memory_order_seq_cst)) g_cancel_live.fetch_add(1, std::memory_order_seq_cst);
+  }
+  void end_dropping() noexcept {
+    if (dropping.exchange(false, std::memory_order_relaxed)) g_cancel_live.fetch_sub(1, std::memory_order_release);
+  }
   std::atomic<std::uint64_t> dropped{0};
   bool left_running = false;  // guarded by shutdown_mu
   std::vector<bool> thread_joined;  // per thread, once shutdown_until began (shutdown_mu)
