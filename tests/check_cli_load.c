@@ -1,6 +1,7 @@
 /* check_cli_load.c -- what `parkway sched load` does on its ways out that
  * needs no root or sched_ext: the verifier log's tail on a rejection (-v),
- * and the signals that become an unload. Includes sched_load.c to reach
+ * the signals that become an unload, and whom `unload` takes sched_ext's
+ * sysfs files to name. Includes sched_load.c to reach
  * its static functions; run by `make test-cli` (tools/tools.mk).
  * One line per check, then "N passed, N failed, 0 skipped". */
 #include "../tools/parkway_cli/sched_load.c"
@@ -85,10 +86,41 @@ static void every_ending_signal_is_caught(void)
 	check(!missed[0], "every signal that ends a process without a fault unloads");
 }
 
+/* `unload` reads state and root/ops apart; the kernel shows "enabling"
+ * before root/ops exists. Such a pair is no other scheduler: unload must
+ * wait for the name, not refuse a parkway loader that is starting. */
+static void a_scheduler_without_a_name_is_not_another(void)
+{
+	static const struct {
+		const char *state, *ops;
+		enum scx_holder want;
+	} pairs[] = {
+		{"disabled", "", SCX_NOBODY},
+		{"", "", SCX_NOBODY},
+		{"enabling", "", SCX_UNNAMED},
+		{"disabling", "", SCX_UNNAMED},
+		{"enabled", "", SCX_UNNAMED},
+		{"enabling", PARKWAY_OPS_NAME, SCX_PARKWAY},
+		{"enabled", PARKWAY_OPS_NAME, SCX_PARKWAY},
+		{"enabled", "rusty_1.0.4_x86_64", SCX_ANOTHER},
+		{"disabled", "rusty_1.0.4_x86_64", SCX_NOBODY},
+	};
+	char what[128];
+
+	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		enum scx_holder got = scx_holder(pairs[i].state, pairs[i].ops);
+
+		snprintf(what, sizeof(what), "state \"%s\", ops \"%s\": holder %d (want %d)",
+			 pairs[i].state, pairs[i].ops, (int)got, (int)pairs[i].want);
+		check(got == pairs[i].want, what);
+	}
+}
+
 int main(void)
 {
 	verifier_tail_of_a_long_log();
 	every_ending_signal_is_caught();
+	a_scheduler_without_a_name_is_not_another();
 	printf("%d passed, %d failed, 0 skipped\n", pass, fail);
 	return fail != 0;
 }

@@ -50,6 +50,15 @@ void scx_ops_name(char *buf, size_t len)
 	read_line(SCX_SYSFS "/root/ops", buf, len);
 }
 
+enum scx_holder scx_holder(const char *state, const char *ops)
+{
+	if (state[0] == 0 || strcmp(state, "disabled") == 0)
+		return SCX_NOBODY;
+	if (ops[0] == 0)
+		return SCX_UNNAMED;
+	return strncmp(ops, PARKWAY_OPS_NAME, strlen(PARKWAY_OPS_NAME)) == 0 ? SCX_PARKWAY : SCX_ANOTHER;
+}
+
 const char *exit_kind_name(int64_t kind)
 {
 	switch (kind) {

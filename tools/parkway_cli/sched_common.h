@@ -24,6 +24,14 @@ bool check_root(void);
 void scx_state(char *buf, size_t len);
 void scx_ops_name(char *buf, size_t len);
 
+/* Who holds sched_ext, from those two: nobody ("disabled", or no state
+ * file), parkway, another scheduler, or not known yet. The last is a state
+ * other than "disabled" with no ops name: the kernel enters "enabling"
+ * before it adds root/ops (7.2 shows "enabling" with no root/ops for a
+ * moment), so a scheduler on its way in has no name to read yet. */
+enum scx_holder { SCX_NOBODY, SCX_PARKWAY, SCX_ANOTHER, SCX_UNNAMED };
+enum scx_holder scx_holder(const char *state, const char *ops);
+
 /* Kernel exit kinds by name (enum scx_exit_kind). */
 const char *exit_kind_name(int64_t kind);
 

@@ -69,58 +69,71 @@ static bool wait_loader_gone(int ms)
  * lock released), so that `unload && load` works. A loader that is still
  * starting (it holds the lock, no scheduler attached yet) is waited for,
  * then stopped the same way; one that gives up on its own leaves nothing
- * to unload. With no loader at all, removes what a killed one left. */
+ * to unload. With no loader at all, removes what a killed one left. A
+ * scheduler whose name cannot be read yet (the kernel is still bringing
+ * it in, or taking it out) is waited for too, then judged by its name. */
 int sched_unload(void)
 {
 	char state[32], ops[160];
-	bool said_starting = false;
+	bool said_waiting = false, saw_loader = false;
 	int pid, waited_ms = 0;
 
 	if (!check_sched_ext_present() || !check_root())
 		return EXIT_ENV;
 	for (;; waited_ms += POLL_MS, usleep(POLL_MS * 1000)) {
+		enum scx_holder holder;
 		int lock;
 
 		scx_state(state, sizeof(state));
 		scx_ops_name(ops, sizeof(ops));
+		holder = scx_holder(state, ops);
 		pid = loader_pid();
-		if (strcmp(state, "disabled") != 0 &&
-		    strncmp(ops, PARKWAY_OPS_NAME, strlen(PARKWAY_OPS_NAME)) != 0) {
+		if (holder == SCX_ANOTHER) {
 			fprintf(stderr, "parkway: the loaded sched_ext scheduler is \"%s\", not parkway; "
 					"not touching it\n", ops);
 			return EXIT_ENV;
 		}
-		if (strcmp(state, "enabled") == 0 && pid)
+		if (holder == SCX_PARKWAY && strcmp(state, "enabled") == 0 && pid)
 			break; /* ours, with its loader: stop it */
 		lock = pins_try_lock();
-		if (lock >= 0) {
+		if (lock >= 0 && holder == SCX_NOBODY) {
 			/* No loader: remove what a killed one left. */
 			pins_remove();
 			close(lock);
-			if (strcmp(state, "disabled") != 0) {
-				fprintf(stderr, "parkway: the parkway scheduler is %s but no loader runs\n",
-					state);
-				return EXIT_FAIL;
-			}
-			printf(said_starting ? "parkway: the starting loader exited without loading the "
+			printf(saw_loader ? "parkway: the starting loader exited without loading the "
 					       "scheduler; nothing to unload\n"
 					     : "parkway: no sched_ext scheduler is loaded\n");
 			return EXIT_OK;
 		}
-		if (lock != PINS_LOCK_HELD)
+		if (lock >= 0 && holder == SCX_PARKWAY && strcmp(state, "enabled") == 0) {
+			pins_remove();
+			close(lock);
+			fprintf(stderr, "parkway: the parkway scheduler is enabled but no loader runs\n");
+			return EXIT_FAIL;
+		}
+		if (lock >= 0)
+			close(lock); /* no loader; sched_ext is between two states */
+		else if (lock != PINS_LOCK_HELD)
 			return EXIT_ENV; /* said why */
 		/* A loader holds the lock but the scheduler is not (or not yet)
-		 * enabled with its pid file: it is starting, or leaving. */
-		if (!said_starting) {
-			printf("parkway: a `parkway sched load` holds %s but has not loaded the scheduler "
-			       "yet (state %s); waiting up to %d s for it\n", PARKWAY_LOCK_FILE,
-			       state[0] ? state : "?", UNLOAD_WAIT_MS / 1000);
+		 * enabled with its pid file: it is starting, or leaving. Or no
+		 * loader does and sched_ext is on its way between two states. */
+		saw_loader |= lock == PINS_LOCK_HELD;
+		if (!said_waiting) {
+			if (lock == PINS_LOCK_HELD)
+				printf("parkway: a `parkway sched load` holds %s but has not loaded the "
+				       "scheduler yet (state %s); waiting up to %d s for it\n",
+				       PARKWAY_LOCK_FILE, state[0] ? state : "?", UNLOAD_WAIT_MS / 1000);
+			else
+				printf("parkway: sched_ext is %s%s%s%s; waiting up to %d s for it to settle\n",
+				       state, ops[0] ? " (" : "", ops, ops[0] ? ")" : "", UNLOAD_WAIT_MS / 1000);
 			fflush(stdout);
-			said_starting = true;
+			said_waiting = true;
 		}
 		if (waited_ms >= UNLOAD_WAIT_MS) {
-			fprintf(stderr, "parkway: the loader still had not loaded the scheduler or exited "
-					"after %d s; not unloading\n", UNLOAD_WAIT_MS / 1000);
+			fprintf(stderr, "parkway: sched_ext was still %s after %d s (%s); not unloading\n",
+				state, UNLOAD_WAIT_MS / 1000,
+				lock == PINS_LOCK_HELD ? "a loader holds the lock" : "no loader runs");
 			return EXIT_FAIL;
 		}
 	}
