@@ -28,7 +28,7 @@
 // one thread, asymmetric_fence.cpp): on when the kernel offers the
 // expedited private command and the registration works, off when
 // PARKWAY_MEMBARRIER=0 is set in the environment or the kernel lacks it
-// (then both sides use the full fence, as before).
+// (then both sides use the full fence).
 #pragma once
 
 #include <atomic>

@@ -346,6 +346,56 @@ Task<Response> file_response(const RequestParser& req, PathResult p, bool head,
   co_return r;
 }
 
+// Where a request leads: handle_request answers by it, and computes_long
+// reads it, so the two cannot disagree.
+struct Route {
+  enum Kind { OtherScheme, OtherMethod, Plaintext, Fib, Path };
+  Kind kind = Path;
+  std::string fib_arg;  // Fib: the text after "/fib/" ("/" for "/fib/" and "/fib/N/": a 400)
+  PathResult path;      // Path: the target's resolved path, or why it has none
+};
+
+Route route(const RequestParser& req) {
+  Route r;
+  // RFC 9110 7.4: a target of another scheme ("https" over this plain
+  // connection, "ftp") is not this server's to answer: 421.
+  if (req.target_form() == TargetForm::Absolute) {
+    const std::string_view t = req.target();
+    if (!iequals(t.substr(0, t.find(':')), "http")) {
+      r.kind = Route::OtherScheme;
+      return r;
+    }
+  }
+  const Method m = req.method_id();
+  if (m != Method::Get && m != Method::Head) {
+    r.kind = Route::OtherMethod;
+    return r;
+  }
+  // The routes' own spellings first, with no decoding (the benchmarks'
+  // requests); any other spelling of the same path (/plain%74ext,
+  // //plaintext, /x/../plaintext, an absolute-form target) reaches them
+  // too, through the decoded and normalized path the files are found by,
+  // as nginx matches its locations.
+  const std::string_view path = strip_query(req.path());
+  if (path == "/plaintext") {
+    r.kind = Route::Plaintext;
+  } else if (path.starts_with("/fib/") && fib_argument(path.substr(5)) >= 0) {
+    r.kind = Route::Fib;
+    r.fib_arg = path.substr(5);
+  } else {
+    resolve_target_path(req.target(), r.path);
+    const PathResult& p = r.path;
+    if (!p.ok()) return r;
+    if (p.relative == "plaintext" && !p.trailing_slash) {
+      r.kind = Route::Plaintext;
+    } else if (p.relative.starts_with("fib/") || (p.relative == "fib" && p.trailing_slash)) {
+      r.kind = Route::Fib;  // "/fib" itself is a file's name
+      r.fib_arg = p.relative.size() > 4 && !p.trailing_slash ? p.relative.substr(4) : "/";
+    }
+  }
+  return r;
+}
+
 }  // namespace
 
 std::uint64_t parallel_fib(int n, const io::CancelSource* stop) {
@@ -361,20 +411,12 @@ std::uint64_t parallel_fib(int n, const io::CancelSource* stop) {
 }
 
 bool computes_long(const RequestParser& req) {
-  // handle_request's routes to /fib/N, in its order.
-  const Method m = req.method_id();
-  if (m != Method::Get && m != Method::Head) return false;
-  const std::string_view t = req.target();
-  if (req.target_form() == TargetForm::Absolute && !iequals(t.substr(0, t.find(':')), "http")) return false;
+  // Only a path with "fib" or an escape in it leads to /fib: the others
+  // (files, /plaintext) are spared route()'s decoding here.
   const std::string_view path = strip_query(req.path());
-  if (path == "/plaintext") return false;
-  if (path.starts_with("/fib/") && fib_argument(path.substr(5)) >= 0)
-    return fib_argument(path.substr(5)) >= kParallelFibMin;
-  // Another spelling reaches /fib only through "fib" or an escape in it.
   if (path.find("fib") == std::string_view::npos && path.find('%') == std::string_view::npos) return false;
-  const PathResult p = resolve_target_path(t);
-  if (!p.ok() || p.trailing_slash || !p.relative.starts_with("fib/")) return false;
-  return fib_argument(std::string_view(p.relative).substr(4)) >= kParallelFibMin;
+  const Route r = route(req);
+  return r.kind == Route::Fib && fib_argument(r.fib_arg) >= kParallelFibMin;
 }
 
 Response simple_response(int status, bool head, std::string_view extra) {
@@ -383,35 +425,19 @@ Response simple_response(int status, bool head, std::string_view extra) {
 
 Task<Response> handle_request(const RequestParser& req, const HandlerConfig& cfg) {
   const Method m = req.method_id();
-  // RFC 9110 7.4: a target of another scheme ("https" over this plain
-  // connection, "ftp") is not this server's to answer: 421.
-  if (req.target_form() == TargetForm::Absolute) {
-    const std::string_view t = req.target();
-    if (!iequals(t.substr(0, t.find(':')), "http")) co_return simple_response(421, m == Method::Head);
-  }
-  if (m != Method::Get && m != Method::Head) {
-    if (m == Method::Other) co_return simple_response(501);
-    co_return simple_response(405, false, "Allow: GET, HEAD\r\n");
-  }
   const bool head = m == Method::Head;
-  // The routes' own spellings first, with no decoding (the benchmarks'
-  // requests); any other spelling of the same path (/plain%74ext,
-  // //plaintext, /x/../plaintext, an absolute-form target) reaches them
-  // too, through the decoded and normalized path the files are found by,
-  // as nginx matches its locations.
-  const std::string_view path = strip_query(req.path());
-  if (path == "/plaintext") co_return text_response(200, "Hello, World!", head);
-  if (path.starts_with("/fib/") && fib_argument(path.substr(5)) >= 0)
-    co_return co_await fib_response(path.substr(5), head, cfg);
-  PathResult p = resolve_target_path(req.target());
-  if (!p.ok()) co_return text_response(p.status, std::string(p.reason) + "\n", head);
-  if (p.relative == "plaintext" && !p.trailing_slash) co_return text_response(200, "Hello, World!", head);
-  if (p.relative.starts_with("fib/") || (p.relative == "fib" && p.trailing_slash)) {
-    // "/fib/" and "/fib/N/" are not integers: 400 ("/fib" is a file's name)
-    const std::string arg = p.relative.size() > 4 && !p.trailing_slash ? p.relative.substr(4) : "/";
-    co_return co_await fib_response(arg, head, cfg);
+  Route r = route(req);
+  switch (r.kind) {
+    case Route::OtherScheme: co_return simple_response(421, head);
+    case Route::OtherMethod:
+      if (m == Method::Other) co_return simple_response(501);
+      co_return simple_response(405, false, "Allow: GET, HEAD\r\n");
+    case Route::Plaintext: co_return text_response(200, "Hello, World!", head);
+    case Route::Fib: co_return co_await fib_response(r.fib_arg, head, cfg);
+    case Route::Path: break;
   }
-  if (cfg.root_fd >= 0) co_return co_await file_response(req, std::move(p), head, cfg);
+  if (!r.path.ok()) co_return text_response(r.path.status, std::string(r.path.reason) + "\n", head);
+  if (cfg.root_fd >= 0) co_return co_await file_response(req, std::move(r.path), head, cfg);
   co_return simple_response(404, head);
 }
 

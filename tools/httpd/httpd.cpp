@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
     // A root one may search but not list (mode 711) serves its files, as
     // such a directory under the root does: opened as a path only (files
     // are opened beneath it, never it). One that may not be searched
-    // either is refused here, as before, not a 403 for every request.
+    // either is refused here, at startup, not with a 403 for every request.
     if (fd < 0 && errno == EACCES && ::faccessat(AT_FDCWD, root, X_OK, AT_EACCESS) == 0)
       fd = ::open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     st->config.handler.root_fd = fd;
