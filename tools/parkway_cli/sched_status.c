@@ -100,9 +100,11 @@ int sched_unload(void)
 			/* No loader: remove what a killed one left. */
 			pins_remove();
 			close(lock);
-			printf(saw_loader ? "parkway: the starting loader exited without loading the "
-					       "scheduler; nothing to unload\n"
-					     : "parkway: no sched_ext scheduler is loaded\n");
+			if (saw_loader)
+				printf("parkway: the loader that held %s has exited; no sched_ext "
+				       "scheduler is loaded\n", PARKWAY_LOCK_FILE);
+			else
+				printf("parkway: no sched_ext scheduler is loaded\n");
 			return EXIT_OK;
 		}
 		if (lock >= 0 && holder == SCX_PARKWAY && strcmp(state, "enabled") == 0) {
