@@ -27,12 +27,19 @@ bool scx_bpf_consume(u64 dsq_id) __weak __ksym;
 
 /* Re-enqueueing the tasks of this CPU's local DSQ (ops.cpu_release). 7.1
  * added scx_bpf_dsq_reenq (any DSQ, from anywhere; done asynchronously,
- * through ops.enqueue with SCX_ENQ_REENQ); scx_bpf_reenqueue_local, there
- * since 6.12, works only from ops.cpu_release and is to be dropped. (6.19's
- * scx_bpf_reenqueue_local___v2 is not used: its name differs from the old
- * one only by a ___ suffix, which libbpf strips when it matches kfuncs.) */
+ * through ops.enqueue with SCX_ENQ_REENQ). 6.19 added
+ * scx_bpf_reenqueue_local___v2 (this CPU's local DSQ, from anywhere, also
+ * deferred); it is declared here with one more ___ suffix because libbpf
+ * strips only the last one when it matches a kfunc: declared as ___v2 it
+ * would match the old scx_bpf_reenqueue_local. That old one (6.12 on,
+ * synchronous, from ops.cpu_release only) is not used: on 6.16-6.18 it
+ * never brought a preempted busy worker back (the kernel put it straight
+ * back on the local DSQ), and the tasks it did send back, already chosen
+ * to run next, waited a second round (2,000 spinners: 16.0 s against the
+ * wait bound's 10.6 s; 8.0 s without it). VM cases 10 and 16;
+ * docs/design/sched-ext.md, "What was seen, and what was not". */
 void scx_bpf_dsq_reenq(u64 dsq_id, u64 reenq_flags) __weak __ksym;
-u32 scx_bpf_reenqueue_local(void) __weak __ksym;
+void scx_bpf_reenqueue_local___v2___pw(void) __weak __ksym;
 
 /* Unchanged since 6.12. */
 s32 scx_bpf_create_dsq(u64 dsq_id, s32 node) __weak __ksym;
@@ -70,13 +77,14 @@ static __always_inline bool pw_move_to_local(u64 dsq_id)
 }
 
 /* Sends the tasks waiting in this CPU's local DSQ back through
- * ops.enqueue (SCX_ENQ_REENQ). Call from ops.cpu_release. */
+ * ops.enqueue (SCX_ENQ_REENQ), where the kernel can (6.19 and later).
+ * Call from ops.cpu_release. */
 static __always_inline void pw_reenqueue_local(void)
 {
 	if (bpf_ksym_exists(scx_bpf_dsq_reenq))
 		scx_bpf_dsq_reenq(SCX_DSQ_LOCAL, 0);
-	else
-		scx_bpf_reenqueue_local();
+	else if (bpf_ksym_exists(scx_bpf_reenqueue_local___v2___pw))
+		scx_bpf_reenqueue_local___v2___pw();
 }
 
 #endif /* PARKWAY_COMPAT_BPF_H */

@@ -396,7 +396,8 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
  * worker waiting there would not count as waiting (busy_waiting), so its
  * searching siblings would keep their CPUs (VM case 16). Send them all
  * back through ops.enqueue (SCX_ENQ_REENQ): queued on SHARED_DSQ, promoted
- * and counted like any preempted task, runnable on any CPU. */
+ * and counted like any preempted task, runnable on any CPU. Kernels before
+ * 6.19 have no deferred re-enqueue: there they wait (pw_reenqueue_local). */
 void PW_OP(pw_cpu_release, s32 cpu, struct scx_cpu_release_args *args)
 {
 	pw_reenqueue_local();
