@@ -18,6 +18,11 @@
 # (both built with CONFIG_SCHED_CLASS_EXT=y in sid); the first that
 # resolves is used, and its name is written next to the image.
 #
+# VM_KERNEL_FROM=SUITE[:PACKAGE] fetches from another suite (e.g.
+# trixie-backports, whose cloud kernels 6.16 to 6.19 have sched_ext) and,
+# with PACKAGE, a given version (docs/design/sched-ext.md, "What was seen,
+# and what was not").
+#
 # Result (stdout, last line): the path of CACHE/kernel/<version>/ holding
 #   vmlinuz   the bootable image
 #   package   the name of the package it came from
@@ -26,7 +31,17 @@
 set -euo pipefail
 
 CACHE=${1:-${PARKWAY_VM_CACHE:-/var/cache/parkway-vm}}
-APT=$CACHE/apt
+# VM_KERNEL_FROM=SUITE[:PACKAGE]: another suite than sid (its own apt
+# lists), and a given image package instead of the suite's newest cloud
+# kernel; e.g. trixie-backports:linux-image-6.18.12+deb13-cloud-amd64.
+FROM=${VM_KERNEL_FROM:-sid}
+SUITE=${FROM%%:*}
+WANT=
+[[ $FROM == *:* ]] && WANT=${FROM#*:}
+[[ $SUITE =~ ^[a-z][a-z0-9-]*$ ]] || { echo "fetch-kernel: VM_KERNEL_FROM: bad suite '$SUITE'" >&2; exit 2; }
+[[ -z $WANT || $WANT =~ ^linux-(image|binary)-[A-Za-z0-9.+~-]+$ ]] ||
+  { echo "fetch-kernel: VM_KERNEL_FROM: '$WANT' is not a linux-image-* or linux-binary-* package" >&2; exit 2; }
+if [ "$SUITE" = sid ]; then APT=$CACHE/apt; else APT=$CACHE/apt-$SUITE; fi
 mkdir -p "$APT/lists/partial" "$APT/archives/partial" "$APT/etc" "$CACHE/kernel"
 
 say() { echo "fetch-kernel: $*" >&2; }
@@ -37,9 +52,7 @@ latest_cached() {
   [ -n "$d" ] && [ -f "$d/vmlinuz" ] && echo "${d%/}"
 }
 
-cat >"$APT/etc/sources.list" <<'EOF'
-deb [trusted=yes] http://deb.debian.org/debian sid main
-EOF
+echo "deb [trusted=yes] http://deb.debian.org/debian $SUITE main" >"$APT/etc/sources.list"
 : >"$APT/etc/status"
 APT_OPTS=(
   -o Dir::Etc::SourceList="$APT/etc/sources.list"
@@ -65,8 +78,8 @@ if [ ! -f "$stamp" ] || [ -n "$(find "$stamp" -mmin +1440 2>/dev/null)" ]; then
   if apt-get "${APT_OPTS[@]}" -qq update >&2 && ls "$APT"/lists/*_Packages* >/dev/null 2>&1; then
     touch "$stamp"
   else
-    say "apt-get update (sid) failed"
-    if d=$(latest_cached); then say "offline: using cached $d"; echo "$d"; exit 0; fi
+    say "apt-get update ($SUITE) failed"
+    if [ "$FROM" = sid ] && d=$(latest_cached); then say "offline: using cached $d"; echo "$d"; exit 0; fi
     exit 2
   fi
 fi
@@ -77,13 +90,15 @@ meta_dep() {
   apt-cache "${APT_OPTS[@]}" show "$1" 2>/dev/null | sed -n 's/^Depends: //p' | head -n 1 |
     tr ',' '\n' | sed -E 's/^ *//; s/ .*//' | grep -E '^linux-(image|binary)-' | head -n 1
 }
-pkg=
-for meta in linux-image-cloud-amd64 linux-image-amd64; do
-  pkg=$(meta_dep "$meta")
-  [ -n "$pkg" ] && break
-  say "cannot resolve $meta in sid; trying the next kernel package"
-done
-[ -n "$pkg" ] || { say "no sched_ext kernel package resolves in sid"; exit 2; }
+pkg=$WANT
+if [ -z "$pkg" ]; then
+  for meta in linux-image-cloud-amd64 linux-image-amd64; do
+    pkg=$(meta_dep "$meta")
+    [ -n "$pkg" ] && break
+    say "cannot resolve $meta in $SUITE; trying the next kernel package"
+  done
+  [ -n "$pkg" ] || { say "no kernel package resolves in $SUITE"; exit 2; }
+fi
 # Follow one more level if the image package is itself a thin wrapper.
 inner=$(meta_dep "$pkg" || true)
 [ -n "$inner" ] && [ "$inner" != "$pkg" ] && pkg=$inner
@@ -91,7 +106,7 @@ ver=$(sed -E 's/^linux-(image|binary)-//; s/-unsigned$//' <<<"$pkg")
 dest=$CACHE/kernel/$ver
 if [ -f "$dest/vmlinuz" ]; then echo "$dest"; exit 0; fi
 
-say "downloading $pkg (sid)"
+say "downloading $pkg ($SUITE)"
 tmp=$(mktemp -d "$CACHE/dl.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 (cd "$tmp" && apt-get "${APT_OPTS[@]}" -qq download "$pkg" >&2)

@@ -14,7 +14,8 @@
 # Env: QEMU (default qemu-system-x86_64), PARKWAY_VM_CACHE (default
 # /var/cache/parkway-vm), VM_TESTS=1,3 to run only some cases (a guest with
 # none selected is not booted), VM_KERNEL=/path/vmlinuz to boot another
-# kernel than sid's, VM_TIMEOUT seconds for each guest (default 420),
+# kernel than sid's, VM_KERNEL_FROM=SUITE[:PACKAGE] to fetch another
+# Debian kernel (tools/vm/fetch-kernel.sh), VM_TIMEOUT seconds for each guest (default 420),
 # VM_ICOUNT_SHIFT (default 4: 16 ns of guest time per instruction),
 # VM_MAIN_CLOCK=host and VM_TCG_THREAD (see below).
 set -uo pipefail
