@@ -3216,3 +3216,82 @@ TEST(Io, AContinuationRunsWithItsWorkerPublishedBusy) {
                         << " of 10 continuations ran with their worker published Searching";
   }
 }
+
+// Receives held for want of a pool buffer (ENOBUFS) on a worker whose
+// completion queue never empties: 600 coroutines writing to /dev/null
+// without pause (urgent SQEs, flushed mid-batch) keep more completions
+// waiting than one reap takes. Eight owned receives, one pool buffer,
+// and their bytes arrive at once: one takes the buffer, the others are
+// held. A held receive goes in again only once a reap leaves the queue
+// empty, but its deadline, and a close of its Socket, must still end it
+// at once (io.md, "Limits"): not when the flood stops, 1.5 s later, with
+// its descriptor left open until then.
+TEST(Io, AHeldReceiveEndsAtItsDeadlineOrCloseWhileTheCompletionQueueStaysFull) {
+  pwtest::Watchdog wd("Io.AHeldReceiveEndsAtItsDeadlineOrCloseWhileTheCompletionQueueStaysFull", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1, .io_recv_pool_buffers = 1, .io_recv_pool_buffer_bytes = 64});
+  const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(devnull, 0);
+  constexpr int kReceivers = 8, kFlooders = 600;
+  std::vector<Pair> pairs(kReceivers);
+  // Even ones: a raw descriptor with a 300 ms timeout; odd ones: a Socket,
+  // closed from outside 300 ms after the bytes came.
+  std::vector<io::Socket> sockets;
+  for (int i = 1; i < kReceivers; i += 2) sockets.emplace_back(std::exchange(pairs[std::size_t(i)].a, -1));
+  std::atomic<bool> stop{false};
+  std::atomic<int> started{0}, waiting{0};
+  std::atomic<double> bytes_at{-1};
+  std::array<std::atomic<double>, kReceivers> ended_ms{};
+  std::array<std::atomic<int>, kReceivers> outcome{};  // bytes received, or -errno
+  const auto t0 = std::chrono::steady_clock::now();
+  auto flood = [&]() -> Task<void> {
+    const std::byte b[1] = {};
+    started.fetch_add(1);
+    while (!stop.load(std::memory_order_relaxed)) {
+      auto w = co_await io::write(devnull, b, 0);
+      if (!w) co_return;
+    }
+  };
+  auto receive = [&](int i) -> Task<void> {
+    io::Result<io::Bytes> r = io::Error();
+    waiting.fetch_add(1);
+    if (i % 2 == 0)  // an if, not ?: (io.md, "Limits": GCC 12)
+      r = co_await io::recv_owned(pairs[std::size_t(i)].a, 64, {.timeout = 300ms});
+    else
+      r = co_await sockets[std::size_t(i / 2)].recv_owned(64);
+    outcome[std::size_t(i)].store(r ? int(r->size()) : -r.error().value());
+    ended_ms[std::size_t(i)].store(ms_since(t0));
+  };
+  auto all = [&]() -> Task<void> {
+    std::vector<parkway::Spawned<void>> ts;
+    for (int i = 0; i < kFlooders; ++i) ts.push_back(parkway::spawn(flood()));
+    (void)co_await io::sleep_for(20ms);  // the flood under way: the receives' timeouts start with them
+    for (int i = 0; i < kReceivers; ++i) ts.push_back(parkway::spawn(receive(i)));
+    for (auto& s : ts) co_await std::move(s);
+  };
+  std::thread driver([&] {
+    while (started.load() < kFlooders || waiting.load() < kReceivers) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(20ms);  // their receives in the kernel
+    bytes_at.store(ms_since(t0));
+    for (auto& p : pairs) (void)!::write(p.b, "0123456789", 10);  // all at once: one buffer for eight
+    std::this_thread::sleep_for(300ms);
+    for (auto& s : sockets) s.close();
+    std::this_thread::sleep_for(1200ms);
+    stop.store(true);
+  });
+  parkway::sync_wait(rt, all());
+  driver.join();
+  ::close(devnull);
+  int held = 0;
+  for (int i = 0; i < kReceivers; ++i) {
+    const int got = outcome[std::size_t(i)].load();
+    const double late = ended_ms[std::size_t(i)].load() - bytes_at.load();
+    SCOPED_TRACE(i % 2 == 0 ? "a raw descriptor's receive, 300 ms timeout" : "a Socket's receive, closed after 300 ms");
+    std::printf("receive %d: %d after %.0f ms\n", i, got, late);
+    if (got == 10) continue;  // it had the buffer (or one given back, then went in again)
+    ++held;
+    EXPECT_EQ(got, i % 2 == 0 ? -ETIMEDOUT : -ECANCELED) << "receive " << i;
+    EXPECT_LT(late, 700.0) << "receive " << i << " was held until the flood stopped, " << late
+                           << " ms after its bytes came";
+  }
+  EXPECT_GT(held, 0) << "no receive was held: the test did not reach the path it is for";
+}

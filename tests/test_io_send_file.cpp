@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -86,6 +87,60 @@ TEST(IoSendFile, ACachedFileGoesBySendfileThroughAFullSocket) {
   const parkway::Stats st = rt.stats();
   EXPECT_GE(st.total.io_sendfile, 2u) << "the file did not go by sendfile(2), or not in pieces";
   EXPECT_GE(st.total.io_ops - ops_before, 2u) << "no wait for room on the ring";
+}
+
+// A server that runs as a user of its own serves files it may read but
+// neither write nor own (root's, mode 0444): cachestat(2) answers EPERM
+// for those (the kernel answers only a caller that may write the file
+// or owns it), and they go by the copy path. That answer is the file's,
+// not the process's: a file the server owns, sent after one such file,
+// still goes by sendfile(2). In a child that drops root for nobody.
+TEST(IoSendFile, AFileCachestatRefusesLeavesSendfileToOtherFiles) {
+  REQUIRE_CACHESTAT();
+  if (::geteuid() != 0) GTEST_SKIP() << "SKIP: needs root, to become another user in a child";
+  constexpr std::size_t kSize = 64 * 1024;
+  TempFile theirs(kSize);  // root's
+  ASSERT_EQ(::fchmod(theirs.fd, 0444), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Exit codes: 0 passed; 10+ a setup step failed; 20 the refused
+    // file's bytes; 30 its send; 40 the owned file's bytes; 41 its send;
+    // 42 the owned file did not go by sendfile(2).
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(10);
+    int code = 0;
+    {
+      parkway::Runtime rt(parkway::Options{.workers = 1});
+      TcpPair p(rt);
+      io::File ro(::open(theirs.path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!ro.is_open()) ::_exit(11);
+      auto r = parkway::sync_wait(rt, send_range(&p.out, &ro, 0, kSize));
+      if (!r || *r != kSize) code = 30;
+      else if (read_and_check(p.in, kSize) != 0) code = 20;
+      char path[] = "/tmp/parkway-test-own-file-XXXXXX";
+      const int own = ::mkstemp(path);
+      if (own < 0) ::_exit(12);
+      ::unlink(path);
+      std::vector<std::byte> b(kSize);
+      for (std::size_t i = 0; i < kSize; ++i) b[i] = pwtest::pattern(i);
+      if (::write(own, b.data(), kSize) != ssize_t(kSize)) ::_exit(13);
+      io::File mine(own);  // just written: in the page cache
+      const std::uint64_t before = rt.stats().total.io_sendfile;
+      auto m = parkway::sync_wait(rt, send_range(&p.out, &mine, 0, kSize));
+      if (code == 0 && (!m || *m != kSize)) code = 41;
+      else if (code == 0 && read_and_check(p.in, kSize) != 0) code = 40;
+      else if (code == 0 && rt.stats().total.io_sendfile == before) code = 42;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child ended by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "exit code " << WEXITSTATUS(status)
+      << (WEXITSTATUS(status) == 42 ? ": the child's own cached file went by the copy path after a file whose "
+                                      "cachestat(2) was refused (EPERM)"
+                                    : ": see the codes in the test");
 }
 
 TEST(IoSendFile, TheEndOfTheFileEndsItShort) {

@@ -456,10 +456,12 @@ PARKWAY_API detail::PollOp poll(int fd, unsigned events, OpOptions o = {});
 // sock_fd, looping like send_all; fewer only when the file ends first.
 // Bytes in the page cache go by sendfile(2) at the co_await, without a
 // copy through user memory, and a full socket is waited for on the ring
-// (poll); a range not all in the page cache, or a socket that is not
-// non-blocking (parkway's sockets are), is read on the ring and sent
-// instead (docs/design/io.md, "Sending a file": sendfile can still wait
-// for a read of the same pages that another caller started). `o`
+// (poll); a range not all in the page cache, a socket that is not
+// non-blocking (parkway's sockets are), or a file the process may
+// neither write nor own (the kernel will not say what of it is cached)
+// is read on the ring and sent instead (docs/design/io.md, "Sending a
+// file": sendfile can still wait for a read of the same pages that
+// another caller started). `o`
 // applies to each wait, as in send_all (its CancelSource held for the
 // whole call, likewise); a cancel that came first fails the call before
 // any byte is sent. An offset past 2^63 - 1 fails with EINVAL (named

@@ -481,7 +481,7 @@ unsigned IoRing::reap() noexcept {
   io_uring_cqe* cqe;
   // A CQE queues at most one continuation: stop while the ready queue can
   // take it, so none spills onto the LIFO deque (but for held receives
-  // that end at their resubmission below, cancelled or refused: rare).
+  // that end below, cancelled or refused: rare).
   unsigned room = ready_.room();
   io_uring_for_each_cqe(&ring_, head, cqe) {
     if (pushed_ == room) break;
@@ -493,8 +493,10 @@ unsigned IoRing::reap() noexcept {
   // reaped (each gave its buffer back): sooner, they would find the
   // buffers still held by CQEs waiting here and fail again. A CQ left
   // non-empty (the ready queue full) keeps events_waiting() true, so the
-  // worker reaps again before it sleeps.
-  if (held_ && io_uring_cq_ready(&ring_) == 0) submit_receives_held();
+  // worker reaps again before it sleeps. Those a cancel, their deadline
+  // or the shutdown reached end at every reap, CQ empty or not: on a
+  // worker whose CQ never empties they would wait for the load to end.
+  if (held_) submit_receives_held(io_uring_cq_ready(&ring_) == 0);
   const unsigned pushed = pushed_;
   pushed_ = 0;
   if (pushed) w_.ready_pushed(pushed);
@@ -644,13 +646,19 @@ int IoRing::settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcep
   return res;
 }
 
-void IoRing::submit_receives_held() noexcept {
+bool IoRing::held_recv_cancelled(const OpState* st) const noexcept {
+  return st->timed_out || st->cancel.posted.load(std::memory_order_acquire) || ops_at_cancel_ != kNoCancelYet;
+}
+
+void IoRing::submit_receives_held(bool cq_drained) noexcept {
   OpState* st = std::exchange(held_, nullptr);
-  OpState** still = &held_;  // those that found no SQE, in their order
+  OpState** still = &held_;  // those still held, in their order
   while (st) {
     OpState* next = std::exchange(st->again_next, nullptr);
-    const int rc = submit_owned_recv_again(st);
-    if (rc == -EBUSY) {  // no room in the SQ: held for the next drained reap
+    const int rc = cq_drained              ? submit_owned_recv_again(st)
+                   : held_recv_cancelled(st) ? -ECANCELED  // complete() makes it ETIMEDOUT if its deadline passed
+                                             : -EBUSY;     // not yet: the CQ still holds buffers
+    if (rc == -EBUSY) {  // no room in the SQ, or the CQ not drained: held for the next drained reap
       *still = st;
       still = &st->again_next;
     } else if (rc != kNotYet) {
@@ -676,8 +684,7 @@ void IoRing::submit_receives_held() noexcept {
 // expire_deadlines) or the shutdown's cancel-everything end it here
 // instead (io.md, "Receives that take memory when bytes arrive").
 int IoRing::submit_owned_recv_again(OpState* st) noexcept {
-  if (st->timed_out || st->cancel.posted.load(std::memory_order_acquire) || ops_at_cancel_ != kNoCancelYet)
-    return -ECANCELED;  // complete() makes it ETIMEDOUT if its deadline passed
+  if (held_recv_cancelled(st)) return -ECANCELED;  // complete() makes it ETIMEDOUT if its deadline passed
   // No reap from inside this one. A kernel that takes no submissions
   // while its CQ overflows leaves the SQ full: EBUSY, and the receive
   // stays held for the next reap that drains the CQ (a full SQ is no

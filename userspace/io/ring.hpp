@@ -171,9 +171,13 @@ class IoRing {
   static constexpr int kNotYet = -0x7fffffff;
   int settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcept;
   int submit_owned_recv_again(OpState* st) noexcept;
-  // At the end of a reap that left the CQ empty: every receive held for
-  // want of a buffer goes in again (or ends, if a cancel came meanwhile).
-  void submit_receives_held() noexcept;
+  // A held receive that a posted cancel, its deadline (timed_out) or the
+  // shutdown's cancel-everything reached: it ends rather than goes in again.
+  bool held_recv_cancelled(const OpState* st) const noexcept;
+  // At the end of every reap: each receive held for want of a buffer that
+  // a cancel reached ends (ECANCELED, or ETIMEDOUT); if the reap left the
+  // CQ empty (`cq_drained`), the others go in again.
+  void submit_receives_held(bool cq_drained) noexcept;
 
   io_uring ring_;
   ::parkway::detail::Worker& w_;

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -59,6 +60,21 @@ struct Cachestat {
 };
 std::atomic<bool> g_cachestat_missing{false};
 
+// Whether cachestat(2) answers this process for a file of its own (a
+// memfd, open for writing): asked once, after a first EPERM.
+bool cachestat_answers_own_file() noexcept {
+  static const bool answers = [] {
+    const int fd = ::memfd_create("parkway-cachestat", MFD_CLOEXEC);
+    if (fd < 0) return false;
+    CachestatRange r{0, 1};
+    Cachestat c{};
+    const bool ok = ::syscall(kSysCachestat, fd, &r, &c, 0) == 0;
+    ::close(fd);
+    return ok;
+  }();
+  return answers;
+}
+
 // Whether every page of [off, off + len) of fd is in the page cache (so
 // that sendfile reads no device). False when it cannot tell.
 bool all_cached(int fd, std::uint64_t off, std::size_t len) noexcept {
@@ -67,7 +83,13 @@ bool all_cached(int fd, std::uint64_t off, std::size_t len) noexcept {
   Cachestat c{};
   if (::syscall(kSysCachestat, fd, &r, &c, 0) != 0) {
     // No such call, or a seccomp filter refusing it: never ask again.
-    if (errno == ENOSYS || errno == EPERM) g_cachestat_missing.store(true, std::memory_order_relaxed);
+    // EPERM is also the kernel's answer for a file the caller may
+    // neither write nor own (a server's static files, read-only): that
+    // file's alone, so the others are still asked, unless a file of our
+    // own is refused too.
+    const int err = errno;
+    if (err == ENOSYS || (err == EPERM && !cachestat_answers_own_file()))
+      g_cachestat_missing.store(true, std::memory_order_relaxed);
     return false;
   }
   static const std::uint64_t page = std::uint64_t(::sysconf(_SC_PAGESIZE));
