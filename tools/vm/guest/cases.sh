@@ -831,29 +831,39 @@ case16() {
 		return
 	fi
 	if ! start_loader /tmp/l16.log; then result FAIL "load failed: $(tail -n 3 /tmp/l16.log)"; return; fi
-	bad=""
-	parkway sched status >/tmp/status.log 2>&1
-	p0=$(stat_of busy_promote); y0=$(stat_of yield_to_busy); r0=$(stat_of reenqueued)
-	pw_linkprobe rt 2 >/tmp/rt.log 2>&1; rrc=$?
-	parkway sched status >/tmp/status.log 2>&1
-	p1=$(stat_of busy_promote); y1=$(stat_of yield_to_busy); r1=$(stat_of reenqueued)
-	be=$(sed -n 's/.*early_busy_elsewhere_ms=\([0-9]*\).*/\1/p' /tmp/rt.log)
-	se=$(sed -n 's/.*early_searching_elsewhere_ms=\([0-9]*\).*/\1/p' /tmp/rt.log)
-	log "probe (exit $rrc): $(tr '\n' ' ' </tmp/rt.log); reenqueued ${r0:-?}->${r1:-?}, busy_promote ${p0:-?}->${p1:-?}, yield_to_busy ${y0:-?}->${y1:-?} over the run"
-	[ $rrc -eq 0 ] && [ -n "$be" ] && [ -n "$se" ] || bad="$bad probe-exit-$rrc"
 	# In the first 800 ms the RT thread holds its CPU without a break (RT
 	# throttling first lets other tasks run there 950 ms in), so the
 	# workers run only on the other CPU; there the busy one must get the
-	# larger part (seen: 82-96%), as it does without an RT task. Left on
-	# the RT thread's CPU, it gets none of it (seen: 0%). Shares, not
-	# times: in this guest part of a CPU's time is not charged to its
-	# tasks (its two vCPUs take turns on one host thread).
-	share=$(( ${be:-0} * 100 / (${be:-0} + ${se:-0} + 1) ))
-	[ "$share" -ge 50 ] || bad="$bad busy-worker-got-${share}%-of-the-other-CPU-(${be:-?}-ms-against-${se:-?})"
-	[ $(( ${r1:-0} - ${r0:-0} )) -gt 0 ] || bad="$bad nothing-reenqueued"
+	# larger part (seen: 72-99%), as it does without an RT task. Left on
+	# the RT thread's CPU, it gets none of it (seen: 0%, every run). Shares,
+	# not times: in this guest part of a CPU's time is not charged to its
+	# tasks (its two vCPUs take turns on one host thread), and with the
+	# host loaded one vCPU can get far fewer turns than the other: one run
+	# in CI measured 30% (162 ms against the searcher's 361, `reenqueued`
+	# +3). So a share under half is measured once more; a worker left
+	# behind gets 0% in both.
+	for try in 1 2; do
+		bad=""
+		parkway sched status >/tmp/status.log 2>&1
+		p0=$(stat_of busy_promote); y0=$(stat_of yield_to_busy); r0=$(stat_of reenqueued)
+		pw_linkprobe rt 2 >/tmp/rt.log 2>&1; rrc=$?
+		parkway sched status >/tmp/status.log 2>&1
+		p1=$(stat_of busy_promote); y1=$(stat_of yield_to_busy); r1=$(stat_of reenqueued)
+		be=$(sed -n 's/.*early_busy_elsewhere_ms=\([0-9]*\).*/\1/p' /tmp/rt.log)
+		se=$(sed -n 's/.*early_searching_elsewhere_ms=\([0-9]*\).*/\1/p' /tmp/rt.log)
+		log "try $try: probe (exit $rrc): $(tr '\n' ' ' </tmp/rt.log); reenqueued ${r0:-?}->${r1:-?}, busy_promote ${p0:-?}->${p1:-?}, yield_to_busy ${y0:-?}->${y1:-?} over the run"
+		[ $rrc -eq 0 ] && [ -n "$be" ] && [ -n "$se" ] || bad="$bad probe-exit-$rrc"
+		[ $(( ${r1:-0} - ${r0:-0} )) -gt 0 ] || bad="$bad nothing-reenqueued"
+		share=$(( ${be:-0} * 100 / (${be:-0} + ${se:-0} + 1) ))
+		if [ "$share" -lt 50 ]; then
+			bad="$bad busy-worker-got-${share}%-of-the-other-CPU-(${be:-?}-ms-against-${se:-?})"
+			[ -z "${bad% busy-worker-got-*}" ] && [ $try = 1 ] && continue  # the share alone: once more
+		fi
+		break
+	done
 	loader_alive || bad="$bad scheduler-gone"
 	stop_loader || bad="$bad loader-exit"
-	if [ -z "$bad" ]; then result PASS "beside an RT task the busy worker got ${share}% of the other CPU (${be} ms, searcher ${se} ms), reenqueued +$(( r1 - r0 )), busy_promote +$(( p1 - p0 )), yield_to_busy +$(( y1 - y0 ))"
+	if [ -z "$bad" ]; then result PASS "beside an RT task the busy worker got ${share}% of the other CPU (${be} ms, searcher ${se} ms; try $try), reenqueued +$(( r1 - r0 )), busy_promote +$(( p1 - p0 )), yield_to_busy +$(( y1 - y0 ))"
 	else result FAIL "$bad"; fi
 }
 
