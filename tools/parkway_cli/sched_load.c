@@ -251,14 +251,16 @@ static bool set_watchdog_ms(struct bpf_object *obj, unsigned ms)
 static bool check_not_loaded(void)
 {
 	char state[32], ops[160];
+	enum scx_holder holder;
 	int pid;
 
 	scx_state(state, sizeof(state));
-	if (strcmp(state, "disabled") == 0 || state[0] == 0)
-		return true;
 	scx_ops_name(ops, sizeof(ops));
+	holder = scx_holder(state, ops);
+	if (holder == SCX_NOBODY)
+		return true;
 	pid = loader_pid();
-	if (strncmp(ops, PARKWAY_OPS_NAME, strlen(PARKWAY_OPS_NAME)) == 0 && pid)
+	if (holder == SCX_PARKWAY && pid)
 		fprintf(stderr, "parkway: the parkway scheduler is already loaded (loader pid %d); "
 				"`parkway sched unload` first\n", pid);
 	else

@@ -11,8 +11,7 @@
 
 static bool ours_loaded(const char *state, const char *ops)
 {
-	return strcmp(state, "enabled") == 0 &&
-	       strncmp(ops, PARKWAY_OPS_NAME, strlen(PARKWAY_OPS_NAME)) == 0;
+	return strcmp(state, "enabled") == 0 && scx_holder(state, ops) == SCX_PARKWAY;
 }
 
 int sched_status(void)
