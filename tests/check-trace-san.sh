@@ -90,5 +90,23 @@ if read_ok "$tmp/counts.pwt"; then
 else
   echo "FAIL: the reader (ASan + UBSan) on counts of 2^31 and 2^32 - 1 tasks"; fail=$((fail + 1))
 fi
+# A damaged pid in the header (2^31 - 1), with two runtimes: the export
+# numbers a process per runtime from it, without overflow.
+python3 - "$tmp/pid.pwt" <<'PY'
+import struct, sys
+out = bytearray(b"PWTRACE\0" + struct.pack("<IIIIII", 4, 48, 2, 1, 0x7FFFFFFF, 0) + struct.pack("<QQ", 0, 0))
+for sid, rt in ((1, 1), (2, 2)):
+    info = struct.pack("<iIQ16s", 0, 100 + sid, rt, b"w0")
+    out += struct.pack("<IHHII", 0x43525750, 1, 0, len(info), sid) + info
+    body = struct.pack("<Q", 0) + struct.pack("<QBBHI", 100 * sid, 4, 0, 0, 0) + struct.pack("<QBBHI", 500, 5, 1, 0, 0)
+    out += struct.pack("<IHHII", 0x43525750, 2, 0, len(body), sid) + body
+out += struct.pack("<IHHII", 0x43525750, 4, 0, 32, 0) + struct.pack("<QQQQ", 4, 0, 500, 500)
+open(sys.argv[1], "wb").write(out)
+PY
+if read_ok "$tmp/pid.pwt" damaged; then
+  echo "ok: the reader (ASan + UBSan) on a header pid of 2^31 - 1 with two runtimes"; pass=$((pass + 1))
+else
+  echo "FAIL: the reader (ASan + UBSan) on a header pid of 2^31 - 1 with two runtimes"; fail=$((fail + 1))
+fi
 echo "$pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]

@@ -596,7 +596,7 @@ def peak_rss(cmd):
 
 large = {}
 if not os.access("/usr/bin/time", os.X_OK):
-    print("SKIP: large traces (8 checks): /usr/bin/time is not installed")
+    print("SKIP: large traces (10 checks): /usr/bin/time is not installed")
 for n in ((27, 30) if os.access("/usr/bin/time", os.X_OK) else ()):
     facts, path = ground_truth("large-fib%d" % n, ["fib", str(n)], "task", {"PARKWAY_TRACE_CHUNK": "1048576"})
     if not facts:
@@ -633,6 +633,26 @@ if len(large) == 2:
     for f in ("large.json", "large.svg"):
         if os.path.exists(os.path.join(TMP, f)):
             os.unlink(os.path.join(TMP, f))
+
+# Threads one after another (300 and 1500 runtimes in turn, two workers
+# each: 600 and 3000 streams): the reader holds the blocks of the threads
+# that overlap in time, not one of every thread, so its peak does not grow
+# with the file.
+seq = {}
+for n in ((300, 1500) if os.access("/usr/bin/time", os.X_OK) else ()):
+    facts, path = ground_truth("runtimes%d" % n, ["runtimes", str(n)], "task")
+    if not facts:
+        continue
+    seq[n] = {"bytes": os.path.getsize(path), "report": peak_rss([PARKWAY, "trace", "report", path]),
+              "export": peak_rss([PARKWAY, "trace", "export", "--json", os.path.join(TMP, "seq.json"),
+                                  "--svg", os.path.join(TMP, "seq.svg"), path])}
+    os.unlink(path)
+if len(seq) == 2:
+    for cmd in ("report", "export"):
+        (rc1, kb1, _), (rc2, kb2, _) = seq[300][cmd], seq[1500][cmd]
+        check(rc1 == 0 and rc2 == 0 and kb2 <= kb1 * 1.1 + 2048,
+              "%s of 300 and 1500 runtimes in turn (%d and %d bytes): peak RSS %d and %d KiB, within 10%% + 2 MiB" %
+              (cmd, seq[300]["bytes"], seq[1500]["bytes"], kb1, kb2))
 
 # ---- small hostile files: memory follows the file ---------------------------
 # A worker index up to 4095 and thousands of threads cost a few bytes of
@@ -806,6 +826,7 @@ if base:
     broken("cut-header", base[:20], 20, "truncated: the file header")
     broken("not-a-trace", b"GIF89a" + base[6:], 0, "not a parkway trace")
     broken("version", base[:8] + struct.pack("<I", 7) + base[12:], 8, "format version 7")
+    broken("pid", base[:24] + struct.pack("<I", 0x7FFFFFFF) + base[28:], 24, "corrupt header: pid 2147483647")
     # Version 1 (no join, runtime, sched_ext or slice_yield events) reads
     # as the same file at the present version does: w1 stole twice from w0.
     v1 = [(0, 100, [(1000, SEARCH_BEGIN, 0, 0, 0), (1500, SEARCH_END, 0, 0, 0), (2000, PARK, 0, 0, 1),
@@ -946,6 +967,42 @@ if os.path.exists(spath):
     r = parse_report(report(spath)[1])
     check_export("export-sched", spath, {"steal": sum(r["steals"].values())})
 
+# One damaged time (2^63 ticks) stretches the trace to its limit (9e18 ns):
+# the running-workers counter's times still go forward, within the trace.
+path = os.path.join(TMP, "far-tick.pwt")
+open(path, "wb").write(trace_file([(0, 100, [(1000, SEARCH_BEGIN, 0, 0, 0), (2000, SEARCH_END, 1, 0, 0), (1 << 63, PARK, 0, 0, 1)]),
+                                   (1, 101, [(1000, SEARCH_BEGIN, 0, 0, 0)])], version=4))
+js = os.path.join(TMP, "far-tick.json")
+rc, _, err = run([PARKWAY, "trace", "export", "--json", js, "--svg", os.path.join(TMP, "far-tick.svg"), path])
+ts = [float(e["ts"]) for e in json.load(open(js))["traceEvents"]
+      if e.get("ph") == "C" and e["name"] == "workers not idle"] if rc == 0 else []
+back = sum(1 for a, b in zip(ts, ts[1:]) if b < a)
+check(len(ts) == 2000 and back == 0 and 0 <= min(ts) and max(ts) <= 9e15,
+      "a time of 2^63 ticks: the running-workers counter's 2000 times go forward, within the trace (%d go back)" % back,
+      "exit %d %s, %d points" % (rc, err, len(ts)))
+
+# Runtimes made one after another at one address share their worker
+# tracks: w0's first thread lives from 0 to 2 us, the next from 9 to 10 us.
+# Between them no thread of w0 exists: that time is in no state, not in
+# the worker's traced time, and no worker is counted busy then.
+path = os.path.join(TMP, "two-threads.pwt")
+open(path, "wb").write(trace_file([(0, 100, [(0, SEARCH_BEGIN, 0, 0, 0), (100, SEARCH_END, 1, 0, 0), (1000, PARK, 0, 0, 1),
+                                             (2000, UNPARK, 0, 0, 1)]),
+                                   (0, 101, [(9000, SEARCH_BEGIN, 0, 0, 0), (9500, SEARCH_END, 1, 0, 0),
+                                             (10000, PARK, 0, 0, 2)])], version=4))
+rc, out, err = report(path)
+w0 = parse_report(out)["workers"].get("w0") if rc == 0 else None
+row = re.search(r"^    w0 +(\S+ \S+) +- +(\S+%) +(\S+%) +(\S+%)", out, re.M)
+check(w0 and row and row.groups() == ("3.0 us", "20.0%", "33.3%", "46.7%"),
+      "w0's two threads, alive 3 of 10 us: traced 3.0 us, searching 20.0%, parked 33.3%, running* 46.7%",
+      "exit %d %s: %s" % (rc, err, row and row.groups()))
+js = os.path.join(TMP, "two-threads.json")
+rc, _, err = run([PARKWAY, "trace", "export", "--json", js, "--svg", os.path.join(TMP, "two-threads.svg"), path])
+busy = [e["args"]["value"] for e in json.load(open(js))["traceEvents"]
+        if e.get("ph") == "C" and e["name"] == "workers not idle" and 2.0 <= float(e["ts"]) < 9.0] if rc == 0 else []
+check(busy and max(busy) == 0, "w0's two threads: no worker counted busy between them (%d counter points, max %s)" %
+      (len(busy), max(busy) if busy else None), err)
+
 # ---- the sched_ext scheduler's events (as `parkway trace record` writes them)
 # A file made here: two workers, w0 promoted 3 times and kept its CPU
 # once, w1 yielded twice, and one record of a kind this reader does not
@@ -1006,7 +1063,7 @@ def bpftrace_lines_reach(parent, word, n, limit):
     return False
 
 
-skipped = 0 if os.access("/usr/bin/time", os.X_OK) else 8 + 5
+skipped = 0 if os.access("/usr/bin/time", os.X_OK) else 8 + 2 + 5
 why = record_skip_reason()
 if why:
     print("SKIP: parkway trace record (3 checks): " + why)
@@ -1132,6 +1189,40 @@ check(rc == 1 and "is the trace being read" in err and open(path, "rb").read() =
       "export of FILE.json: refused, exit 1, the trace left intact", "exit %d: %r" % (rc, err))
 path = os.path.join(TMP, "outs.pwt")
 open(path, "wb").write(small)
+# A trace read from a pipe (/dev/stdin, <(...)): it has no size and no
+# offsets; the error says so, not that the trace is truncated.
+p = subprocess.run([PARKWAY, "trace", "report", "/dev/stdin"], input=small, capture_output=True)
+err = p.stderr.decode(errors="replace")
+check(p.returncode == 1 and not p.stdout and err.count("\n") == 1 and "not a regular file (a pipe?)" in err and
+      "truncated" not in err, "a trace read from a pipe: exit 1, says it is not a regular file", "exit %d: %r" % (p.returncode, err))
+# --json and --svg naming one file (directly, or the other's default name):
+# refused, nothing written (the SVG would replace the JSON).
+for what, args, both in (("--json X --svg ./X", ["--json", os.path.join(TMP, "both.out"), "--svg",
+                                                 os.path.join(TMP, ".", "both.out")], os.path.join(TMP, ".", "both.out")),
+                         ("--json FILE.svg, the SVG's default", ["--json", os.path.join(TMP, "outs.svg")],
+                          os.path.join(TMP, "outs.svg"))):
+    rc, out, err = run([PARKWAY, "trace", "export"] + args + [path])
+    check(rc == 2 and err.count("\n") == 1 and
+          err.startswith("parkway trace export: the JSON and the SVG would both be written to %s" % both) and
+          not os.path.exists(os.path.join(TMP, "both.out")) and not os.path.exists(os.path.join(TMP, "outs.svg")),
+          "export with --json and --svg one file (%s): exit 2, refused, nothing written" % what,
+          "exit %d: %r" % (rc, err))
+rc, out, err = run([PARKWAY, "trace", "export", "--json", "/dev/null", "--svg", "/dev/null", path])
+check(rc == 0, "export with --json and --svg both /dev/null: written (a device takes both)", "exit %d: %r" % (rc, err))
+# The SVG's title is the trace's file name, which may hold any byte: a
+# Latin-1 name, a control character; the SVG is still XML (UTF-8 kept).
+for raw in (b"caf\xe9.pwt", b"tab\x01.pwt", "caf\u00e9 <&>.pwt".encode()):
+    named = os.path.join(TMP, os.fsdecode(raw))
+    open(named, "wb").write(small)
+    svg = os.path.join(TMP, "named.svg")
+    rc, out, err = run([PARKWAY, "trace", "export", "--json", os.path.join(TMP, "named-out.json"), "--svg", svg, named])
+    try:
+        title = xml.dom.minidom.parse(svg).getElementsByTagName("text")[0].firstChild.data if rc == 0 else None
+    except Exception as e:
+        title = "not XML: %s" % e
+    want = {b"caf\xe9.pwt": "caf_.pwt: ", b"tab\x01.pwt": "tab_.pwt: "}.get(raw, "caf\u00e9 ___.pwt: ")
+    check(title is not None and os.path.basename(title.split(": ")[0]) + ": " == want,
+          "export of a trace named %r: the SVG parses, its title %r" % (raw, want), "exit %d %s: %r" % (rc, err, title))
 js = os.path.join(TMP, "outs-left.json")
 rc, out, err = run([PARKWAY, "trace", "export", "--json", js, "--svg", os.path.join(TMP, "no-dir", "x.svg"), path])
 check(rc == 1 and "cannot write" in err and not os.path.exists(js),

@@ -49,7 +49,9 @@ else
   # our runs (its probes did not count; the reason is not known), while
   # the demo after them is.
   for p in "${progs[@]}" "$demo"; do
-    if ! "$p" >/dev/null; then echo "FAIL: $p exited $?"; fail=$((fail+1)); fi
+    "$p" >/dev/null
+    rc=$?
+    if [ "$rc" -ne 0 ]; then echo "FAIL: $p exited $rc"; fail=$((fail+1)); fi
   done
   kill -INT "$bt" 2>/dev/null
   wait "$bt" 2>/dev/null

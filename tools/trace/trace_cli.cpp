@@ -168,6 +168,26 @@ bool close_out(const char* where, Out* o) {
   return ok;
 }
 
+// Whether paths a and b name one file that would hold both documents:
+// the same file where they exist (not a device: /dev/null takes both),
+// else the same name in the same directory.
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  const bool has_a = ::stat(a.c_str(), &sa) == 0, has_b = ::stat(b.c_str(), &sb) == 0;
+  if (has_a || has_b)
+    return has_a && has_b && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino && !S_ISCHR(sa.st_mode);
+  if (a == b) return true;
+  auto in_dir = [](const std::string& p) {
+    const auto slash = p.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : p.substr(0, slash + 1);
+    char* real = ::realpath(dir.c_str(), nullptr);
+    std::string r = real ? real : dir;
+    std::free(real);
+    return r + "/" + p.substr(slash == std::string::npos ? 0 : slash + 1);
+  };
+  return in_dir(a) == in_dir(b);
+}
+
 std::string with_ext(const std::string& file, const char* ext) {
   std::string base = file;
   auto slash = base.rfind('/');
@@ -199,6 +219,10 @@ int run(int argc, char** argv) {
   }
   if (a.json.empty()) a.json = with_ext(a.file, ".json");
   if (a.svg.empty()) a.svg = with_ext(a.file, ".svg");
+  // One file for both is refused: the SVG would replace the JSON written there.
+  if (a.json != "-" && a.svg != "-" && same_file(a.json, a.svg))
+    return usage_error(where, "the JSON and the SVG would both be written to %s: give --json or --svg another file",
+                       a.svg.c_str());
   // Both outputs opened before anything is written: neither is left behind
   // (nor an old one replaced) when the other cannot be.
   Out j, s;

@@ -22,6 +22,35 @@ int tid_of(const Model& m, std::size_t track) {
   return track < m.workers ? int(track) : int(100000 + track);
 }
 
+// `s` (a file name: any bytes but NUL) as XML text: '<', '>', '&', control
+// characters and bytes that are not well-formed UTF-8 (RFC 3629; U+FFFE and
+// U+FFFF, which XML excludes, too) become '_'.
+std::string xml_text(const std::string& s) {
+  std::string t;
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    // The sequence's length, and the range of its second byte.
+    std::size_t n = 1;
+    unsigned lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) n = 2;
+    else if (c >= 0xe0 && c <= 0xef) n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4) n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    bool ok = c < 0x80 ? c >= 0x20 && c != '<' && c != '>' && c != '&' : n > 1 && i + n <= s.size();
+    for (std::size_t k = 1; ok && k < n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      ok = k == 1 ? b >= lo && b <= hi : (b & 0xc0) == 0x80;
+    }
+    if (ok && n == 3 && c == 0xef && static_cast<unsigned char>(s[i + 1]) == 0xbf &&
+        static_cast<unsigned char>(s[i + 2]) >= 0xbe)
+      ok = false;
+    if (ok)
+      t.append(s, i, n), i += n;
+    else
+      t += '_', ++i;
+  }
+  return t;
+}
+
 const char* span_name(SpanKind k) {
   switch (k) {
     case SpanKind::kTask: return "task";
@@ -150,8 +179,8 @@ struct ChromeJsonWriter::Impl : ModelSink {
     const StateGrid& g = m.grids.at(kExportCounterGrid);
     std::vector<double> par = parallelism(m, g);
     for (std::size_t k = 0; k < par.size(); ++k)
-      j.counter(pid, m.task_level ? "workers running tasks" : "workers not idle", g.from + (g.to - g.from) * k / par.size(),
-                par[k]);
+      j.counter(pid, m.task_level ? "workers running tasks" : "workers not idle",
+                g.from + std::uint64_t((unsigned __int128)(g.to - g.from) * k / par.size()), par[k]);
     for (const auto& [at, n] : m.queued) j.counter(pid, "queued tasks", at, double(n));
     for (std::size_t q = 0; q < m.queue_len.size(); ++q) {
       const std::string name = q < m.workers ? "deque " + m.tracks[q].label : std::string("injection queue");
@@ -186,9 +215,7 @@ void write_svg(const std::string& title, const Model& m, std::FILE* o) {
   std::fprintf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n",
                width, height);
   std::fprintf(o, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-  std::string t = title;
-  for (char& c : t)
-    if (c == '<' || c == '>' || c == '&') c = '_';
+  const std::string t = xml_text(title);
   std::fprintf(o, "<text x=\"10\" y=\"20\" font-size=\"14\">%s: %s to %s of the trace, %s level</text>\n",
                t.c_str(), fmt_ns(double(t0)).c_str(), fmt_ns(double(t1)).c_str(), m.task_level ? "task" : "scheduling");
   std::vector<StateGrid::Cell> cells;  // a row's, in turn

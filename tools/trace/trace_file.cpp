@@ -86,6 +86,13 @@ int open_trace(const std::string& path, std::uint64_t* size) {
     ::close(fd);
     throw std::runtime_error(path + ": cannot stat: " + std::strerror(e));
   }
+  // Read twice, at offsets (pread): a pipe has no size and cannot be read so.
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw std::runtime_error(path + (S_ISDIR(st.st_mode) ? ": is a directory"
+                                                         : ": not a regular file (a pipe?): the trace is read in two "
+                                                           "passes at byte offsets; save it to a file first"));
+  }
   *size = std::uint64_t(st.st_size);
   return fd;
 }
@@ -154,6 +161,8 @@ TraceIndex index_trace(const std::string& path, bool allow_cut) {
     bad(path, 16, "corrupt header: unknown clock " + std::to_string(h.clock));
   if (h.level != std::uint32_t(Level::kSched) && h.level != std::uint32_t(Level::kTask))
     bad(path, 20, "corrupt header: unknown level " + std::to_string(h.level));
+  // Linux's PID_MAX_LIMIT (the export numbers a process per runtime from it).
+  if (h.pid > 4194304) bad(path, 24, "corrupt header: pid " + std::to_string(h.pid));
 
   std::map<std::uint32_t, std::size_t> index;  // stream id -> streams[]
   std::map<std::uint64_t, std::int32_t> highest_worker;  // runtime -> its highest worker index
@@ -321,7 +330,7 @@ struct EventReader::Cursor {
   std::uint64_t chunk_left = 0;  // its events not yet read
   std::vector<Event> block;      // read, ticks converted
   std::size_t pos = 0;
-  std::uint64_t prev = 0;        // the last time given (ns)
+  std::uint64_t prev = 0;        // the last time read (ns); before the first block, the stream's first
 };
 
 EventReader::EventReader(const TraceIndex& ix) : ix_(ix) {
@@ -332,9 +341,13 @@ EventReader::EventReader(const TraceIndex& ix) : ix_(ix) {
     throw FormatError(ix.path + ": byte " + std::to_string(size) + ": the file shrank while it was read");
   }
   cursors_.resize(ix.streams.size());
+  // A stream's blocks are read when its next event comes up (next): a
+  // trace of many threads one after another holds the blocks of those
+  // that overlap in time, not a block of every thread at once.
   for (std::size_t i = 0; i < cursors_.size(); ++i) {
     cursors_[i].chunks = &ix.streams[i].chunks;
-    if (ix.streams[i].events && refill(cursors_[i])) heap_.push_back(i);
+    cursors_[i].prev = ix.streams[i].first;
+    if (ix.streams[i].events) heap_.push_back(i);
   }
   std::make_heap(heap_.begin(), heap_.end(), [this](std::size_t a, std::size_t b) { return later(a, b); });
 }
@@ -347,7 +360,11 @@ EventReader::~EventReader() {
 bool EventReader::refill(Cursor& c) {
   if (c.pos < c.block.size()) return true;
   while (c.chunk_left == 0) {
-    if (c.next_chunk >= c.chunks->size()) return false;
+    if (c.next_chunk >= c.chunks->size()) {
+      std::vector<Event>().swap(c.block);  // its memory too
+      c.pos = 0;
+      return false;
+    }
     const std::uint64_t at = (*c.chunks)[c.next_chunk++];
     RecordHeader r;
     read_exact(fd_, ix_.path, &r, sizeof r, at);
@@ -370,27 +387,38 @@ bool EventReader::refill(Cursor& c) {
 }
 
 // Cursor a's next event comes after cursor b's: by time, a spawn first at
-// the same ns (it is matched to the run it starts), then by stream.
+// the same ns (it is matched to the run it starts), then by stream. A
+// cursor whose block is used up (or not read yet) stands at `prev` as if
+// a spawn: its next event is no earlier.
 bool EventReader::later(std::size_t a, std::size_t b) const {
-  const Event& x = cursors_[a].block[cursors_[a].pos];
-  const Event& y = cursors_[b].block[cursors_[b].pos];
-  return std::make_tuple(x.ticks, x.type != std::uint8_t(EventType::kSpawn), a) >
-         std::make_tuple(y.ticks, y.type != std::uint8_t(EventType::kSpawn), b);
+  auto key = [this](std::size_t i) {
+    const Cursor& c = cursors_[i];
+    if (c.pos == c.block.size()) return std::make_tuple(c.prev, false, i);
+    const Event& e = c.block[c.pos];
+    return std::make_tuple(e.ticks, e.type != std::uint8_t(EventType::kSpawn), i);
+  };
+  return key(a) > key(b);
 }
 
 bool EventReader::next(Item* out) {
   auto later = [this](std::size_t a, std::size_t b) { return this->later(a, b); };
-  if (heap_.empty()) return false;
-  std::pop_heap(heap_.begin(), heap_.end(), later);
-  const std::size_t i = heap_.back();
-  Cursor& c = cursors_[i];
-  out->stream = i;
-  out->event = c.block[c.pos++];
-  if (refill(c))
+  for (;;) {
+    if (heap_.empty()) return false;
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    const std::size_t i = heap_.back();
+    Cursor& c = cursors_[i];
+    if (c.pos == c.block.size()) {  // its turn: its next block read, then it takes its place again
+      if (refill(c))
+        std::push_heap(heap_.begin(), heap_.end(), later);
+      else
+        heap_.pop_back();
+      continue;
+    }
+    out->stream = i;
+    out->event = c.block[c.pos++];
     std::push_heap(heap_.begin(), heap_.end(), later);
-  else
-    heap_.pop_back();
-  return true;
+    return true;
+  }
 }
 
 }  // namespace parkway::tracetool

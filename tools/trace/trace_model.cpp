@@ -212,16 +212,19 @@ struct TrackWalk {
   // hand-offs in order.
   std::vector<Wake> wakes;
   std::vector<Handoff> handoffs;
+  // A worker's gaps between its threads (Track::gone), in time order, and the next to come.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps;
+  std::size_t next_gap = 0;
 };
 
 class Builder {
  public:
   Builder(Model& m, const AnalyseOptions& opt) : m_(m), opt_(opt) {}
 
-  void add_track(Track t, bool has_events) {
+  void add_track(Track t, bool has_events, std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps = {}) {
     m_.tracks.push_back(std::move(t));
     has_events_.push_back(has_events);
-    walks_.emplace_back();
+    walks_.emplace_back().gaps = std::move(gaps);
   }
 
   void start() {
@@ -256,6 +259,7 @@ class Builder {
     return kNoRun;
   }
   void set_state(std::size_t track, std::uint64_t at);
+  void leave(std::size_t track, std::uint64_t from, std::uint64_t to);
   void push(std::size_t track, std::uint64_t at, SpanKind k, std::uint64_t task);
   void pop(std::size_t track, std::uint64_t at, bool closed);
   void sweep(std::uint64_t at, int worker, std::int8_t state, std::int8_t queued);
@@ -340,6 +344,21 @@ void Builder::set_state(std::size_t track, std::uint64_t at) {
   tw.cur = s;
   tw.state_since = at;
   if (tr.worker >= 0) sweep(at, tr.worker, std::int8_t(s), 0);
+}
+
+// A gap between two threads of a worker index, [from, to): the first
+// thread's state and open spans end at its last event; none runs until
+// the next thread's first.
+void Builder::leave(std::size_t track, std::uint64_t from, std::uint64_t to) {
+  Track& tr = m_.tracks[track];
+  TrackWalk& tw = walks_[track];
+  tr.time_in[tw.cur] += from - tw.t_prev;
+  if (tw.cur == kRunning && dag_on(tr) && tw.stack.back().run != kNoRun) graph_.add_self(tw.stack.back().run, from - tw.t_prev);
+  for (StateGrid& g : m_.grids) g.add(track, tw.state_since, from, std::uint8_t(tw.cur));
+  while (!tw.stack.empty()) pop(track, from, false);  // open when its thread ended
+  tr.gone += to - from;
+  tw.cur = kOther;
+  tw.t_prev = tw.state_since = to;
 }
 
 void Builder::push(std::size_t track, std::uint64_t at, SpanKind k, std::uint64_t task) {
@@ -482,6 +501,10 @@ void Builder::event(std::size_t track, const Event& e) {
   if (!tw.started) {
     tw.t_prev = tr.first;
     set_state(track, tr.first);
+  }
+  while (tw.next_gap < tw.gaps.size() && tw.gaps[tw.next_gap].second <= at) {
+    const auto [from, to] = tw.gaps[tw.next_gap++];
+    leave(track, from, to);
   }
   if (tr.worker >= 0 && !tw.handoffs.empty()) judge_wakes(track, at, false);
   tr.time_in[tw.cur] += at - tw.t_prev;
@@ -637,6 +660,10 @@ void Builder::finish() {
       tw.started = true;
       tw.t_prev = tr.first;
     }
+    while (tw.next_gap < tw.gaps.size()) {  // a thread whose events all went to other runtimes' models
+      const auto [from, to] = tw.gaps[tw.next_gap++];
+      leave(i, from, to);
+    }
     judge_wakes(i, UINT64_MAX, false);  // every event of it seen
     tr.time_in[tw.cur] += tr.last - tw.t_prev;
     if (tw.cur == kRunning && dag_on(tr) && tw.stack.back().run != kNoRun) graph_.add_self(tw.stack.back().run, tr.last - tw.t_prev);
@@ -701,6 +728,7 @@ std::vector<Model> analyse(const TraceIndex& ix, const AnalyseOptions& opt) {
       t.worker = int(w);
       t.label = "w" + std::to_string(w);
       bool any = false;
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> alive;  // each thread's first and last event
       for (std::size_t i : of_worker[w]) {
         const StreamIndex& s = ix.streams[i];
         t.dropped += s.dropped;
@@ -709,8 +737,17 @@ std::vector<Model> analyse(const TraceIndex& ix, const AnalyseOptions& opt) {
         t.first = any ? std::min(t.first, s.first) : s.first;
         t.last = any ? std::max(t.last, s.last) : s.last;
         any = true;
+        alive.emplace_back(s.first, s.last);
       }
-      b.add_track(std::move(t), any);
+      // Where none of its threads was alive: runtimes one after another.
+      std::sort(alive.begin(), alive.end());
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps;
+      std::uint64_t upto = alive.empty() ? 0 : alive[0].second;
+      for (const auto& [from, to] : alive) {
+        if (from > upto) gaps.emplace_back(upto, from);
+        upto = std::max(upto, to);
+      }
+      b.add_track(std::move(t), any, std::move(gaps));
     }
     // Threads outside the pool, and workers of other runtimes, with events about this one.
     for (std::size_t i = 0; i < ix.streams.size(); ++i) {

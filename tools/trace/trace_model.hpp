@@ -43,6 +43,10 @@ struct Track {
   int worker = -1;      // -1: a thread outside the pool
   std::uint32_t tid = 0;
   std::uint64_t first = 0, last = 0;  // its first and last event
+  // A worker index of runtimes made one after another at one address: the
+  // time between one of its threads' last event and the next one's first
+  // (no thread then; in no state, not in time_in).
+  std::uint64_t gone = 0;
   std::uint64_t time_in[kStates] = {};
   std::uint64_t dropped = 0;
   std::uint64_t events = 0;

@@ -63,7 +63,7 @@ void section_workers(std::FILE* o, const Model& m) {
                "parked", other, "desched", "tasks", "spawns", "stole", "dropped");
   for (unsigned w = 0; w < m.workers; ++w) {
     const Track& t = m.tracks[w];
-    double total = double(t.last - t.first);
+    double total = double(t.last - t.first - t.gone);
     std::fprintf(o, "    %-6s %10s %9s %9s %9s %9s %9s %9llu %9llu %10llu %9llu\n", t.label.c_str(), fmt_ns(total).c_str(),
                  m.task_level ? pct(double(t.time_in[kRunning]), total).c_str() : "-",
                  pct(double(t.time_in[kSearching]), total).c_str(), pct(double(t.time_in[kParked]), total).c_str(),
