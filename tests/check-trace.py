@@ -1132,6 +1132,12 @@ with open(out, "w") as f:
                      (5, "off_cpu 0 worker-0"), (6, "on_cpu"), (7, "off_cpu 1 worker-0"), (8, "on_cpu"),
                      (11, "park 0 1")):  # preempted in the kernel (R+), preempted (R), blocked (S)
         f.write("%d %d %s\n" % (t + ms * 1000000, w, what))
+    # Worker 1, woken twice from outside: the first wake's hand-off found
+    # at its recheck (withdrawn, no sleep), the second's after a park.
+    v = p.pid + 100001
+    for us, tid, what in ((12000, c, "wake -1 1"), (12100, v, "withdrawn 1 2"), (14000, v, "park 1 2"),
+                          (16000, c, "wake -1 1"), (16050, v, "unpark 1 1 2"), (17000, v, "park 1 2")):
+        f.write("%d %d %s\n" % (t + us * 1000, tid, what))
 ''')
     os.chmod(fake, 0o755)
     path = os.path.join(TMP, "record-fake.pwt")
@@ -1147,13 +1153,18 @@ with open(out, "w") as f:
     check(w0 and w0["desched"] is not None and abs(w0["desched"] - 20.0) < 0.5,
           "record: off_cpu with prev_state 0x100 (R+) or 0 counts as preempted, 1 (S) as blocked: w0 desched %s%% (want 20%%)" %
           (w0 and w0["desched"]), rep_out[:600])
+    counts, unpark, _ = wake_lines(rep_out)
+    check(counts == (2, 1) and unpark and unpark[1] < 200e3,
+          "record: a withdrawn hand-off is the unpark of its wake: 2 wakes, 1 asleep (%s), wake -> unpark max %s ns "
+          "(want 50 us: the second wake's; the first wake taking the second's unpark read 4.05 ms)" % (counts, unpark and unpark[1]),
+          rep_out[:900])
 
 
 if why is None:
     fake_bpftrace_check()
 else:
-    print("SKIP: parkway trace record's lines (2 checks): " + why)
-    skipped += 2
+    print("SKIP: parkway trace record's lines (3 checks): " + why)
+    skipped += 3
 
 # ---- the command's messages -------------------------------------------------
 

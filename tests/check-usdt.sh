@@ -11,7 +11,7 @@
 set -u
 lib=$1; demo=$2; shift 2; progs=("$@")
 pass=0; fail=0; skip=0
-want="spawn inject run steal inject_take search_begin search_end park unpark wake notify steal_fence park_fence slice_yield"
+want="spawn inject run steal inject_take search_begin search_end park unpark withdrawn wake notify steal_fence park_fence slice_yield"
 notes=$(readelf -n "$lib" 2>/dev/null | awk '/Provider: parkway/{getline; print $2}' | sort -u)
 for p in $want; do
   if grep -qx "$p" <<<"$notes"; then pass=$((pass+1)); else echo "FAIL: probe parkway:$p missing from $lib"; fail=$((fail+1)); fi

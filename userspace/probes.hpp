@@ -10,6 +10,9 @@
 //   inject_take(worker, count)     tasks taken from the injection queue
 //   search_begin(worker) / search_end(worker, found)
 //   park(worker, park_id) / unpark(worker, handed_off, park_id)   worker -1: an outside thread
+//   withdrawn(worker, park_id)     at its recheck, before it slept ([P3a]), a
+//                                  worker found a waker had taken it off the idle
+//                                  list: that wake's hand-off, with no park to end
 //   wake(waker, wakee)             waker == -1: a thread outside the pool
 //   notify(waker, park_id, woke)   a task's completion woke its waiter
 //   steal_fence(thief, victim)     the thief called membarrier(2) (deque.md)

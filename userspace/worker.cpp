@@ -409,7 +409,7 @@ void Worker::park(DoneFn done, void* ctx, bool main, bool timed) noexcept {
       any_work_visible() ||
       (ring && ring->events_waiting())) {
     searching_ = rt_.parking.withdraw(index_);  // [P3a, P3b]
-    trace::on_withdrawn(int(searching_), park_id_);
+    if (searching_) PW_PROBE2(withdrawn, int(index_), park_id_);
     pw.cancel();                                // [P3c]
     return;
   }

@@ -56,6 +56,7 @@ constexpr Probe kProbes[] = {
     {"search_end", EventType::kSearchEnd, 2, 0, true},
     {"park", EventType::kPark, 2, 0, true},
     {"unpark", EventType::kUnpark, 3, 0, true},
+    {"withdrawn", EventType::kUnpark, 2, 0, true},  // handed off at the recheck: unpark a8 = 1, a16 = 1
     {"wake", EventType::kWake, 2, 0, true},
     {"notify", EventType::kNotify, 3, 0, true},
     {"park_fence", EventType::kParkFence, 1, 0, true},
@@ -202,7 +203,16 @@ void take_line(const char* line, Collected& c) {
     case EventType::kInjectTake: e.a32 = std::uint32_t(a[1]); break;
     case EventType::kSearchEnd: e.a8 = std::uint8_t(a[1]); break;
     case EventType::kPark: e.a32 = std::uint32_t(a[1]); break;
-    case EventType::kUnpark: e.a8 = std::uint8_t(a[1]); e.a32 = std::uint32_t(a[2]); break;
+    case EventType::kUnpark:
+      if (p->args == 2) {  // withdrawn(worker, park_id): no park to end
+        e.a8 = 1;
+        e.a16 = 1;
+        e.a32 = std::uint32_t(a[1]);
+      } else {
+        e.a8 = std::uint8_t(a[1]);
+        e.a32 = std::uint32_t(a[2]);
+      }
+      break;
     case EventType::kWake: e.a16 = std::uint16_t(a[1]); e.a32 = std::uint32_t(std::int32_t(a[0])); break;
     case EventType::kNotify: e.a8 = std::uint8_t(a[2]); e.a32 = std::uint32_t(a[1]); break;
     case EventType::kInject:

@@ -113,11 +113,10 @@ inline void on_wake(int waker, int wakee) noexcept {
 }
 // A worker that was about to sleep and found work at its recheck ([P3a])
 // after a waker had taken it off the idle list: the hand-off that wake
-// made, with no park to end (kUnpark, a8 = 1, a16 = 1). Recorded only when
+// made, with no park to end (kUnpark, a8 = 1, a16 = 1). Fired only when
 // handed off, so that each wake of a worker has one handed-off unpark.
-inline void on_withdrawn(int handed_off, std::uint32_t park_id) noexcept {
-  if (sched_on()) [[unlikely]]
-    if (handed_off) record(EventType::kUnpark, 1, 1, park_id);
+inline void on_withdrawn(int, std::uint32_t park_id) noexcept {
+  if (sched_on()) [[unlikely]] record(EventType::kUnpark, 1, 1, park_id);
 }
 inline void on_notify(int, std::uint32_t park_id, int woke) noexcept {
   if (sched_on()) [[unlikely]] record(EventType::kNotify, std::uint8_t(woke), 0, park_id);
