@@ -86,6 +86,26 @@ static void every_ending_signal_is_caught(void)
 	check(!missed[0], "every signal that ends a process without a fault unloads");
 }
 
+/* A loader started with those signals blocked (a signal mask is inherited
+ * across fork and exec) still hears them: a blocked SIGTERM would stay
+ * pending, and `unload` would wait 30 s and leave the scheduler loaded. */
+static void a_blocked_signal_still_unloads(void)
+{
+	sigset_t set, old;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGRTMIN);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	stop_requested = 0;
+	catch_exit_signals();
+	raise(SIGTERM);
+	check(stop_requested, "SIGTERM blocked when the loader starts: still a request to unload");
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	stop_requested = 0;
+}
+
 /* `unload` reads state and root/ops apart; the kernel shows "enabling"
  * before root/ops exists. Such a pair is no other scheduler: unload must
  * wait for the name, not refuse a parkway loader that is starting. */
@@ -120,6 +140,7 @@ int main(void)
 {
 	verifier_tail_of_a_long_log();
 	every_ending_signal_is_caught();
+	a_blocked_signal_still_unloads();
 	a_scheduler_without_a_name_is_not_another();
 	printf("%d passed, %d failed, 0 skipped\n", pass, fail);
 	return fail != 0;

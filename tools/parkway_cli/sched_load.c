@@ -38,24 +38,34 @@ static void on_signal(int sig) { (void)sig; stop_requested = 1; }
 
 /* Every signal whose default action ends the process, faults aside: each
  * one becomes a request to unload, so the way out runs. No SA_RESTART: it
- * cuts the wait loop's sleep short. */
+ * cuts the wait loop's sleep short. They are unblocked too: a mask
+ * inherited across exec would keep them pending, and the scheduler
+ * loaded. */
 static void catch_exit_signals(void)
 {
 	static const int sigs[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGPIPE, SIGALRM, SIGUSR1,
 				    SIGUSR2, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGIO, SIGPWR };
 	struct sigaction sa;
+	sigset_t caught;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+	sigemptyset(&caught);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
 		sigaction(sigs[i], &sa, NULL);
+		sigaddset(&caught, sigs[i]);
+	}
 #ifdef SIGSTKFLT
 	sigaction(SIGSTKFLT, &sa, NULL);
+	sigaddset(&caught, SIGSTKFLT);
 #endif
 	/* The real-time signals end a process by default too. */
-	for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+	for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++) {
 		sigaction(sig, &sa, NULL);
+		sigaddset(&caught, sig);
+	}
+	sigprocmask(SIG_UNBLOCK, &caught, NULL);
 }
 
 /* libbpf's messages: all printed with -v (PARKWAY_LIBBPF_WARN=1: its
@@ -313,7 +323,10 @@ int sched_load(const struct load_opts *o)
 	if (lock < 0)
 		return EXIT_ENV;
 	/* From here on every way out removes what a loader leaves behind
-	 * (ours, or a killed one's): we hold the lock, so no other loader's. */
+	 * (ours, or a killed one's): we hold the lock, so no other loader's.
+	 * A pid file now is a killed loader's: gone at once, so that nobody
+	 * takes that pid for this loader's while it starts. */
+	unlink(PARKWAY_PID_FILE);
 	if (!check_not_loaded()) {
 		rc = EXIT_ENV;
 		goto out;

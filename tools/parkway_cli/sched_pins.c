@@ -148,6 +148,13 @@ static void unmount_all(void)
 
 bool pins_prepare(void)
 {
+	/* Everyone must reach the registration pin, whatever the umask the
+	 * directory was made under (root's is often 027 or 077) or the mode it
+	 * was left with: safe_dir has checked that only root may write it. */
+	if (chmod(PARKWAY_RUN_DIR, 0755) != 0) {
+		fprintf(stderr, "parkway: cannot make %s mode 0755: %s\n", PARKWAY_RUN_DIR, strerror(errno));
+		return false;
+	}
 	unmount_all();
 	if (is_bpffs(PARKWAY_BPFFS)) {
 		fprintf(stderr, "parkway: cannot unmount the stale %s: %s\n", PARKWAY_BPFFS, strerror(errno));
@@ -193,7 +200,8 @@ bool pins_write_pid(void)
 	int fd = open(PARKWAY_PID_FILE, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
 
-	if (fd < 0 || write(fd, buf, (size_t)n) != n) {
+	/* fchmod: readable by everyone (`parkway sched status`), whatever the umask. */
+	if (fd < 0 || fchmod(fd, 0644) != 0 || write(fd, buf, (size_t)n) != n) {
 		fprintf(stderr, "parkway: cannot write %s: %s\n", PARKWAY_PID_FILE, strerror(errno));
 		if (fd >= 0)
 			close(fd);

@@ -1,4 +1,5 @@
 /* sched_status.c -- `parkway sched status` and `parkway sched unload`. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -138,7 +139,13 @@ int sched_unload(void)
 			return EXIT_FAIL;
 		}
 	}
-	if (kill(pid, SIGTERM) != 0) {
+	/* ESRCH: the loader exited since its pid was read; it unloads on
+	 * its way out, which wait_loader_gone sees. */
+	if (kill(pid, SIGTERM) == 0) {
+		/* A stopped loader (Ctrl-Z, SIGSTOP) keeps SIGTERM pending, and
+		 * the scheduler loaded, until it is continued. */
+		kill(pid, SIGCONT);
+	} else if (errno != ESRCH) {
 		perror("parkway: kill");
 		return EXIT_FAIL;
 	}

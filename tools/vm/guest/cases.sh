@@ -476,6 +476,23 @@ case9() {
 	else
 		bad="$bad load"
 	fi
+	# The pid file a killed loader left names nobody: a load refused while
+	# the next loader starts must not name the dead one.
+	if start_loader /tmp/p14.log; then
+		dead=$lpid
+		kill -9 $dead; wait $dead 2>/dev/null
+		wait_for 20 is_state disabled
+		parkway sched load >/tmp/p15.log 2>&1 & lpid=$!
+		holds_lock_of() { ls -l /proc/$1/fd 2>/dev/null | grep -q 'parkway-sched/lock'; }
+		wait_for 30 holds_lock_of $lpid || log "the loader never held the lock"
+		parkway sched load >/tmp/p16.log 2>&1; rc=$?
+		log "a load while another starts over a killed loader's pid file ($dead): exit $rc: $(head -n 1 /tmp/p16.log)"
+		{ [ $rc -eq 3 ] && ! grep -q "(pid $dead)" /tmp/p16.log; } || bad="$bad names-dead-loader-$dead"
+		wait_for 30 is_state enabled
+		stop_loader || bad="$bad unload-15"
+	else
+		bad="$bad load-14"
+	fi
 	# Every way out but SIGKILL cleans up: SIGHUP, and SIGPIPE from --stats
 	# into a closed pipe.
 	if start_loader /tmp/p5.log; then
@@ -508,7 +525,9 @@ case9() {
 	if start_loader /tmp/p9.log; then
 		parkway sched unload >/tmp/p8.log 2>&1 && parkway sched load >/tmp/p10.log 2>&1 & l2=$!
 		wait $lpid; rc=$?
-		wait_for 30 is_state enabled; st=$(state)
+		# The loader writes its pid file just after the attach.
+		pid_written() { [ -s /run/parkway-sched/loader.pid ]; }
+		wait_for 30 is_state enabled && wait_for 10 pid_written; st=$(state)
 		lpid=$(cat /run/parkway-sched/loader.pid 2>/dev/null)
 		log "unload && load: first loader exit $rc, then state $st: $(head -n 1 /tmp/p10.log)"
 		[ "$st" = enabled ] && [ -n "$lpid" ] || bad="$bad unload-then-load($st: $(head -n 1 /tmp/p10.log))"
@@ -519,7 +538,39 @@ case9() {
 	else
 		bad="$bad load-9"
 	fi
-	if [ -z "$bad" ]; then result PASS "foreign or open directory refused; one of two loads runs; nothing left behind (unload, SIGHUP, SIGPIPE); unload waits for a starting loader and for its leaving"
+	# A loader started under root's restrictive umask (077), in a fresh
+	# directory and in one left mode 0700: a program of uid 65534 still
+	# registers, and its `status` names the loader's pid.
+	for how in fresh 0700; do
+		rm -rf /run/parkway-sched
+		[ $how = 0700 ] && mkdir -m 0700 /run/parkway-sched
+		um=$(umask); umask 077
+		start_loader /tmp/p11.log; lrc=$?
+		umask "$um"
+		if [ $lrc -eq 0 ]; then
+			$NOBODY pw_vmprog --workers 1 --seconds 1 >/tmp/o4.log 2>&1
+			$NOBODY parkway sched status >/tmp/o5.log 2>&1
+			log "umask 077, directory $how: $(ls -ld /run/parkway-sched | cut -c1-10); uid 65534: $(grep '^sched_ext' /tmp/o4.log); status: $(grep '^parkway scheduler' /tmp/o5.log)"
+			grep -q 'registered 1 of 1' /tmp/o4.log || bad="$bad umask-077-$how-not-registered"
+			grep -q "loaded by pid $lpid\$" /tmp/o5.log || bad="$bad umask-077-$how-status-pid"
+			stop_loader || bad="$bad unload-umask-$how"
+		else
+			bad="$bad load-umask-$how"; kill "$lpid" 2>/dev/null; wait "$lpid"
+		fi
+	done
+	# A stopped loader (Ctrl-Z, SIGSTOP): `unload` still stops it.
+	if start_loader /tmp/p12.log; then
+		kill -STOP $lpid
+		parkway sched unload >/tmp/p13.log 2>&1; urc=$?
+		st=$(state)
+		wait_for 15 loader_gone $lpid || { kill -9 $lpid; kill -CONT $lpid; }
+		wait $lpid; rc=$?
+		log "unload of a stopped loader: exit $urc, state $st after it: $(tr '\n' ' ' </tmp/p13.log); loader exit $rc"
+		[ $urc -eq 0 ] && [ "$st" = disabled ] && [ $rc -eq 0 ] || bad="$bad unload-stopped-loader($urc,$st,$rc)"
+	else
+		bad="$bad load-12"
+	fi
+	if [ -z "$bad" ]; then result PASS "foreign or open directory refused; one of two loads runs; nothing left behind (unload, SIGHUP, SIGPIPE); unload waits for a starting loader and for its leaving; a killed loader's pid named by nobody; umask 077; a stopped loader unloads"
 	else result FAIL "$bad"; fi
 }
 
