@@ -1013,6 +1013,110 @@ TEST(Cancel, ShutdownDeadlineFromAnotherRuntimesWorkerDrops) {
   EXPECT_EQ(ran.load(), 0);
 }
 
+// A drain on another runtime's worker resumes the joiner of a coroutine
+// it dropped there. The joiner, a coroutine of the worker's runtime, goes
+// on with a TaskGroup whose wait helps: the task that wait runs is that
+// runtime's own, which is not shutting down, and it runs. The drain
+// drops (and counts) only what it took from the drained runtime's queues;
+// asked on that thread, every task start was the drained runtime's, and
+// the group's task was dropped with RuntimeShutdown, counted as a second
+// drop.
+TEST(Cancel, ShutdownDeadlineOnAnotherRuntimesWorkerDropsNoneOfThatRuntimesTasks) {
+  pwtest::Watchdog w("Cancel.ShutdownDeadlineOnAnotherRuntimesWorkerDropsNoneOfThatRuntimesTasks", 60);
+  std::atomic<bool> release{false}, started{false}, parent_waits{false}, in_shutdown{false};
+  std::atomic<bool> resumed_in_shutdown{false};
+  parkway::Future<void> blocker;
+  {
+    parkway::Runtime a(parkway::Options{.workers = 1, .name = "drained"});
+    parkway::Runtime c(parkway::Options{.workers = 1, .name = "caller"});
+    blocker = a.submit([&] {
+      started.store(true);
+      while (!release.load(std::memory_order_acquire)) std::this_thread::sleep_for(1ms);
+    });
+    ASSERT_TRUE(wait_for(started));
+    auto child = []() -> parkway::Task<int> { co_return 1; };
+    auto parent = [&]() -> parkway::Task<int> {
+      parkway::Spawned<int> s = parkway::spawn(child(), a);  // queued behind a's blocked worker
+      parent_waits.store(true);
+      try {
+        co_await std::move(s);
+      } catch (const parkway::RuntimeShutdown&) {
+        resumed_in_shutdown.store(in_shutdown.load());
+      }
+      int ran = 0;
+      parkway::TaskGroup g;  // on c's worker: bound to c
+      g.spawn([&] { ran = 1; });
+      g.wait();
+      co_return ran;
+    };
+    // c's one worker runs the parent until it suspends at the join, then
+    // the task that shuts a down.
+    parkway::Spawned<int> p = parkway::spawn(parent(), c);
+    ASSERT_TRUE(wait_for(parent_waits));
+    const parkway::ShutdownReport r = c.run([&] {
+      in_shutdown.store(true);
+      return a.shutdown(std::chrono::steady_clock::now() + 20ms);
+    });
+    EXPECT_TRUE(resumed_in_shutdown.load());  // the drain resumed the joiner
+    EXPECT_EQ(r.dropped, 1u);                 // the child only
+    int got = -1;
+    try {
+      got = p.get();
+    } catch (const parkway::RuntimeShutdown& e) {
+      ADD_FAILURE() << "a task of the runtime that is not shutting down was dropped: " << e.what();
+    }
+    EXPECT_EQ(got, 1);
+    release.store(true, std::memory_order_release);
+  }
+  blocker.get();
+}
+
+// The drain resumes the joiner of a coroutine it drops; the joiner
+// unwinds there (the join rethrows RuntimeShutdown), and its second
+// Spawned, whose child is still queued behind the blocked worker, waits
+// for that child as it is destroyed. Only a drain takes the child, so the
+// wait drains too: it drops the child, the unwinding ends and
+// shutdown(deadline) returns. With the drain holding the next queued
+// tasks in hand, or the wait only sleeping, it never returned. Once from
+// a plain thread, once from a task on the joiner's runtime's one worker
+// (whose wait first helps there).
+TEST(Cancel, ShutdownDeadlineDrainsForAWaitInTheCodeItResumes) {
+  pwtest::Watchdog w("Cancel.ShutdownDeadlineDrainsForAWaitInTheCodeItResumes", 60);
+  for (bool from_worker : {false, true}) {
+    SCOPED_TRACE(from_worker ? "shutdown(deadline) from a task of the joiner's runtime" : "from a plain thread");
+    std::atomic<bool> release{false}, started{false}, parent_waits{false};
+    parkway::Future<void> blocker;
+    {
+      parkway::Runtime a(parkway::Options{.workers = 1, .name = "drained"});
+      parkway::Runtime c(parkway::Options{.workers = 1, .name = "joiner"});
+      blocker = a.submit([&] {
+        started.store(true);
+        while (!release.load(std::memory_order_acquire)) std::this_thread::sleep_for(1ms);
+      });
+      ASSERT_TRUE(wait_for(started));
+      auto child = []() -> parkway::Task<int> { co_return 1; };
+      auto parent = [&]() -> parkway::Task<int> {
+        parkway::Spawned<int> first = parkway::spawn(child(), a);  // both queued on a
+        parkway::Spawned<int> second = parkway::spawn(child(), a);
+        parent_waits.store(true);
+        int x = co_await std::move(first);  // throws RuntimeShutdown: `second` is destroyed
+        int y = co_await std::move(second);
+        co_return x + y;
+      };
+      parkway::Spawned<int> p = parkway::spawn(parent(), c);
+      ASSERT_TRUE(wait_for(parent_waits));
+      auto deadline = std::chrono::steady_clock::now() + 20ms;
+      const parkway::ShutdownReport r =
+          from_worker ? c.run([&] { return a.shutdown(deadline); }) : a.shutdown(deadline);
+      EXPECT_EQ(r.dropped, 2u);
+      EXPECT_EQ(r.running, 1u);
+      EXPECT_THROW(p.get(), parkway::RuntimeShutdown);
+      release.store(true, std::memory_order_release);
+    }
+    blocker.get();
+  }
+}
+
 // A drain runs code: a dropped task's closure is destroyed there, and a
 // dropped coroutine's joiner resumes there. When that code drains another
 // runtime with a shutdown(deadline) of its own, the outer drain goes on

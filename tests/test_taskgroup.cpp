@@ -220,6 +220,38 @@ TEST(ParallelFor, BadArgumentsAreNamed) {
   EXPECT_THROW(parkway::parallel_for(rt, 10, 5, 1, [](std::size_t) {}), std::invalid_argument);
 }
 
+// A negative begin, end or grain (a signed integer) is refused, naming
+// it. Converted to size_t, an end of -1 was a loop of 2^64 - 1 calls
+// (here f stops it after 1000) and a grain of -1 one piece of the whole
+// range.
+TEST(ParallelFor, NegativeArgumentsAreNamed) {
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  std::atomic<int> calls{0};
+  auto f = [&](std::size_t) {
+    if (calls.fetch_add(1) >= 1000) throw std::runtime_error("ran past any range the caller meant");
+  };
+  auto expect_named = [](auto call, const char* name) {
+    try {
+      call();
+      ADD_FAILURE() << name << ": no exception";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("negative"), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << name << ": " << e.what();
+    }
+  };
+  const int minus_one = -1;
+  const long minus_five = -5;
+  expect_named([&] { parkway::parallel_for(rt, 0, minus_one, 1, f); }, "end");
+  expect_named([&] { parkway::parallel_for(rt, minus_five, 10, 1, f); }, "begin");
+  expect_named([&] { parkway::parallel_for(rt, 0, 10, minus_one, f); }, "grain");
+  expect_named([&] { parkway::parallel_for(0, minus_one, 1, f); }, "end");  // the default runtime
+  EXPECT_EQ(calls.load(), 0);
+  parkway::parallel_for(rt, 0, 10, 3, f);  // signed and non-negative: as before
+  EXPECT_EQ(calls.load(), 10);
+}
+
 TEST(ParallelFor, ExceptionPropagates) {
   parkway::Runtime rt(parkway::Options{.workers = 2});
   EXPECT_THROW(parkway::parallel_for(rt, 0, 1000, 1,

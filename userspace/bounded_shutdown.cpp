@@ -39,7 +39,11 @@ namespace detail {
 
 namespace {
 
-constexpr std::size_t kDrainBatch = 64;
+// One task at a time: code a dropped task runs (a joiner it resumes, a
+// coroutine that unwinds) may wait for another task still queued, and
+// that wait drains too (block_until); tasks held here in a batch would
+// be out of its reach, and the wait would never end.
+constexpr std::size_t kDrainBatch = 1;
 // After the drain: how long the running count must hold still, and the
 // most time spent waiting for that.
 constexpr auto kSettleStill = std::chrono::milliseconds(2);
@@ -93,7 +97,7 @@ std::uint64_t RuntimeImpl::drain_dropping() {
   // (its closure's destructor, the joiner a dropped coroutine resumes)
   // that may drain another runtime with a shutdown(deadline) of its own;
   // cleared there, the rest of this drain would run its tasks instead.
-  RuntimeImpl* const outer = set_draining(this);
+  const DrainState outer = set_draining(this);
   // Counted as a live cancellation for as long as it drains: a task
   // starting here asks whether to drop only while the count is non-zero,
   // and the call that joins the workers may end the runtime's own count
@@ -105,6 +109,7 @@ std::uint64_t RuntimeImpl::drain_dropping() {
     while (Task* t = injection.pop_batch(kDrainBatch, &k)) {
       while (t) {
         Task* next = t->next;  // invoke frees t
+        drain_invoking();
         t->invoke(t);
         t = next;
         ++n;
@@ -120,6 +125,7 @@ std::uint64_t RuntimeImpl::drain_dropping() {
           any = true;  // raced: look again on the next pass
           break;
         }
+        drain_invoking();
         t->invoke(t);
         ++n;
         any = true;
@@ -136,7 +142,7 @@ std::uint64_t RuntimeImpl::drain_dropping() {
     }
   }
   g_cancel_live.fetch_sub(1, std::memory_order_release);
-  set_draining(outer);
+  restore_draining(outer);
   return n;
 }
 

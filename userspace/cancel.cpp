@@ -20,22 +20,49 @@ namespace {
 // runtime's worker, the drained tasks are the draining runtime's, and
 // asking the worker's runtime would run them instead of dropping them.
 thread_local RuntimeImpl* tls_draining = nullptr;
+// On a worker (of another runtime) that drains: its count of executed
+// tasks as the drain invoked the task it runs now (drain_invoking). A
+// higher count means the code running is a task the worker started
+// inside that one (a helping wait of a joiner the dropped task resumed,
+// say): a task of the worker's own runtime, not one the drain took.
+thread_local std::uint64_t tls_drain_mark = 0;
+
+std::uint64_t executed_here() noexcept {
+  Worker* w = Worker::current();
+  return w ? w->counters().executed.load(std::memory_order_relaxed) : 0;
+}
 
 RuntimeImpl* runtime_here() noexcept {
-  if (tls_draining) return tls_draining;
+  if (RuntimeImpl* d = draining_here()) return d;
   Worker* w = Worker::current();
   return w ? &w->runtime() : nullptr;
 }
 }  // namespace
 
-RuntimeImpl* set_draining(RuntimeImpl* rt) noexcept { return std::exchange(tls_draining, rt); }
+RuntimeImpl* draining_here() noexcept {
+  RuntimeImpl* d = tls_draining;
+  if (d && executed_here() != tls_drain_mark) return nullptr;
+  return d;
+}
+
+DrainState set_draining(RuntimeImpl* rt) noexcept {
+  DrainState prev{tls_draining, tls_drain_mark};
+  tls_draining = rt;
+  tls_drain_mark = executed_here();
+  return prev;
+}
+void restore_draining(DrainState prev) noexcept {
+  tls_draining = prev.rt;
+  tls_drain_mark = prev.mark;
+}
+void drain_invoking() noexcept { tls_drain_mark = executed_here(); }
 
 // A drain runs only past its runtime's deadline, and drops everything it
 // takes, whatever `dropping` says by then: another shutdown call that
 // joined the workers meanwhile ends the drop state, while the drain may
-// still hold tasks it took (a batch in hand) that no worker will see.
+// still hold a task it took (in hand) that no worker will see.
 bool runtime_dropping_here() noexcept {
-  if (tls_draining) return true;
+  if (draining_here()) return true;
   RuntimeImpl* rt = runtime_here();
   return rt && rt->dropping.load(std::memory_order_acquire);
 }
@@ -46,7 +73,7 @@ bool stop_requested(const TaskGroup* g) noexcept {
 
 bool drop_this_task() noexcept {
   RuntimeImpl* rt = runtime_here();
-  if (!rt || (rt != tls_draining && !rt->dropping.load(std::memory_order_acquire))) return false;
+  if (!rt || (rt != draining_here() && !rt->dropping.load(std::memory_order_acquire))) return false;
   rt->dropped.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -54,7 +81,7 @@ bool drop_this_task() noexcept {
 // The drain only: a worker resumes an I/O continuation it runs after the
 // deadline (the coroutine stops at its next co_await, on the pool).
 bool drop_resumption_here() noexcept {
-  RuntimeImpl* rt = tls_draining;
+  RuntimeImpl* rt = draining_here();
   if (!rt) return false;
   rt->dropped.fetch_add(1, std::memory_order_relaxed);
   return true;

@@ -45,7 +45,49 @@ bool help_own_deque(Worker* me, DoneFn done, void* ctx) noexcept {
   return false;
 }
 
+namespace {
+// block_until on the thread of a Runtime::shutdown(deadline) that drains
+// `d`, in code a task it dropped runs: a joiner it resumed, or a
+// coroutine unwinding from a dropped resume_on, whose Spawned handles
+// wait for their children as they go. The wait may be for a task still
+// in d's queues, which nobody but a drain takes (d's workers are
+// blocked). So between looks it drains too; on a worker it also runs
+// what of its own runtime it can take (its ready I/O continuations, its
+// deque, then the injection queue), as its helping wait would; otherwise
+// it sleeps for a millisecond at a time (a completer may not notify).
+void block_while_draining(RuntimeImpl* d, Worker* me, std::uint32_t id, DoneFn done, void* ctx) noexcept {
+  ParkWord& pw = park_word(id);
+  while (!done(ctx)) {
+    if (d->drain_dropping() != 0) continue;
+    if (me) {
+      bool ran = me->io_point() || me->run_own();
+      std::size_t k = 0;
+      if (!ran) {
+        if (Task* t = me->runtime().injection.pop_batch(1, &k)) ran = me->execute(t);
+      }
+      if (ran) {
+        drain_invoking();  // back in the code the drain runs (cancel.cpp, draining_here)
+        continue;
+      }
+    }
+    if (pw.announce() != kAwake) continue;  // [P0] a token: look again
+    if (done(ctx)) {
+      pw.cancel();
+      break;
+    }
+    timespec ts{0, 1000000};
+    pw.sleep_for(ts);
+  }
+}
+}  // namespace
+
 void block_until(Worker* me, std::uint32_t id, DoneFn done, void* ctx, bool timed) noexcept {
+  if (cancellation_active()) [[unlikely]] {
+    if (RuntimeImpl* d = draining_here()) {
+      block_while_draining(d, me, id, done, ctx);
+      return;
+    }
+  }
   if (me && !me->runtime().forked()) [[likely]] {
     me->run_until(done, ctx, timed);  // helps while it waits
     trace::on_join();  // the waiting task goes on: a join in the task graph (task level)

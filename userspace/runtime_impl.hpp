@@ -26,11 +26,26 @@ inline unsigned fork_generation() noexcept { return g_fork_generation.load(std::
 
 class RuntimeImpl;
 // cancel.cpp: this thread drains `rt`'s queues for shutdown(deadline)
-// (nullptr: no longer); returns the runtime it drained before, for the
-// caller to put back (a drain can nest: code a drained task runs, a
-// resumed joiner or a closure's destructor, may itself call
-// shutdown(deadline)); whether the runtime running tasks here drops them.
-RuntimeImpl* set_draining(RuntimeImpl* rt) noexcept;
+// (nullptr: no longer); returns the drain state before, for the caller
+// to put back with restore_draining (a drain can nest: code a drained
+// task runs, a resumed joiner or a closure's destructor, may itself call
+// shutdown(deadline)). drain_invoking: the drain is about to invoke a
+// task it took. On a worker of another runtime, only what the drain
+// invokes itself counts as `rt`'s: a task that worker starts inside one
+// (a helping wait in the code a dropped task runs, a resumed joiner's)
+// is its own runtime's. runtime_dropping_here: whether the runtime
+// running tasks here drops them.
+struct DrainState {
+  RuntimeImpl* rt;
+  std::uint64_t mark;
+};
+DrainState set_draining(RuntimeImpl* rt) noexcept;
+void restore_draining(DrainState prev) noexcept;
+void drain_invoking() noexcept;
+// The runtime a drain on this thread drops tasks for, or nullptr (none,
+// or the code running is a task this thread's worker started inside the
+// one the drain invoked).
+RuntimeImpl* draining_here() noexcept;
 bool runtime_dropping_here() noexcept;
 // Keeps a forked child's copy of a parent's runtime reachable when its
 // Runtime is destroyed there (it cannot be freed: see runtime.cpp, "fork").

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <concepts>
 #include <cstddef>
 #include <type_traits>
 #include <exception>
@@ -72,6 +73,18 @@ void parallel_for_split(std::size_t b, std::size_t e, ForState<F>& s) noexcept {
   }
 }
 
+// An index or grain given as a signed integer: a negative one would turn
+// into a size_t near 2^64 (an end of -1: a loop of 2^64 - 1 calls).
+template <class I>
+std::size_t for_index(I v, const char* what) {
+  if constexpr (std::is_signed_v<I>) {
+    if (v < 0)
+      throw std::invalid_argument(std::string("parkway::parallel_for: ") + what + " is negative, got " +
+                                  std::to_string(static_cast<long long>(v)));
+  }
+  return static_cast<std::size_t>(v);
+}
+
 inline void check_range(std::size_t begin, std::size_t end, std::size_t grain) {
   if (grain == 0) throw std::invalid_argument("parkway::parallel_for: grain must be at least 1, got 0");
   if (begin > end)
@@ -89,11 +102,16 @@ inline void check_range(std::size_t begin, std::size_t end, std::size_t grain) {
 // they have returned (later ones are dropped). Called inside a task of a group that gets cancelled, the loop
 // stops the same way and returns normally (parkway::cancelled() tells).
 // Called from a task of another runtime, that task's worker waits for it
-// (as in Runtime::run).
-template <class F>
-void parallel_for(Runtime& rt, std::size_t begin, std::size_t end, std::size_t grain, F&& f) {
+// (as in Runtime::run). begin, end and grain are integers of any type; a
+// negative one throws std::invalid_argument, as a grain of 0 or begin >
+// end do.
+template <std::integral B, std::integral E, std::integral G, class F>
+void parallel_for(Runtime& rt, B first, E last, G step, F&& f) {
   static_assert(std::is_invocable_v<std::remove_reference_t<F>&, std::size_t&>,  // as s.f(i) calls it: an lvalue index
                 "parkway::parallel_for: the callable must take the index, a std::size_t");
+  const std::size_t begin = detail::for_index(first, "begin");
+  const std::size_t end = detail::for_index(last, "end");
+  const std::size_t grain = detail::for_index(step, "grain");
   detail::check_range(begin, end, grain);
   if (begin == end) return;
   detail::ForState<std::remove_reference_t<F>> s{f, grain};
@@ -110,8 +128,8 @@ void parallel_for(Runtime& rt, std::size_t begin, std::size_t end, std::size_t g
 
 // As above, on the calling worker's runtime, or Runtime::default_runtime()
 // outside any pool.
-template <class F>
-void parallel_for(std::size_t begin, std::size_t end, std::size_t grain, F&& f) {
+template <std::integral B, std::integral E, std::integral G, class F>
+void parallel_for(B begin, E end, G grain, F&& f) {
   Runtime* rt = Runtime::current();
   parallel_for(rt ? *rt : Runtime::default_runtime(), begin, end, grain, static_cast<F&&>(f));
 }
