@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -168,8 +169,9 @@ TEST(TxnContention, TwoChildrenWorkersCollideOnTheSummary) {
 // tags on, the transaction whose CAS failed holds the word's tag
 // (TagAfterFail), so the third thread's gate finds it and waits (then
 // bypasses after the 1 ms patience, as the holder is parked in the hook).
-// If push or pop_batch stopped calling gate() or after_fail(), nobody
-// would wait. With the tags off nobody waits either.
+// Without [P1g] or [P1]'s after_fail() (the first test), or [P2g] or
+// [W1]'s after_fail() (the second), nobody would wait; the tests after
+// them cover the other sites. With the tags off nobody waits either.
 namespace forced {
 thread_local bool hooked = false;  // only this thread runs the steps below
 thread_local int calls = 0;
@@ -267,6 +269,202 @@ TEST(TxnContention, FailedClaimTagsTheParent) {
     while (q.pop_batch(32, &n)) total += n;
     EXPECT_EQ(total, 3u);
   }
+}
+
+// Every other tag site of push and pop_batch, one test each (the two tests
+// above cover [P1g], [P1]'s TagAfterFail, [P2g] and [W1]'s TagAfterFail).
+// Each test makes one site meet a tag it must respect, and nothing else
+// meets one: either a transaction of the test's own, older than the
+// tree's, holds the word's slot when the site's gate runs (the tree's
+// transaction waits, then bypasses after the 1 ms patience), or the
+// site's CAS fails and a third thread then needs the word (it waits for
+// the failed transaction's tag). Without that site's gate() or
+// after_fail(), nobody waits.
+namespace sites {
+using parkway::detail::txn::Txn;
+thread_local bool hooked = false;  // only this thread runs the steps below
+thread_local int calls = 0;
+std::function<void()> at_window[4];  // at the hooked thread's window() number 1..3
+std::function<void()> at_take;       // at the hooked thread's after_take() (right after [W2])
+struct Hooks {
+  static void window() noexcept {
+    if (!hooked) return;
+    ++calls;
+    if (calls < 4 && at_window[calls]) at_window[calls]();
+  }
+  static void after_take() noexcept {
+    if (hooked && at_take) at_take();
+  }
+};
+using Tree = BasicInjectTree<Hooks>;
+
+void reset() {
+  for (auto& f : at_window) f = nullptr;
+  at_take = nullptr;
+}
+template <class F>
+void run_hooked(F f) {
+  std::thread([&] {
+    hooked = true;
+    f();
+  }).join();
+  reset();
+}
+
+// A thread that pushes one task and stays alive (keeping its own child).
+struct Submitter {
+  std::atomic<bool> pushed{false}, leave{false};
+  TxnCounters c;
+  std::thread th;
+  Submitter(Tree& q, Task* t) {
+    th = std::thread([this, &q, t] {
+      q.push(t, &c);
+      pushed.store(true);
+      while (!leave.load()) std::this_thread::yield();
+    });
+    while (!pushed.load()) std::this_thread::yield();
+  }
+  ~Submitter() {
+    leave.store(true);
+    th.join();
+  }
+};
+
+std::size_t drain(Tree& q) {
+  std::size_t n = 0, total = 0;
+  while (q.pop_batch(32, &n)) total += n;
+  return total;
+}
+
+bool no_tags_left(Tree& q) {
+  if (q.parent_tag().word.load() != 0) return false;
+  for (unsigned i = 0; i < Tree::kChildren; ++i)
+    if (q.child_tag(i).word.load() != 0) return false;
+  return true;
+}
+}  // namespace sites
+
+// [W1g]: an older transaction holds the parent until the claim's [W2].
+TEST(TxnContention, ClaimPassesTheParentsGate) {
+  sites::Tree q(true);
+  Task t0;
+  t0.invoke = noop;
+  sites::Submitter s0(q, &t0);
+  sites::Txn holder(true);
+  holder.after_fail(q.parent_tag());
+  sites::at_take = [&] { holder.commit(); };
+  TxnCounters c;
+  std::size_t n = 0;
+  Task* got = nullptr;
+  sites::run_hooked([&] { got = q.pop_batch(1, &n, &c); });
+  EXPECT_EQ(got, &t0);
+  EXPECT_GE(c.waits, 1u) << "[W1g] did not wait for the parent's older tag";
+  EXPECT_TRUE(sites::no_tags_left(q));
+}
+
+// [W2g]: an older transaction holds the child's tag until after [W2].
+TEST(TxnContention, TakePassesTheChildsGate) {
+  sites::Tree q(true);
+  Task t0;
+  t0.invoke = noop;
+  sites::Submitter s0(q, &t0);
+  const unsigned i = unsigned(std::countr_zero(q.owned_children()));
+  sites::Txn holder(true);
+  holder.after_fail(q.child_tag(i));
+  sites::at_take = [&] { holder.commit(); };
+  TxnCounters c;
+  std::size_t n = 0;
+  Task* got = nullptr;
+  sites::run_hooked([&] { got = q.pop_batch(1, &n, &c); });
+  EXPECT_EQ(got, &t0);
+  EXPECT_GE(c.waits, 1u) << "[W2g] did not wait for the child's older tag";
+  EXPECT_TRUE(sites::no_tags_left(q));
+}
+
+// [W3g] before [W3a]: the parent is tagged right after [W2] of a claim
+// that hands out a task.
+TEST(TxnContention, ReleasePassesTheParentsGate) {
+  sites::Tree q(true);
+  Task t0;
+  t0.invoke = noop;
+  sites::Submitter s0(q, &t0);
+  sites::Txn holder(true);
+  sites::at_take = [&] { holder.after_fail(q.parent_tag()); };
+  TxnCounters c;
+  std::size_t n = 0;
+  Task* got = nullptr;
+  sites::run_hooked([&] { got = q.pop_batch(1, &n, &c); });
+  holder.commit();
+  EXPECT_EQ(got, &t0);
+  EXPECT_GE(c.waits, 1u) << "[W3g] before [W3a] did not wait for the parent's older tag";
+  EXPECT_TRUE(sites::no_tags_left(q));
+}
+
+// [W3cg] and [W3g] before [W3]: a dry claim (the child announced, OPEN and
+// empty) closes the child, then clears its bit; the child's or the
+// parent's tag is taken right after its [W2].
+TEST(TxnContention, DryClaimPassesTheCloseAndClearGates) {
+  for (bool child : {true, false}) {
+    sites::Tree q(true);
+    Task t0;
+    t0.invoke = noop;
+    sites::Submitter s0(q, &t0);
+    const unsigned i = unsigned(std::countr_zero(q.owned_children()));
+    std::size_t n = 0;
+    ASSERT_EQ(q.pop_batch(1, &n), &t0);  // the child stays announced and OPEN
+    sites::Txn holder(true);
+    sites::at_take = [&] { holder.after_fail(child ? q.child_tag(i) : q.parent_tag()); };
+    TxnCounters c;
+    Task* got = &t0;
+    sites::run_hooked([&] { got = q.pop_batch(1, &n, &c); });
+    holder.commit();
+    EXPECT_EQ(got, nullptr);
+    EXPECT_EQ(q.summary() & 0xffffffffu, 0u) << "the dry claim closed the child and cleared its bit";
+    EXPECT_GE(c.waits, 1u) << (child ? "[W3cg]" : "[W3g] before [W3]") << " did not wait for the older tag";
+    EXPECT_TRUE(sites::no_tags_left(q));
+  }
+}
+
+// [P2] fails (another announcement changed the summary), so the producer
+// tags the parent; a third producer announcing then waits at [P2g].
+TEST(TxnContention, FailedAnnouncementTagsTheParent) {
+  sites::Tree q(true);
+  Task a, t1, t2;
+  a.invoke = t1.invoke = t2.invoke = noop;
+  std::unique_ptr<sites::Submitter> s1, s2;
+  sites::at_window[2] = [&] { s1 = std::make_unique<sites::Submitter>(q, &t1); };  // [P2] fails
+  sites::at_window[3] = [&] { s2 = std::make_unique<sites::Submitter>(q, &t2); };  // needs the parent
+  TxnCounters ca;
+  sites::run_hooked([&] { q.push(&a, &ca); });
+  EXPECT_GE(ca.retries, 1u);
+  EXPECT_EQ(s1->c.waits, 0u);
+  EXPECT_GE(s2->c.waits, 1u) << "the parent was not tagged after the failed [P2]";
+  EXPECT_EQ(sites::drain(q), 3u);
+  EXPECT_TRUE(sites::no_tags_left(q));
+}
+
+// [W3] of a dry claim fails (an announcement changed the summary), so the
+// worker tags the parent; a producer announcing then waits at [P2g].
+TEST(TxnContention, FailedClearTagsTheParent) {
+  sites::Tree q(true);
+  Task t0, t1, t2;
+  t0.invoke = t1.invoke = t2.invoke = noop;
+  sites::Submitter s0(q, &t0);
+  std::size_t n = 0;
+  ASSERT_EQ(q.pop_batch(1, &n), &t0);  // the child stays announced and OPEN
+  std::unique_ptr<sites::Submitter> s1, s2;
+  // window 1 is [W1]'s, window 2 [W3]'s (after [W3c] closed the child)
+  sites::at_window[2] = [&] { s1 = std::make_unique<sites::Submitter>(q, &t1); };  // [W3] fails
+  sites::at_window[3] = [&] { s2 = std::make_unique<sites::Submitter>(q, &t2); };  // needs the parent
+  TxnCounters cw;
+  Task* got = nullptr;
+  sites::run_hooked([&] { got = q.pop_batch(1, &n, &cw); });  // a later round takes t1 or t2
+  EXPECT_NE(got, nullptr);
+  EXPECT_GE(cw.retries, 1u);
+  EXPECT_EQ(s1->c.waits, 0u);
+  EXPECT_GE(s2->c.waits, 1u) << "the parent was not tagged after the failed [W3]";
+  EXPECT_EQ(n + sites::drain(q), 2u);
+  EXPECT_TRUE(sites::no_tags_left(q));
 }
 
 }  // namespace

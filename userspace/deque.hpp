@@ -10,6 +10,11 @@
 //  * push publishes with a release store of `bottom` instead of a release
 //    fence + relaxed store (same code on x86; lets ThreadSanitizer, which
 //    ignores fences, see the happens-before edge).
+//  * pop's stores of `bottom` are release stores, not relaxed: the paper's
+//    proof is in C11, where a relaxed store after push's release store
+//    (same thread, same word) continues its release sequence; C++20 dropped
+//    that rule (P0982, [diff.cpp17.basic]), so a thief whose acquire load
+//    reads pop's store would synchronize with no push (same code on x86).
 //  * steal_batch() takes several tasks by repeating the single-task steal.
 //    A one-CAS "steal half" that advances `top` by n is unsafe with this
 //    pop: the owner takes bottom slots without a CAS while more than one
@@ -107,7 +112,12 @@ class Deque {
   // the pop (callers that count tasks keep that call out of line).
   Task* pop_unless_last(std::int64_t* tp, std::int64_t* bp) noexcept {
     std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;
-    bottom_.store(b, std::memory_order_relaxed);  // [D3]
+    // [D3] release: a thief's acquire load of bottom that reads this store
+    // must see the pushes' slots (and buf_) that it may then take. In C++20
+    // a relaxed store here would end the push's release sequence
+    // ([intro.races], [diff.cpp17.basic]), and the thief would synchronize
+    // with nothing. The same plain mov on x86.
+    bottom_.store(b, std::memory_order_release);
     asm volatile("" ::: "memory");
     // [D4] fenced, or a thief in session. acquire: [D6] may not be read
     // before it (the compiler, or a CPU weaker than x86; deque.pml
@@ -138,7 +148,7 @@ class Deque {
       if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
         x = nullptr;
     }
-    bottom_.store(b + 1, std::memory_order_relaxed);
+    bottom_.store(b + 1, std::memory_order_release);  // release: as [D3]
     return x;
   }
 

@@ -112,7 +112,7 @@
  *   [D2]    -> Deque::try_fence_off     all busy and fence_clearable():
  *                                       CAS gate_ FENCED -> 0, success:
  *                                       unfenced (kModeOff)
- *   [D3]    Deque::pop_unless_last      bottom_.store(b) (relaxed), then
+ *   [D3]    Deque::pop_unless_last      bottom_.store(b) (release), then
  *                                       asm("" ::: "memory")
  *   [D4]    Deque::pop_unless_last      g = gate_.load() (acquire): gate_set(),
  *                                       on x86 an asm cmpq $0 with memory

@@ -330,6 +330,10 @@ class BasicInjectTree {
 
   bool priority_tags() const noexcept { return tags_; }
   std::uint64_t summary() const noexcept { return summary_.load(std::memory_order_relaxed); }  // relaxed: tests
+  // The tag slots (tests: a transaction of the test's own holds one, to
+  // see that a step passes its gate; tests/test_txn_contention.cpp).
+  TagSlot& parent_tag() noexcept { return ptag_; }
+  TagSlot& child_tag(unsigned i) noexcept { return child_[i].tag; }
 
  private:
   static constexpr std::uint64_t kPtrMask = ((std::uint64_t(1) << 48) - 1) & ~std::uint64_t(7);
