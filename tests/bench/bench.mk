@@ -5,6 +5,8 @@
 #                               ratio table, write $(BUILD)/bench/results.json
 #   make bench BENCH_ARGS=--quick   fewer repetitions (a smoke run, ~1 min)
 #   make bench-build            only build the binaries
+#   make bench-check            check the harness's parsing and percentiles (~15 s;
+#                               a suite of make test)
 #
 # One binary per runtime (same driver, tests/bench/common.hpp), so no two
 # runtimes share a process or a getrusage total; run_bench.py interleaves
@@ -57,6 +59,17 @@ ifneq (,$(BENCH_SUBMIT))
 	$(BENCH_SUBMIT) $(filter --quick,$(BENCH_ARGS)) --json $(BENCH_DIR)/submit.json > $(BENCH_DIR)/submit.txt; \
 	  rc=$$?; cat $(BENCH_DIR)/submit.txt; exit $$rc
 endif
+
+# bench-check: the harness's own parsing and arithmetic (wrk and h2load
+# output, percentiles with requests never answered, the compute verdicts),
+# with each open-loop client run for 2-3 s over loopback against a server
+# that leaves requests unanswered (tests/bench/check_bench.py, ~15 s).
+.PHONY: bench-check
+bench-check: $(BUILD)/bench/echo/echo_client $(BUILD)/bench/httpd/http_open_loop
+	python3 tests/bench/check_bench.py --echo-client $(BUILD)/bench/echo/echo_client \
+	  --open-loop-client $(BUILD)/bench/httpd/http_open_loop
+TEST_SUITES += bench-check
+TEST_BUILDS += $(BUILD)/bench/echo/echo_client $(BUILD)/bench/httpd/http_open_loop
 
 # The I/O benchmarks: echo against Asio and epoll, parkway-httpd against
 # nginx (tests/bench/echo/, tests/bench/httpd/). They run after every

@@ -500,13 +500,9 @@ std::vector<Row> measure(unsigned producers, std::size_t per, int reps, std::vec
     std::sort(by_p999.begin(), by_p999.end());
     RunResult& lr = lat_runs[c][by_p999[by_p999.size() / 2].second];
     Row row{g_warm ? "warm" : "cold", kContenders[c].name, producers, tp[c][tp[c].size() / 2], e2e[c][e2e[c].size() / 2], 0, 0, 0, 0};
-    std::vector<std::uint32_t> clean, re;  // split first: pct() reorders lat_ticks
+    std::vector<std::uint32_t> clean, re;  // split and count first: pct() reorders lat_ticks
     for (std::size_t i = 0; i < lr.retried.size(); ++i) (lr.retried[i] ? re : clean).push_back(lr.lat_ticks[i]);
-    row.p50_ns = pct(lr.lat_ticks, 0.50);
-    row.p99_ns = pct(lr.lat_ticks, 0.99);
-    row.p999_ns = pct(lr.lat_ticks, 0.999);
-    row.max_ns = double(*std::max_element(lr.lat_ticks.begin(), lr.lat_ticks.end())) * g_ns_per_tick;
-    {
+    {  // before pct(), which reorders lat_ticks: lat_ticks[i] and retried[i] are one push
       const double slow_ticks = kSlowNs / g_ns_per_tick;
       std::size_t slow = 0, slow_re = 0;
       for (std::size_t i = 0; i < lr.lat_ticks.size(); ++i)
@@ -518,6 +514,10 @@ std::vector<Row> measure(unsigned producers, std::size_t per, int reps, std::vec
       row.slow_per_m = double(slow) * per_m;
       row.slow_retried_per_m = double(slow_re) * per_m;
     }
+    row.p50_ns = pct(lr.lat_ticks, 0.50);
+    row.p99_ns = pct(lr.lat_ticks, 0.99);
+    row.p999_ns = pct(lr.lat_ticks, 0.999);
+    row.max_ns = double(*std::max_element(lr.lat_ticks.begin(), lr.lat_ticks.end())) * g_ns_per_tick;
     if (!re.empty()) {
       row.retried_share = double(re.size()) / double(lr.retried.size());
       row.clean_p999_ns = pct(clean, 0.999);

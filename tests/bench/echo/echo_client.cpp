@@ -1,7 +1,7 @@
 // echo_client.cpp -- the load client of the echo benchmark (run_echo.py).
 //
 //   echo_client --port P [--conns C] [--size B] [--seconds D] [--warmup W]
-//               [--threads T] [--rate R] [--slice-us U]
+//               [--threads T] [--rate R] [--slice-us U] [--drain S]
 //
 // Opens C connections to 127.0.0.1:P (default 64), spread round robin over
 // T threads (default 1), each thread with its own epoll set (level-
@@ -24,8 +24,14 @@
 // not held behind a busy server's threads (../client_slice.hpp says why).
 //
 // Load runs for W seconds of warm-up (default 1) and then D measured
-// seconds (default 3); only round trips that complete inside the measured
-// window count. The round trip of a message is from its send (closed) or
+// seconds (default 3). Closed loop: the round trips that complete inside
+// the measured window count. Open loop: every message scheduled inside
+// the window counts; after the window the client waits up to S seconds
+// (--drain, default 1) for the echoes still owed, and a message not back
+// by then is "unanswered": it ranks above every answered one, so a
+// percentile whose rank falls on one is null (not a number) and a server
+// that drops messages cannot look faster than one that answers them.
+// The round trip of a message is from its send (closed) or
 // scheduled send (open) to the arrival of its last echoed byte, in
 // CLOCK_MONOTONIC nanoseconds, into a log-linear histogram (128 buckets
 // per power of two: under 0.4% error). Every echoed byte is checked
@@ -33,7 +39,7 @@
 // with conn_min/conn_max: the fewest and most round trips one connection
 // completed in the window (fairness).
 // The process bounds itself: connects time out after 5 s and an alarm
-// ends it W + D + 30 s after the start. Exit status 3 if a connection
+// ends it W + D + S + 30 s after the start. Exit status 3 if a connection
 // failed or an echoed byte was wrong, 1 if it could not connect.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -88,11 +94,14 @@ class Histogram {
   std::uint64_t count() const { return n_; }
   double mean() const { return n_ ? sum_ / double(n_) : 0; }
   std::int64_t max() const { return max_; }
-  // The value at quantile q (the middle of its bucket), in ns.
-  double quantile(double q) const {
-    if (!n_) return 0;
-    std::uint64_t want = std::uint64_t(std::ceil(q * double(n_)));
+  // The value at quantile q (the middle of its bucket), in ns, over the
+  // samples plus `missing` values larger than all of them (messages never
+  // answered): NaN when the rank falls on one of those.
+  double quantile(double q, std::uint64_t missing = 0) const {
+    if (!n_) return missing ? std::nan("") : 0;
+    std::uint64_t want = std::uint64_t(std::ceil(q * double(n_ + missing)));
     if (want < 1) want = 1;
+    if (want > n_) return std::nan("");
     std::uint64_t seen = 0;
     for (int i = 0; i < kBuckets; ++i) {
       seen += b_[i];
@@ -129,6 +138,7 @@ struct Config {
   int threads = 1;
   double rate = 0;  // 0: closed loop
   unsigned slice_us = 100;  // open loop: the kernel slice each thread asks for (0: the default)
+  double drain = 1;  // open loop: how long to wait after the window for the echoes still owed
 };
 
 // The byte at stream position pos of connection id (both directions).
@@ -156,6 +166,7 @@ struct Conn {
 struct ThreadResult {
   Histogram rtt, lag, from_send;
   std::uint64_t completed = 0, sent = 0, errors = 0, bad_bytes = 0;
+  std::uint64_t scheduled = 0;  // open loop: messages scheduled inside the measured window
   bool sliced = false;  // the thread got its kernel slice (open loop)
 };
 
@@ -206,6 +217,9 @@ class Worker {
     end_ = end;
     const bool open = cfg_.rate > 0;
     const std::int64_t interval = open ? std::int64_t(1e9 * cfg_.threads / cfg_.rate) : 0;
+    // Open loop: after the window, wait up to cfg_.drain for the echoes of
+    // the messages scheduled inside it.
+    const std::int64_t stop = open ? end + std::int64_t(cfg_.drain * 1e9) : end;
     std::int64_t next_send = start_;
     std::size_t rr = 0;
     if (!open)
@@ -213,7 +227,7 @@ class Worker {
     std::array<epoll_event, 256> events;
     for (;;) {
       std::int64_t now = now_ns();
-      if (now >= end) break;
+      if (now >= end && (!open || now >= stop || out_.completed == out_.scheduled)) break;
       if (open) {
         while (now >= next_send && next_send < end) {
           // One connection after another; a dead one passes its turn on.
@@ -223,10 +237,13 @@ class Worker {
             queue_message(c, next_send);
             break;
           }
+          // Counted even when every connection is dead: a message that
+          // could not be sent is not answered either.
+          if (next_send >= measure_from) ++out_.scheduled;
           next_send += interval;
         }
       }
-      std::int64_t wake = open ? std::min(next_send, end) : end;
+      std::int64_t wake = !open ? end : next_send < end ? next_send : stop;
       std::int64_t wait = std::max<std::int64_t>(0, wake - now_ns());
       timespec ts{time_t(wait / 1000000000), long(wait % 1000000000)};
       int n = epoll_pwait2(ep_, events.data(), int(events.size()), &ts, nullptr);
@@ -312,7 +329,10 @@ class Worker {
     }
     for (std::uint64_t m = before; m < after; ++m) {
       const std::int64_t stamp = c.stamps[m - c.stamp_base];
-      if (t >= measure_from_ && t < end_) {
+      // Closed loop: the round trips that end inside the window; open
+      // loop: the messages scheduled inside it (Config::drain).
+      const std::int64_t at = closed_loop ? t : stamp;
+      if (at >= measure_from_ && at < end_) {
         out_.rtt.add(t - stamp);
         if (cfg_.rate > 0) out_.from_send.add(t - c.sent_at[m - c.stamp_base]);
         ++out_.completed;
@@ -343,7 +363,7 @@ class Worker {
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "echo_client: %s\nusage: echo_client --port P [--conns C] [--size B] [--seconds D] [--warmup W] "
-               "[--threads T] [--rate R] [--slice-us U]\n",
+               "[--threads T] [--rate R] [--slice-us U] [--drain S]\n",
                why);
   std::exit(2);
 }
@@ -364,15 +384,16 @@ int main(int argc, char** argv) {
     else if (a == "--threads") cfg.threads = std::atoi(v);
     else if (a == "--rate") cfg.rate = std::strtod(v, nullptr);
     else if (a == "--slice-us") cfg.slice_us = unsigned(std::strtoul(v, nullptr, 10));
+    else if (a == "--drain") cfg.drain = std::strtod(v, nullptr);
     else usage(("unknown option " + a).c_str());
   }
   if (cfg.port <= 0 || cfg.port > 65535) usage("--port P is required (1..65535)");
   if (cfg.conns < 1 || cfg.conns > 10000 || cfg.size < 1 || cfg.size > (1 << 20) || cfg.seconds <= 0 ||
       cfg.seconds > 600 || cfg.warmup < 0 || cfg.warmup > 600 || cfg.threads < 1 || cfg.threads > 64 ||
-      cfg.rate < 0 || cfg.rate > 1e7 || (cfg.slice_us != 0 && (cfg.slice_us < 100 || cfg.slice_us > 100000)))
+      cfg.rate < 0 || cfg.rate > 1e7 || cfg.drain < 0 || cfg.drain > 60 || (cfg.slice_us != 0 && (cfg.slice_us < 100 || cfg.slice_us > 100000)))
     usage("an option is out of range");
   if (cfg.threads > cfg.conns) cfg.threads = cfg.conns;
-  alarm(unsigned(cfg.warmup + cfg.seconds) + 30);  // a stuck run ends anyway (SIGALRM)
+  alarm(unsigned(cfg.warmup + cfg.seconds + cfg.drain) + 30);  // a stuck run ends anyway (SIGALRM)
 
   std::vector<std::vector<Conn>> per_thread(std::size_t(cfg.threads));
   for (int i = 0; i < cfg.conns; ++i) {
@@ -411,25 +432,38 @@ int main(int argc, char** argv) {
     all.lag.merge(r.lag);
     all.from_send.merge(r.from_send);
     all.completed += r.completed;
+    all.scheduled += r.scheduled;
     all.sent += r.sent;
     all.errors += r.errors;
     all.bad_bytes += r.bad_bytes;
     all.sliced = all.sliced && r.sliced;  // every thread got it
   }
-  const double us = 1e-3;
+  // Open loop: the messages scheduled in the window that never came back.
+  const std::uint64_t missing = cfg.rate > 0 ? all.scheduled - all.completed : 0;
+  // A number in us, or null (NaN: the rank fell on an unanswered message).
+  auto us = [](double ns) {
+    char b[32];
+    if (std::isnan(ns)) return std::string("null");
+    std::snprintf(b, sizeof b, "%.2f", ns * 1e-3);
+    return std::string(b);
+  };
   std::printf(
       "{\"mode\":\"%s\",\"conns\":%d,\"size\":%d,\"threads\":%d,\"rate\":%.0f,\"warmup_s\":%g,\"seconds\":%g,"
-      "\"requests\":%llu,\"rps\":%.1f,\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,"
-      "\"max_us\":%.2f,\"mean_us\":%.2f",
+      "\"requests\":%llu,\"rps\":%.1f,\"p50_us\":%s,\"p90_us\":%s,\"p99_us\":%s,\"p999_us\":%s,"
+      "\"max_us\":%s,\"mean_us\":%s",
       cfg.rate > 0 ? "open" : "closed", cfg.conns, cfg.size, cfg.threads, cfg.rate, cfg.warmup, cfg.seconds,
-      (unsigned long long)all.completed, double(all.completed) / cfg.seconds, all.rtt.quantile(0.50) * us,
-      all.rtt.quantile(0.90) * us, all.rtt.quantile(0.99) * us, all.rtt.quantile(0.999) * us,
-      double(all.rtt.max()) * us, all.rtt.mean() * us);
+      (unsigned long long)all.completed, double(all.completed) / cfg.seconds, us(all.rtt.quantile(0.50, missing)).c_str(),
+      us(all.rtt.quantile(0.90, missing)).c_str(), us(all.rtt.quantile(0.99, missing)).c_str(),
+      us(all.rtt.quantile(0.999, missing)).c_str(), us(missing ? std::nan("") : double(all.rtt.max())).c_str(),
+      us(missing ? std::nan("") : all.rtt.mean()).c_str());
   if (cfg.rate > 0)
-    std::printf(",\"send_lag_p50_us\":%.2f,\"send_lag_p99_us\":%.2f,\"send_lag_max_us\":%.2f,"
-                "\"from_send_p50_us\":%.2f,\"from_send_p99_us\":%.2f,\"client_slice_us\":%u",
-                all.lag.quantile(0.50) * us, all.lag.quantile(0.99) * us, double(all.lag.max()) * us,
-                all.from_send.quantile(0.50) * us, all.from_send.quantile(0.99) * us, all.sliced ? cfg.slice_us : 0);
+    std::printf(",\"scheduled\":%llu,\"unanswered\":%llu,\"drain_s\":%g"
+                ",\"send_lag_p50_us\":%s,\"send_lag_p99_us\":%s,\"send_lag_max_us\":%s,"
+                "\"from_send_p50_us\":%s,\"from_send_p99_us\":%s,\"client_slice_us\":%u",
+                (unsigned long long)all.scheduled, (unsigned long long)missing, cfg.drain,
+                us(all.lag.quantile(0.50)).c_str(), us(all.lag.quantile(0.99)).c_str(), us(double(all.lag.max())).c_str(),
+                us(all.from_send.quantile(0.50, missing)).c_str(), us(all.from_send.quantile(0.99, missing)).c_str(),
+                all.sliced ? cfg.slice_us : 0);
   std::printf(",\"conn_min\":%llu,\"conn_max\":%llu", (unsigned long long)conn_min, (unsigned long long)conn_max);
   std::printf(",\"sent\":%llu,\"errors\":%llu,\"bad_bytes\":%llu}\n", (unsigned long long)all.sent,
               (unsigned long long)all.errors, (unsigned long long)all.bad_bytes);

@@ -29,8 +29,11 @@
 // the server closes is not used again: closed while idle it is counted in
 // closed_idle, while a request was on it in errors and lost. scheduled =
 // completed + unanswered + lost. Output: one JSON line (latencies in ms,
-// nearest-rank order statistics of every sample). Exit status 1 if it
-// could not connect, 3 if a request was lost or a response malformed.
+// nearest-rank order statistics of every scheduled request, an unanswered
+// or lost one ranking above every answered one: a statistic whose rank
+// falls on one is null, so a server that stops answering cannot look
+// faster than one that answers). Exit status 1 if it could not connect, 3
+// if a request was lost or a response malformed.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -103,12 +106,15 @@ long response_length(std::string_view b) {
   return long(b.size()) >= total ? total : 0;
 }
 
-// The nearest-rank order statistic of `sorted` in ms, as JSON ("null" when
-// there is none).
-std::string pct_ms(const std::vector<std::int64_t>& sorted, double p) {
-  if (sorted.empty()) return "null";
-  long k = long(std::ceil(p / 100.0 * double(sorted.size()) - 1e-9)) - 1;  // 99.9% of 4000: 3996, not 3997
-  k = std::clamp(k, 0L, long(sorted.size()) - 1);
+// The nearest-rank order statistic of `sorted` plus `missing` values
+// larger than all of them (requests never answered), in ms, as JSON
+// ("null" when there is none or its rank falls on a missing one).
+std::string pct_ms(const std::vector<std::int64_t>& sorted, double p, long missing = 0) {
+  const long n = long(sorted.size()) + missing;
+  if (n == 0) return "null";
+  long k = long(std::ceil(p / 100.0 * double(n) - 1e-9)) - 1;  // 99.9% of 4000: 3996, not 3997
+  k = std::clamp(k, 0L, n - 1);
+  if (k >= long(sorted.size())) return "null";
   char out[32];
   std::snprintf(out, sizeof out, "%.4f", double(sorted[std::size_t(k)]) / 1e6);
   return out;
@@ -295,14 +301,16 @@ int main(int argc, char** argv) {
   std::sort(lag.begin(), lag.end());
   std::sort(from_send.begin(), from_send.end());
   const long unanswered = busy + long(queued.size()) + (total - next);
+  const long missing = unanswered + lost;  // no latency: they rank above every answered request
   std::printf("{\"scheduled\":%ld,\"completed\":%zu,\"unanswered\":%ld,\"lost\":%ld,\"closed_idle\":%ld,"
               "\"errors\":%ld,\"sends_over_1ms_late\":%ld,"
               "\"waited_for_connection\":%ld,\"p50_ms\":%s,\"p99_ms\":%s,\"p999_ms\":%s,\"max_ms\":%s,"
               "\"send_lag_p50_ms\":%s,\"send_lag_p99_ms\":%s,\"from_send_p50_ms\":%s,\"from_send_p99_ms\":%s,"
               "\"from_send_p999_ms\":%s,\"client_slice_us\":%u}\n",
-              total, lat.size(), unanswered, lost, closed_idle, errors, late_sends, waited_for_conn, pct_ms(lat, 50).c_str(),
-              pct_ms(lat, 99).c_str(), pct_ms(lat, 99.9).c_str(), pct_ms(lat, 100).c_str(), pct_ms(lag, 50).c_str(),
-              pct_ms(lag, 99).c_str(), pct_ms(from_send, 50).c_str(), pct_ms(from_send, 99).c_str(),
-              pct_ms(from_send, 99.9).c_str(), sliced ? cfg.slice_us : 0);
+              total, lat.size(), unanswered, lost, closed_idle, errors, late_sends, waited_for_conn,
+              pct_ms(lat, 50, missing).c_str(), pct_ms(lat, 99, missing).c_str(), pct_ms(lat, 99.9, missing).c_str(),
+              pct_ms(lat, 100, missing).c_str(), pct_ms(lag, 50).c_str(), pct_ms(lag, 99).c_str(),
+              pct_ms(from_send, 50, missing).c_str(), pct_ms(from_send, 99, missing).c_str(),
+              pct_ms(from_send, 99.9, missing).c_str(), sliced ? cfg.slice_us : 0);
   return errors || lost ? 3 : 0;
 }

@@ -1,6 +1,8 @@
 -- pipeline.lua -- wrk script: every write carries 16 GETs of the URL's
 -- path (HTTP/1.1 pipelining). wrk counts each response as one request;
--- its latency figures are per batch (batch written to its last response).
+-- it times each batch (written to its last response), and its printed
+-- percentiles are not those batches' (run_httpd_bench.py,
+-- wrk_latency_valid): the benchmark reports none for these rows.
 --
 --   wrk -t1 -c64 -d3 --latency -s pipeline.lua http://127.0.0.1:PORT/plaintext
 --
