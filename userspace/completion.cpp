@@ -69,6 +69,13 @@ void block_while_draining(RuntimeImpl* d, Worker* me, std::uint32_t id, DoneFn d
         drain_invoking();  // back in the code the drain runs (cancel.cpp, draining_here)
         continue;
       }
+      // Its ring may hold a wait armed on this worker's word (io.md): a
+      // plain futex wait there would be a second waiter on the word, which
+      // a wake may pass by. A millisecond's sleep off the word instead; a
+      // token a notifier leaves meanwhile is taken at its next park.
+      timespec ts{0, 1000000};
+      nanosleep(&ts, nullptr);
+      continue;
     }
     if (pw.announce() != kAwake) continue;  // [P0] a token: look again
     if (done(ctx)) {

@@ -83,17 +83,23 @@ struct alignas(64) ParkWord {
   // Returns true if a wake was issued. [C4] (a completion), [M2] (a
   // cancel posted to the owner's ring).
   bool notify() noexcept {
-    // seq_cst, though it may be the only access: a poster that returns on
-    // a token it reads here (a cancel's [M2] after its mailbox CAS) must
-    // read it before the owner's next [P0], whose [R1] then sees the
-    // mailbox; a relaxed load may be satisfied early (on Arm) and read a
-    // token the owner has already taken.
-    std::uint32_t v = word.load(std::memory_order_seq_cst);
+    // Always an RMW, also when a token is already there (it is written
+    // back unchanged): the owner's exchange that consumes the token then
+    // reads this RMW's value or one later in its release sequence, so
+    // what the notifier did before (the last done() [C3], a mailbox push
+    // [M1], stop [X1]) happens-before the owner's recheck after it. A mere
+    // load that finds a token may read one the owner has already taken
+    // (nothing orders the load after that exchange), and the owner,
+    // parked again, rechecks without seeing the notifier's write: in
+    // C++20, [C3] (acq_rel) then this load against the waiter's [P0] then
+    // [C2] (acquire) is a store-buffering pair that no seq_cst order
+    // forbids (parking.md, "Tokens persist").
+    std::uint32_t v = word.load(std::memory_order_relaxed);
+    std::uint32_t to;
     do {
-      if (v == kNotified || v == kHandedOff) return false;
-    } while (!word.compare_exchange_weak(v, kNotified, std::memory_order_seq_cst,
-                                         std::memory_order_relaxed));
-    return wake_sleeper(v);
+      to = (v == kNotified || v == kHandedOff) ? v : kNotified;
+    } while (!word.compare_exchange_weak(v, to, std::memory_order_seq_cst, std::memory_order_relaxed));
+    return wake_sleeper(v);  // false for a token: its owner is not asleep
   }
 
   // Idle-list waker: [W4] exchange in kHandedOff, [W5] wake the owner if

@@ -244,7 +244,10 @@ inline wake_sleeper() {
   old = AWAKE
 }
 
-/* ParkWord::notify: leave kNotified unless a token is there, then wake. */
+/* ParkWord::notify: leave kNotified unless a token is there, then wake.
+ * A token is written back unchanged in the code (an RMW, for C++20's
+ * ordering: parking.md, "Tokens persist"); under SPIN's interleaving
+ * that write changes nothing, so the model only reads it. */
 inline notify() {
   atomic {
     old = pw;

@@ -284,7 +284,9 @@ inline notify_work() {
   fi
 }
 
-/* ParkWord::notify() on word x: [C4] */
+/* ParkWord::notify() on word x: [C4]. A token is written back unchanged
+ * in the code (an RMW, for C++20's ordering: parking.md, "Tokens
+ * persist"); under SPIN's interleaving that changes nothing. */
 inline notify(x) {
 #if NO_TOKEN
   atomic { old = pw[x] };
