@@ -2653,6 +2653,50 @@ TEST(Io, NegativeAndHugeTimeouts) {
   EXPECT_GE(ms_since(t0), 90.0);
 }
 
+// OpOptions take at most one of a timeout and a deadline: one given both
+// (here a 50 ms timeout beside a deadline an hour away) is refused by
+// name, a std::invalid_argument, before anything runs, so that neither is
+// silently ignored: an operation on a raw descriptor, calls of many steps
+// (nothing is sent) and an accept stream's next() alike.
+TEST(Io, ATimeoutBesideADeadlineIsRefusedByName) {
+  pwtest::Watchdog wd("Io.ATimeoutBesideADeadlineIsRefusedByName", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  const io::OpOptions both{.timeout = 50ms, .deadline = std::chrono::steady_clock::now() + 1h};
+  auto refused = [](auto&& run, const char* name) {
+    try {
+      run();
+      ADD_FAILURE() << name << " ran with both a timeout and a deadline";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::strstr(e.what(), name), nullptr) << e.what();
+      EXPECT_NE(std::strstr(e.what(), "both a timeout and a deadline"), nullptr) << e.what();
+    }
+  };
+  Pair p;
+  refused([&] { (void)run_on(rt, recv_once(p.a, both)); }, "recv");
+  const std::byte data[4] = {};
+  refused([&] { (void)run_on(rt, io::send_all(p.a, data, both)); }, "send_all");
+  char got[8];
+  EXPECT_EQ(::read(p.b, got, sizeof got), -1) << "the send_all sent its bytes";
+  const int file = ::memfd_create("parkway-both", MFD_CLOEXEC);
+  ASSERT_GE(file, 0);
+  ASSERT_EQ(::write(file, "abcd", 4), 4);
+  refused([&] { (void)run_on(rt, io::send_file(p.a, file, 0, 4, both)); }, "send_file");
+  EXPECT_EQ(::read(p.b, got, sizeof got), -1) << "the send_file sent its bytes";
+  ::close(file);
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l) << l.error().message();
+  io::AcceptStream st = l->stream();
+  refused([&] {
+    (void)parkway::sync_wait(rt, [](io::AcceptStream* st, io::OpOptions o) -> Task<io::Result<io::Socket>> {
+      co_return co_await st->next(o);
+    }(&st, both));
+  }, "AcceptStream::next");
+  // Either alone is taken.
+  auto r = run_on(rt, recv_once(p.a, {.deadline = std::chrono::steady_clock::now() + 20ms}));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::timed_out) << r.error().message();
+}
+
 // AcceptStream::next(OpOptions): a deadline ends the wait with
 // ETIMEDOUT, a CancelSource with ECANCELED (also one fired before the
 // wait), and a connection that comes first is taken while its guard is

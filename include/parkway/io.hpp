@@ -196,7 +196,8 @@ class PARKWAY_API CancelSource {
   detail::OpScope* s_;
 };
 
-// Per-call options: at most one of timeout and deadline.
+// Per-call options: at most one of timeout and deadline (both: the
+// co_await throws std::invalid_argument, as AcceptStream::next's call does).
 struct OpOptions {
   std::chrono::nanoseconds timeout{0};                 // 0: none; below 0: passed already
   std::chrono::steady_clock::time_point deadline{};    // epoch: none

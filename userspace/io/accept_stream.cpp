@@ -285,6 +285,7 @@ AcceptStream::~AcceptStream() {
 
 AcceptStream::Next AcceptStream::next(OpOptions o) {
   if (!q_) throw std::logic_error("parkway::io::AcceptStream::next: the stream was moved from");
+  detail::check_options(o, "AcceptStream::next");
   return Next{q_, o};
 }
 

@@ -217,6 +217,7 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
     throw std::logic_error(std::string("parkway::io::") + args_.name +
                            ": not on a parkway worker (co_await it in a coroutine that runs on a Runtime: "
                            "spawn, detach or sync_wait it)");
+  check_options(opts_, args_.name);
   if (args_.fail != 0) return false;  // res_ is -fail: no kernel call takes these arguments
   // A send with room in its socket, or a read whose data is cached, is
   // done here by a non-blocking call; only what that cannot finish goes

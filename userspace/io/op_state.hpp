@@ -25,6 +25,8 @@
 #include <coroutine>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
+#include <string>
 
 #include "io/deadline_heap.hpp"
 #include "parkway/io.hpp"
@@ -167,6 +169,16 @@ bool resume_continuation(::parkway::detail::Task* t) noexcept;
 // before the steps run); none if the call was given none.
 inline void hold_source(OpOptions& o, std::optional<CancelSource>& held, ScopeRef&& cancel) noexcept {
   o.cancel = cancel ? &held.emplace(std::move(cancel)) : nullptr;
+}
+
+// OpOptions take at most one of a timeout and a deadline (io.hpp): one
+// that has both is refused, a std::invalid_argument naming the call,
+// rather than run with one of them ignored (the ring's heap holds one
+// deadline per operation).
+inline void check_options(const OpOptions& o, const char* name) {
+  if (o.timeout.count() != 0 && o.deadline.time_since_epoch().count() != 0)
+    throw std::invalid_argument(std::string("parkway::io::") + name +
+                                ": OpOptions has both a timeout and a deadline (give at most one)");
 }
 
 // Whether o's time has passed already (a negative timeout, a deadline at

@@ -223,6 +223,7 @@ Task<Result<std::size_t>> send_all_steps(int fd, ScopeRef owner, std::span<const
                                          ScopeRef cancel, int flags) {
   std::optional<CancelSource> held;  // in this frame: each step's OpOptions points at it
   hold_source(o, held, std::move(cancel));
+  check_options(o, "send_all");
   std::size_t done = 0;
   while (done < buf.size()) {
     if (owner && scope_cancelled(owner.get())) co_return Error(ECANCELED, "send");

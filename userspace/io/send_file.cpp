@@ -226,6 +226,7 @@ Task<Result<std::size_t>> send_file_loop(Descriptors d, std::uint64_t offset, st
     throw std::logic_error(
         "parkway::io::send_file: not on a parkway worker (co_await it in a coroutine that runs on a Runtime: "
         "spawn, detach or sync_wait it)");
+  detail::check_options(o, "send_file");
   // Past 2^63 - 1 is no file offset: the kernel would take an offset
   // there for -1, the file position. A count past it ends there (no
   // file is longer), as at the end of the file.
