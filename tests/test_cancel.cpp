@@ -1013,6 +1013,31 @@ TEST(Cancel, ShutdownDeadlineFromAnotherRuntimesWorkerDrops) {
   EXPECT_EQ(ran.load(), 0);
 }
 
+namespace {
+// Runs body(a, c) beside two runtimes of one worker each: a ("drained"),
+// whose worker a task holds until body has returned, so that what body
+// queues on a stays queued and a's shutdown(deadline) finds one task
+// running, and c (named c_name). Then the task is released, the runtimes
+// are destroyed, and the task must have ended normally.
+template <class Body>
+void with_a_held_runtime(const char* c_name, Body body) {
+  std::atomic<bool> release{false}, started{false};
+  parkway::Future<void> blocker;
+  {
+    parkway::Runtime a(parkway::Options{.workers = 1, .name = "drained"});
+    parkway::Runtime c(parkway::Options{.workers = 1, .name = c_name});
+    blocker = a.submit([&] {
+      started.store(true);
+      while (!release.load(std::memory_order_acquire)) std::this_thread::sleep_for(1ms);
+    });
+    ASSERT_TRUE(wait_for(started));
+    body(a, c);
+    release.store(true, std::memory_order_release);
+  }
+  blocker.get();
+}
+}  // namespace
+
 // A drain on another runtime's worker resumes the joiner of a coroutine
 // it dropped there. The joiner, a coroutine of the worker's runtime, goes
 // on with a TaskGroup whose wait helps: the task that wait runs is that
@@ -1023,17 +1048,8 @@ TEST(Cancel, ShutdownDeadlineFromAnotherRuntimesWorkerDrops) {
 // drop.
 TEST(Cancel, ShutdownDeadlineOnAnotherRuntimesWorkerDropsNoneOfThatRuntimesTasks) {
   pwtest::Watchdog w("Cancel.ShutdownDeadlineOnAnotherRuntimesWorkerDropsNoneOfThatRuntimesTasks", 60);
-  std::atomic<bool> release{false}, started{false}, parent_waits{false}, in_shutdown{false};
-  std::atomic<bool> resumed_in_shutdown{false};
-  parkway::Future<void> blocker;
-  {
-    parkway::Runtime a(parkway::Options{.workers = 1, .name = "drained"});
-    parkway::Runtime c(parkway::Options{.workers = 1, .name = "caller"});
-    blocker = a.submit([&] {
-      started.store(true);
-      while (!release.load(std::memory_order_acquire)) std::this_thread::sleep_for(1ms);
-    });
-    ASSERT_TRUE(wait_for(started));
+  std::atomic<bool> parent_waits{false}, in_shutdown{false}, resumed_in_shutdown{false};
+  with_a_held_runtime("caller", [&](parkway::Runtime& a, parkway::Runtime& c) {
     auto child = []() -> parkway::Task<int> { co_return 1; };
     auto parent = [&]() -> parkway::Task<int> {
       parkway::Spawned<int> s = parkway::spawn(child(), a);  // queued behind a's blocked worker
@@ -1066,9 +1082,7 @@ TEST(Cancel, ShutdownDeadlineOnAnotherRuntimesWorkerDropsNoneOfThatRuntimesTasks
       ADD_FAILURE() << "a task of the runtime that is not shutting down was dropped: " << e.what();
     }
     EXPECT_EQ(got, 1);
-    release.store(true, std::memory_order_release);
-  }
-  blocker.get();
+  });
 }
 
 // The drain resumes the joiner of a coroutine it drops; the joiner
@@ -1084,16 +1098,8 @@ TEST(Cancel, ShutdownDeadlineDrainsForAWaitInTheCodeItResumes) {
   pwtest::Watchdog w("Cancel.ShutdownDeadlineDrainsForAWaitInTheCodeItResumes", 60);
   for (bool from_worker : {false, true}) {
     SCOPED_TRACE(from_worker ? "shutdown(deadline) from a task of the joiner's runtime" : "from a plain thread");
-    std::atomic<bool> release{false}, started{false}, parent_waits{false};
-    parkway::Future<void> blocker;
-    {
-      parkway::Runtime a(parkway::Options{.workers = 1, .name = "drained"});
-      parkway::Runtime c(parkway::Options{.workers = 1, .name = "joiner"});
-      blocker = a.submit([&] {
-        started.store(true);
-        while (!release.load(std::memory_order_acquire)) std::this_thread::sleep_for(1ms);
-      });
-      ASSERT_TRUE(wait_for(started));
+    std::atomic<bool> parent_waits{false};
+    with_a_held_runtime("joiner", [&](parkway::Runtime& a, parkway::Runtime& c) {
       auto child = []() -> parkway::Task<int> { co_return 1; };
       auto parent = [&]() -> parkway::Task<int> {
         parkway::Spawned<int> first = parkway::spawn(child(), a);  // both queued on a
@@ -1111,9 +1117,7 @@ TEST(Cancel, ShutdownDeadlineDrainsForAWaitInTheCodeItResumes) {
       EXPECT_EQ(r.dropped, 2u);
       EXPECT_EQ(r.running, 1u);
       EXPECT_THROW(p.get(), parkway::RuntimeShutdown);
-      release.store(true, std::memory_order_release);
-    }
-    blocker.get();
+    });
   }
 }
 

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -164,6 +165,27 @@ TEST(TxnContention, TwoChildrenWorkersCollideOnTheSummary) {
   for (bool tags : {false, true}) print("long", 2, tags, per, run(tags, per, 2));
 }
 
+// A thread that pushes one task into a tree of type Q and stays alive
+// (keeping its own child) until it is destroyed.
+template <class Q>
+struct StayingSubmitter {
+  std::atomic<bool> pushed{false}, leave{false};
+  TxnCounters c;
+  std::thread th;
+  StayingSubmitter(Q& q, Task* t) {
+    th = std::thread([this, &q, t] {
+      q.push(t, &c);
+      pushed.store(true);
+      while (!leave.load()) std::this_thread::yield();
+    });
+    while (!pushed.load()) std::this_thread::yield();
+  }
+  ~StayingSubmitter() {
+    leave.store(true);
+    th.join();
+  }
+};
+
 // The tree must use the tags, not just commit: a conflict forced step by
 // step (no timing), then a third thread that needs the same word. With the
 // tags on, the transaction whose CAS failed holds the word's tag
@@ -185,26 +207,7 @@ struct Hooks {
   }
 };
 using Tree = BasicInjectTree<Hooks>;
-
-// A thread that pushes one task and stays alive (keeping its own child)
-// until the test ends.
-struct Submitter {
-  std::atomic<bool> pushed{false}, leave{false};
-  TxnCounters c;
-  std::thread th;
-  Submitter(Tree& q, Task* t) {
-    th = std::thread([this, &q, t] {
-      q.push(t, &c);
-      pushed.store(true);
-      while (!leave.load()) std::this_thread::yield();
-    });
-    while (!pushed.load()) std::this_thread::yield();
-  }
-  ~Submitter() {
-    leave.store(true);
-    th.join();
-  }
-};
+using Submitter = StayingSubmitter<Tree>;
 }  // namespace forced
 
 // [P1] fails, so the producer tags the child; a second producer on the
@@ -281,6 +284,7 @@ TEST(TxnContention, FailedClaimTagsTheParent) {
 // the failed transaction's tag). Without that site's gate() or
 // after_fail(), nobody waits.
 namespace sites {
+using parkway::detail::txn::TagSlot;
 using parkway::detail::txn::Txn;
 thread_local bool hooked = false;  // only this thread runs the steps below
 thread_local int calls = 0;
@@ -311,24 +315,7 @@ void run_hooked(F f) {
   reset();
 }
 
-// A thread that pushes one task and stays alive (keeping its own child).
-struct Submitter {
-  std::atomic<bool> pushed{false}, leave{false};
-  TxnCounters c;
-  std::thread th;
-  Submitter(Tree& q, Task* t) {
-    th = std::thread([this, &q, t] {
-      q.push(t, &c);
-      pushed.store(true);
-      while (!leave.load()) std::this_thread::yield();
-    });
-    while (!pushed.load()) std::this_thread::yield();
-  }
-  ~Submitter() {
-    leave.store(true);
-    th.join();
-  }
-};
+using Submitter = StayingSubmitter<Tree>;
 
 std::size_t drain(Tree& q) {
   std::size_t n = 0, total = 0;
@@ -342,62 +329,71 @@ bool no_tags_left(Tree& q) {
     if (q.child_tag(i).word.load() != 0) return false;
   return true;
 }
+
+// One task, t0, pushed by a submitter that stays alive, and a hooked
+// pop_batch(1) on the tree that meets, at one site, the tag of a
+// transaction older than its own (holder); c counts what the pop's
+// transaction met.
+struct OlderTag {
+  Tree q{true};
+  Task t0{noop};
+  Submitter s0{q, &t0};
+  Txn holder{true};
+  TxnCounters c;
+  unsigned child() const { return unsigned(std::countr_zero(q.owned_children())); }
+  // The holder tags `tag` before the pop starts and commits right after
+  // the pop's [W2]. Returns what the pop took.
+  Task* pop_held_until_take(TagSlot& tag) {
+    holder.after_fail(tag);
+    at_take = [this] { holder.commit(); };
+    return pop_hooked();
+  }
+  // The holder tags `tag` right after the pop's [W2] and commits once the
+  // pop has returned. Returns what the pop took.
+  Task* pop_tagged_at_take(TagSlot& tag) {
+    at_take = [&] { holder.after_fail(tag); };
+    Task* got = pop_hooked();
+    holder.commit();
+    return got;
+  }
+  // What each test below checks last: the pop's transaction waited for
+  // the holder's tag (else the check fails with `missed`), and no tag is
+  // left.
+  void expect_waited(const std::string& missed) {
+    EXPECT_GE(c.waits, 1u) << missed;
+    EXPECT_TRUE(no_tags_left(q));
+  }
+
+ private:
+  Task* pop_hooked() {
+    std::size_t n = 0;
+    Task* got = nullptr;
+    run_hooked([&] { got = q.pop_batch(1, &n, &c); });
+    return got;
+  }
+};
 }  // namespace sites
 
 // [W1g]: an older transaction holds the parent until the claim's [W2].
 TEST(TxnContention, ClaimPassesTheParentsGate) {
-  sites::Tree q(true);
-  Task t0;
-  t0.invoke = noop;
-  sites::Submitter s0(q, &t0);
-  sites::Txn holder(true);
-  holder.after_fail(q.parent_tag());
-  sites::at_take = [&] { holder.commit(); };
-  TxnCounters c;
-  std::size_t n = 0;
-  Task* got = nullptr;
-  sites::run_hooked([&] { got = q.pop_batch(1, &n, &c); });
-  EXPECT_EQ(got, &t0);
-  EXPECT_GE(c.waits, 1u) << "[W1g] did not wait for the parent's older tag";
-  EXPECT_TRUE(sites::no_tags_left(q));
+  sites::OlderTag s;
+  EXPECT_EQ(s.pop_held_until_take(s.q.parent_tag()), &s.t0);
+  s.expect_waited("[W1g] did not wait for the parent's older tag");
 }
 
 // [W2g]: an older transaction holds the child's tag until after [W2].
 TEST(TxnContention, TakePassesTheChildsGate) {
-  sites::Tree q(true);
-  Task t0;
-  t0.invoke = noop;
-  sites::Submitter s0(q, &t0);
-  const unsigned i = unsigned(std::countr_zero(q.owned_children()));
-  sites::Txn holder(true);
-  holder.after_fail(q.child_tag(i));
-  sites::at_take = [&] { holder.commit(); };
-  TxnCounters c;
-  std::size_t n = 0;
-  Task* got = nullptr;
-  sites::run_hooked([&] { got = q.pop_batch(1, &n, &c); });
-  EXPECT_EQ(got, &t0);
-  EXPECT_GE(c.waits, 1u) << "[W2g] did not wait for the child's older tag";
-  EXPECT_TRUE(sites::no_tags_left(q));
+  sites::OlderTag s;
+  EXPECT_EQ(s.pop_held_until_take(s.q.child_tag(s.child())), &s.t0);
+  s.expect_waited("[W2g] did not wait for the child's older tag");
 }
 
 // [W3g] before [W3a]: the parent is tagged right after [W2] of a claim
 // that hands out a task.
 TEST(TxnContention, ReleasePassesTheParentsGate) {
-  sites::Tree q(true);
-  Task t0;
-  t0.invoke = noop;
-  sites::Submitter s0(q, &t0);
-  sites::Txn holder(true);
-  sites::at_take = [&] { holder.after_fail(q.parent_tag()); };
-  TxnCounters c;
-  std::size_t n = 0;
-  Task* got = nullptr;
-  sites::run_hooked([&] { got = q.pop_batch(1, &n, &c); });
-  holder.commit();
-  EXPECT_EQ(got, &t0);
-  EXPECT_GE(c.waits, 1u) << "[W3g] before [W3a] did not wait for the parent's older tag";
-  EXPECT_TRUE(sites::no_tags_left(q));
+  sites::OlderTag s;
+  EXPECT_EQ(s.pop_tagged_at_take(s.q.parent_tag()), &s.t0);
+  s.expect_waited("[W3g] before [W3a] did not wait for the parent's older tag");
 }
 
 // [W3cg] and [W3g] before [W3]: a dry claim (the child announced, OPEN and
@@ -405,23 +401,13 @@ TEST(TxnContention, ReleasePassesTheParentsGate) {
 // parent's tag is taken right after its [W2].
 TEST(TxnContention, DryClaimPassesTheCloseAndClearGates) {
   for (bool child : {true, false}) {
-    sites::Tree q(true);
-    Task t0;
-    t0.invoke = noop;
-    sites::Submitter s0(q, &t0);
-    const unsigned i = unsigned(std::countr_zero(q.owned_children()));
+    sites::OlderTag s;
+    const unsigned i = s.child();
     std::size_t n = 0;
-    ASSERT_EQ(q.pop_batch(1, &n), &t0);  // the child stays announced and OPEN
-    sites::Txn holder(true);
-    sites::at_take = [&] { holder.after_fail(child ? q.child_tag(i) : q.parent_tag()); };
-    TxnCounters c;
-    Task* got = &t0;
-    sites::run_hooked([&] { got = q.pop_batch(1, &n, &c); });
-    holder.commit();
-    EXPECT_EQ(got, nullptr);
-    EXPECT_EQ(q.summary() & 0xffffffffu, 0u) << "the dry claim closed the child and cleared its bit";
-    EXPECT_GE(c.waits, 1u) << (child ? "[W3cg]" : "[W3g] before [W3]") << " did not wait for the older tag";
-    EXPECT_TRUE(sites::no_tags_left(q));
+    ASSERT_EQ(s.q.pop_batch(1, &n), &s.t0);  // the child stays announced and OPEN
+    EXPECT_EQ(s.pop_tagged_at_take(child ? s.q.child_tag(i) : s.q.parent_tag()), nullptr);
+    EXPECT_EQ(s.q.summary() & 0xffffffffu, 0u) << "the dry claim closed the child and cleared its bit";
+    s.expect_waited(std::string(child ? "[W3cg]" : "[W3g] before [W3]") + " did not wait for the older tag");
   }
 }
 

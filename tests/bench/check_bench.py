@@ -76,23 +76,30 @@ req/s           :    1903.21     1937.65     1908.55        6.94    84.38%
 """
 
 
+def check_fields(tool, parsed, want):
+    """check() each field of a parser's result: want is a list of (the
+    check's name after the tool's, the field, the value it must hold)."""
+    for name, field, value in want:
+        check("%s %s" % (tool, name), parsed[field], value)
+
+
 def unit_checks():
-    r = httpd.parse_wrk(WRK_OUT)
-    check("wrk req/s", r["req_s"], 100812.33)
-    check("wrk requests", r["requests"], 302456)
-    check("wrk p50 ms (519.00us)", r["p50_ms"], 0.519)
-    check("wrk p99 ms (2.31s)", r["p99_ms"], 2310.0)
-    check("wrk socket errors", r["socket_errors"], 19)
-    check("wrk non-2xx", r["non_2xx"], 5)
+    check_fields("wrk", httpd.parse_wrk(WRK_OUT), [
+        ("req/s", "req_s", 100812.33),
+        ("requests", "requests", 302456),
+        ("p50 ms (519.00us)", "p50_ms", 0.519),
+        ("p99 ms (2.31s)", "p99_ms", 2310.0),
+        ("socket errors", "socket_errors", 19),
+        ("non-2xx", "non_2xx", 5)])
     z = httpd.parse_wrk(WRK_ZERO)
     check("wrk 0.00us p99 is no value", z["p99_ms"], None)
     check("wrk time 2.00m", httpd.parse_wrk_time("2.00m"), 120000.0)
-    h = httpd.parse_h2load(H2LOAD_OUT)
-    check("h2load req/s", h["req_s"], 122147.33)
-    check("h2load succeeded", h["requests"], 366438)
-    check("h2load failed+errored+timeout", h["failed"], 6)
-    check("h2load mean ms (523us)", h["mean_ms"], 0.523)
-    check("h2load max ms (1.13m)", h["max_ms"], 67800.0)
+    check_fields("h2load", httpd.parse_h2load(H2LOAD_OUT), [
+        ("req/s", "req_s", 122147.33),
+        ("succeeded", "requests", 366438),
+        ("failed+errored+timeout", "failed", 6),
+        ("mean ms (523us)", "mean_ms", 0.523),
+        ("max ms (1.13m)", "max_ms", 67800.0)])
     for row in httpd.LOAD_ROWS:
         check("wrk percentiles used for %s" % row["name"], httpd.wrk_latency_valid(row), "pipeline" not in row["name"])
 
