@@ -1470,29 +1470,79 @@ TEST(Io, ATakerResumedWithItsConnectionKeepsItFromASecondTaker) {
   std::atomic<bool> stop{false};
   std::atomic<int> ended{0};
   std::atomic<long> conns{0}, cancelled{0}, refused{0};
+  std::atomic<long> connected{0};   // the clients' connects that succeeded
+  std::atomic<int> client_error{0};  // the errno of a client that gave up
+  long cancelled_by_takers = 0;
   {
     io::AcceptStream st = l->stream();
     auto a = parkway::spawn(take_until_stopped(&st, &stop, &ended, &conns, &cancelled, &refused), rt);
     auto b = parkway::spawn(take_until_stopped(&st, &stop, &ended, &conns, &cancelled, &refused), rt);
     // Connections until both takers have ended (each ends after a next()
-    // that returned: the last one needs a connection too).
+    // that returned: the last one needs a connection too). A connect()
+    // gives up after 100 ms (EINPROGRESS), so that the loop sees the
+    // takers end: the listener's backlog can be full with no accept armed
+    // (a burst of accepts filled the CQ, which ends the multishot accept,
+    // and the takers ended on results still queued, so none armed it
+    // again); the kernel then drops every SYN, and a blocking connect
+    // retries for some 127 s. A socket() or connect() that fails is
+    // retried: EINPROGRESS as above, EADDRNOTAVAIL while the ports it
+    // could use are in TIME_WAIT, EMFILE while accepted connections wait
+    // in the queue. One that fails for 10 s on end is reported with its
+    // errno: the takers would wait for ever for their last connection.
     std::thread clients([&] {
+      const timeval connect_limit{0, 100000};
+      std::chrono::steady_clock::time_point failing_since{};
       while (ended.load() < 2) {
+        int err = 0;
         const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (c < 0) break;
-        (void)::connect(c, to.get(), to.size());
-        ::close(c);
+        if (c < 0) {
+          err = errno;
+        } else {
+          if (::setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &connect_limit, sizeof connect_limit) != 0 ||
+              ::connect(c, to.get(), to.size()) != 0)
+            err = errno;
+          ::close(c);
+        }
+        if (err == 0) {
+          ++connected;
+          failing_since = {};
+          continue;
+        }
+        const auto now = std::chrono::steady_clock::now();
+        if (failing_since == std::chrono::steady_clock::time_point{}) failing_since = now;
+        if (now - failing_since > 10s) {
+          client_error.store(err);
+          break;
+        }
+        std::this_thread::sleep_for(1ms);
       }
     });
     const auto t0 = std::chrono::steady_clock::now();
     while (cancelled.load() == 0 && std::chrono::steady_clock::now() - t0 < 3s) std::this_thread::sleep_for(1ms);
     stop.store(true);
+    // The takers end with the next connections, at most 10 s of a client's
+    // retries away. If not, the failure says why, and closing the listener
+    // ends their waits (ECANCELED) so that the test ends.
+    const long connected_at_stop = connected.load();
+    const auto t1 = std::chrono::steady_clock::now();
+    while (ended.load() < 2 && client_error.load() == 0 && std::chrono::steady_clock::now() - t1 < 20s)
+      std::this_thread::sleep_for(1ms);
+    cancelled_by_takers = cancelled.load();
+    if (ended.load() < 2) {
+      const int err = client_error.load();
+      if (err != 0)
+        ADD_FAILURE() << "a client could not connect for 10 s: " << std::strerror(err) << " (errno " << err << ")";
+      else
+        ADD_FAILURE() << 2 - ended.load() << " taker(s) still waiting 20 s after the stop, "
+                      << connected.load() - connected_at_stop << " connections made since";
+      l->close();
+    }
     a.get();
     b.get();
     clients.join();
   }
-  EXPECT_EQ(cancelled.load(), 0) << "a taker's connection went to the other taker (" << conns.load()
-                                 << " connections taken, " << refused.load() << " refusals)";
+  EXPECT_EQ(cancelled_by_takers, 0) << "a taker's connection went to the other taker (" << conns.load()
+                                    << " connections taken, " << refused.load() << " refusals)";
   EXPECT_GT(conns.load(), 0);
 }
 
@@ -2752,6 +2802,42 @@ TEST(Io, AcceptStreamNextTakesATimeoutAndACancel) {
   connector.join();
   EXPECT_TRUE(r) << r.error().message();
   ::close(c1);
+}
+
+// A taker's guard (io.md, "The accept stream") never ends a wait by
+// itself: its timer is the longest relative one there is, and the kernel
+// takes it (a refused timer would end the wait at once with ETIMEDOUT).
+// A wait with a CancelSource and no timeout, and one whose timeout or
+// deadline is too far away to add to the clock, ends by its cancel only.
+TEST(Io, AnAcceptStreamGuardNeverEndsAWaitByItself) {
+  pwtest::Watchdog wd("Io.AnAcceptStreamGuardNeverEndsAWaitByItself", 60);
+  EXPECT_GE(io::detail::kAcceptGuardNs,
+            std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::years(292)).count()));
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  auto l = io::Listener::bind(io::Address::loopback(0));
+  ASSERT_TRUE(l) << l.error().message();
+  io::AcceptStream st = l->stream();
+  const io::OpOptions waits[] = {
+      {},
+      {.timeout = std::chrono::nanoseconds::max()},
+      {.deadline = std::chrono::steady_clock::time_point::max()},
+  };
+  for (io::OpOptions o : waits) {
+    io::CancelSource cs;
+    o.cancel = &cs;
+    std::thread canceller([&] {
+      std::this_thread::sleep_for(100ms);
+      cs.cancel();
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = parkway::sync_wait(rt, [](io::AcceptStream* st, io::OpOptions o) -> Task<io::Result<io::Socket>> {
+      co_return co_await st->next(o);
+    }(&st, o));
+    canceller.join();
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::operation_canceled) << r.error().message();
+    EXPECT_GE(ms_since(t0), 90.0);
+  }
 }
 
 // Cancelling the TaskGroup of a coroutine waiting in next() ends the

@@ -96,17 +96,20 @@ void retain_for_cancel(CancelRequest* r) noexcept {
 // ---- the taker's guard ------------------------------------------------------
 // next(OpOptions) in a coroutine with a timeout, a CancelSource or a
 // TaskGroup waits on two things: the stream, and a guard, an operation
-// on the taker's own ring that never ends by itself (a timer a year
-// away) but carries the options: its deadline, its CancelSource's scope,
-// the group's scope, and the shutdown's cancel-everything. Whichever of
-// the two comes first resumes the taker, under the queue's lock: the
-// accept by taking `waiter` (accept_cqe), the guard by taking it in
-// guard_fired, which queues the guard's error ahead of any connection.
-// The loser finds `waiter` gone: a connection waits for the next taker; a
-// guard that lost is cancelled (take_guard, then cancel_op) and its
-// completion does nothing. References: the guard holds one on the queue,
-// and its own are the kernel's and its continuation's (guard_fired, which
-// always runs once the CQE is reaped: nothing orphans a guard).
+// on the taker's own ring that never ends by itself (a timer as far away
+// as the kernel's timers go, kAcceptGuardNs) but carries the options: its
+// deadline, its CancelSource's scope, the group's scope, and the
+// shutdown's cancel-everything. The deadline ends the guard through the
+// ring's deadlines, as it ends any operation, not through its timer.
+// Whichever of the two comes first resumes the taker, under the queue's
+// lock: the accept by taking `waiter` (accept_cqe), the guard by taking
+// it in guard_fired, which queues the guard's error ahead of any
+// connection. The loser finds `waiter` gone: a connection waits for the
+// next taker; a guard that lost is cancelled (take_guard, then
+// cancel_op) and its completion does nothing. References: the guard
+// holds one on the queue, and its own are the kernel's and its
+// continuation's (guard_fired, which always runs once the CQE is reaped:
+// nothing orphans a guard).
 
 bool guard_fired(::parkway::detail::Task* t) noexcept {
   OpState* st = static_cast<OpState::Continuation*>(t)->st;
@@ -119,7 +122,8 @@ bool guard_fired(::parkway::detail::Task* t) noexcept {
       h = std::exchange(q->waiter, {});
       q->handed = h;  // until its await_resume: the error pushed here is its own
       // -ECANCELED (its scope, its group, the shutdown), -ETIMEDOUT (its
-      // deadline); the timer's own -ETIME after a year reads as a timeout.
+      // deadline); the timer's own -ETIME (never, in practice) reads as a
+      // timeout.
       q->ready.push_front(st->res == -ECANCELED ? -ECANCELED : -ETIMEDOUT);
     }
   }
@@ -151,8 +155,6 @@ void drop_guard(OpState* st) noexcept {
   unref(st);
 }
 
-constexpr std::uint64_t kGuardNs = 365ull * 24 * 3600 * 1000000000ull;  // "never", for a timer
-
 // The guard for a taker about to wait on `ring`: -ECANCELED if its scope
 // or group is cancelled already (the taker does not wait); else 0 and
 // *out, nullptr when the taker has no options and no group.
@@ -163,7 +165,7 @@ int make_guard(AcceptQueue* q, IoRing& ring, const OpOptions& o, OpScope* cancel
   OpState* st = new_op_state();
   st->cont.invoke = &guard_fired;  // its second reference is this continuation's
   st->guard_of = q;
-  const OpArgs timer{.name = "accept", .opcode = IORING_OP_TIMEOUT, .off = kGuardNs};
+  const OpArgs timer{.name = "accept", .opcode = IORING_OP_TIMEOUT, .off = kAcceptGuardNs};
   if (const int err = start_op(st, ring, nullptr, cancel, timer, o); err < 0) return err;
   q->refs.fetch_add(1, std::memory_order_relaxed);  // the guard's
   *out = st;
