@@ -57,6 +57,14 @@ TEST(Options, InvalidOptionsAreNamed) {
   ::unsetenv("PARKWAY_WORKER_SLICE_US");
   EXPECT_NE(m.find("PARKWAY_WORKER_SLICE_US"), std::string::npos) << m;
   EXPECT_NE(m.find("fast"), std::string::npos) << m;
+  // Only decimal digits: no sign (strtoul negates what follows a '-', so
+  // this one would read as 300), no blanks.
+  for (const char* bad : {"-18446744073709551316", "-0", "+300", " 300", "300 "}) {
+    ::setenv("PARKWAY_WORKER_SLICE_US", bad, 1);
+    const std::string b = invalid_message(parkway::Options{.workers = 1});
+    ::unsetenv("PARKWAY_WORKER_SLICE_US");
+    EXPECT_NE(b.find("PARKWAY_WORKER_SLICE_US"), std::string::npos) << "\"" << bad << "\" was accepted";
+  }
 }
 
 

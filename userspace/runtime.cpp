@@ -72,10 +72,13 @@ void validate(const Options& o) {
 Options validated(const Options& o, char* name) {
   Options v = o;
   if (const char* e = std::getenv("PARKWAY_WORKER_SLICE_US"); e && *e) {
+    // Decimal digits only: strtoul alone would also take leading blanks
+    // and a sign, and negate what follows a '-' ("-18446744073709551316"
+    // would be 300).
     char* end = nullptr;
     errno = 0;
-    const unsigned long us = std::strtoul(e, &end, 10);
-    if (errno != 0 || *end != '\0' || us > 100000 || (us != 0 && us < 100))
+    const unsigned long us = *e >= '0' && *e <= '9' ? std::strtoul(e, &end, 10) : 0;
+    if (end == nullptr || errno != 0 || *end != '\0' || us > 100000 || (us != 0 && us < 100))
       throw std::invalid_argument(std::string("PARKWAY_WORKER_SLICE_US must be 0 or a number of microseconds in "
                                               "[100, 100000], got \"") +
                                   e + "\"");

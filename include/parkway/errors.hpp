@@ -8,8 +8,8 @@
 namespace parkway {
 
 // Thrown by Runtime::submit/run, and by TaskGroup::spawn, parallel_for,
-// spawn and sync_wait (coro.hpp) whenever they hand work to a runtime from
-// outside its pool, once that runtime has begun shutting down, or in a
+// spawn, detach, sync_wait and co_await resume_on(rt) (coro.hpp) whenever
+// they hand work to a runtime from outside its pool, once that runtime has begun shutting down, or in a
 // child process forked after the runtime was made (its workers are in the
 // parent). The task was not accepted.
 // Also what the waiter of a task gets (through its Future, TaskGroup::wait,

@@ -93,7 +93,8 @@ struct Options {
   // (docs/design/parking.md, "The kernel's time slice", "Ending the slice
   // at a task boundary"). 0: the kernel's default, and no yields. Valid:
   // 0, or 100..100000. The environment variable PARKWAY_WORKER_SLICE_US
-  // overrides it.
+  // overrides it (decimal digits only: any other value, or one out of
+  // range, makes the Runtime constructor throw std::invalid_argument).
   unsigned worker_slice_us = 300;
 };
 
