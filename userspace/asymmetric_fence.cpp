@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
+
+#include "env_choice.hpp"
 
 namespace parkway::detail {
 
@@ -18,7 +18,7 @@ namespace {
 long membarrier(int cmd) noexcept { return syscall(SYS_membarrier, cmd, 0u, 0); }
 
 bool try_enable() noexcept {
-  if (const char* e = std::getenv("PARKWAY_MEMBARRIER"); e && std::strcmp(e, "0") == 0) return false;
+  if (env_choice("PARKWAY_MEMBARRIER", {"0", "1"}, "membarrier is used where the kernel has it") == 0) return false;
   long cmds = membarrier(MEMBARRIER_CMD_QUERY);
   if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) || !(cmds & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED))
     return false;

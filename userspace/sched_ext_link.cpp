@@ -10,8 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <initializer_list>
 #include <string>
+
+#include "env_choice.hpp"
 
 namespace parkway::detail {
 namespace {
@@ -73,12 +74,6 @@ bool our_scheduler_enabled() {
          read_first_line("/sys/kernel/sched_ext/root/ops").rfind(PARKWAY_OPS_NAME, 0) == 0;
 }
 
-bool env_is(const char* e, std::initializer_list<const char*> words) noexcept {
-  for (const char* w : words)
-    if (std::strcmp(e, w) == 0) return true;
-  return false;
-}
-
 const char* refusal(int result) noexcept {
   switch (result) {
     case -E2BIG: return "the scheduler's per-program worker cap was reached (parkway sched load --max-workers)";
@@ -113,13 +108,16 @@ bool SchedExtLink::under_seccomp() {
 }
 
 SchedExtLink::SchedExtLink(unsigned nworkers) : nworkers_(nworkers) {
-  const char* env = std::getenv("PARKWAY_SCHED_EXT");
-  const bool forced = env && env_is(env, {"1", "on", "true", "yes", "ON", "TRUE", "YES"});
+  // The first seven turn it off, the others on even under seccomp.
+  const int env = env_choice("PARKWAY_SCHED_EXT",
+                             {"0", "off", "false", "no", "OFF", "FALSE", "NO", "1", "on", "true", "yes", "ON", "TRUE", "YES"},
+                             "workers register with a loaded parkway scheduler unless a seccomp filter applies");
+  const bool forced = env >= 7;
   // Every check before BPF_OBJ_GET is a plain read: a program that cannot
   // register makes no bpf(2) call at all, so a service whose seccomp
   // filter kills on bpf(2) (systemd's SystemCallFilter= default action)
   // lives on whether the scheduler is loaded or not.
-  if (env && env_is(env, {"0", "off", "false", "no", "OFF", "FALSE", "NO"})) {
+  if (env >= 0 && env < 7) {
     inactive_ = "PARKWAY_SCHED_EXT turns it off";
   } else if (!our_scheduler_enabled()) {
     inactive_ = "the parkway scheduler is not loaded";

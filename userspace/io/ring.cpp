@@ -19,6 +19,7 @@
 #include <system_error>
 
 #include "clock.hpp"
+#include "env_choice.hpp"
 #include "parker.hpp"
 #include "probes.hpp"
 #include "runtime_impl.hpp"
@@ -85,20 +86,19 @@ bool peer_waits_for(std::uint8_t opcode) noexcept {
 // (for comparison; see io.md, "A ring sleep is not I/O wait").
 static bool env_says_iowait() noexcept {
   static const bool on = [] {
-    const char* e = std::getenv("PARKWAY_IO_IOWAIT");
-    return e && std::strcmp(e, "1") == 0;
+    return ::parkway::detail::env_choice("PARKWAY_IO_IOWAIT", {"0", "1"}, "a ring sleep counts as idle where the kernel can") == 1;
   }();
   return on;
 }
 
 WakeMode process_wake_mode(io_uring* probe_ring) noexcept {
   static WakeMode mode = [probe_ring] {
-    const char* env = std::getenv("PARKWAY_IO_WAKE");
-    if (env && std::strcmp(env, "eventfd") == 0) return WakeMode::kEventfd;
+    const int env = ::parkway::detail::env_choice("PARKWAY_IO_WAKE", {"eventfd", "futex"}, "the futex op where the kernel has it");
+    if (env == 0) return WakeMode::kEventfd;
     io_uring_probe* p = io_uring_get_probe_ring(probe_ring);
     bool futex = p && io_uring_opcode_supported(p, kOpFutexWait);
     if (p) io_uring_free_probe(p);
-    if (env && std::strcmp(env, "futex") == 0 && !futex)
+    if (env == 1 && !futex)
       std::fprintf(stderr, "parkway: PARKWAY_IO_WAKE=futex, but this kernel has no IORING_OP_FUTEX_WAIT; using eventfd\n");
     return futex ? WakeMode::kFutexOp : WakeMode::kEventfd;
   }();
@@ -109,8 +109,8 @@ WakeMode process_wake_mode(io_uring* probe_ring) noexcept {
 // before 6.1 must (the COOP_TASKRUN ring is then tested on this one).
 static std::size_t first_setup_try() noexcept {
   static const std::size_t first = [] {
-    const char* e = std::getenv("PARKWAY_IO_SETUP");
-    return e && std::strcmp(e, "coop") == 0 ? std::size_t(1) : std::size_t(0);
+    const int e = ::parkway::detail::env_choice("PARKWAY_IO_SETUP", {"coop"}, "SINGLE_ISSUER and DEFER_TASKRUN where the kernel has them");
+    return e == 0 ? std::size_t(1) : std::size_t(0);
   }();
   return first;
 }
