@@ -2,7 +2,7 @@
 #
 #   make vm-test      fetch Debian sid's cloud kernel (cached in
 #                     $(PARKWAY_VM_CACHE)), boot it under QEMU TCG with the
-#                     tools and test programs, run the 17 cases in two
+#                     tools and test programs, run the 18 cases in two
 #                     guests, booted side by side (VM_TESTS=1,3 runs only some)
 #
 # Prints "N passed, N failed, N skipped"; cases count as skipped (with the
@@ -13,15 +13,17 @@ VM_BUILD := $(BUILD)/vm
 VM_CXXFLAGS := $(CXXSTD) -O2 -g -Wall -Wextra -Iinclude -Iuserspace -D_GNU_SOURCE -pthread
 
 TEST_SUITES += vm-test
+# The runtime's side of the scheduler, linked whole into the guest's probes.
+SCHED_EXT_LINK_SRCS := userspace/sched_ext_link.cpp userspace/env_choice.cpp
 .PHONY: vm-test
 
-$(VM_BUILD)/pw_linkprobe: tools/vm/progs/pw_linkprobe.cpp userspace/sched_ext_link.cpp userspace/sched_ext_link.hpp bpf/parkway_sched.h
+$(VM_BUILD)/pw_linkprobe: tools/vm/progs/pw_linkprobe.cpp $(SCHED_EXT_LINK_SRCS) userspace/sched_ext_link.hpp userspace/env_choice.hpp bpf/parkway_sched.h
 	@mkdir -p $(dir $@)
-	$(CXX) $(VM_CXXFLAGS) tools/vm/progs/pw_linkprobe.cpp userspace/sched_ext_link.cpp -o $@
+	$(CXX) $(VM_CXXFLAGS) tools/vm/progs/pw_linkprobe.cpp $(SCHED_EXT_LINK_SRCS) -o $@
 
-$(VM_BUILD)/pw_abuse: tools/vm/progs/pw_abuse.cpp userspace/sched_ext_link.cpp userspace/sched_ext_link.hpp bpf/parkway_sched.h
+$(VM_BUILD)/pw_abuse: tools/vm/progs/pw_abuse.cpp $(SCHED_EXT_LINK_SRCS) userspace/sched_ext_link.hpp userspace/env_choice.hpp bpf/parkway_sched.h
 	@mkdir -p $(dir $@)
-	$(CXX) $(VM_CXXFLAGS) tools/vm/progs/pw_abuse.cpp userspace/sched_ext_link.cpp -o $@
+	$(CXX) $(VM_CXXFLAGS) tools/vm/progs/pw_abuse.cpp $(SCHED_EXT_LINK_SRCS) -o $@
 
 $(VM_BUILD)/pw_seccomp: tools/vm/progs/pw_seccomp.cpp
 	@mkdir -p $(dir $@)
