@@ -88,7 +88,8 @@ struct parkway_register {
 /* Per program (tgid), in the PARKWAY_PIN_PROCS hash. vtime is shared by
  * all threads of the program, which is what makes the sharing per
  * program rather than per thread. (CPU time per program is kept per CPU in
- * PARKWAY_PIN_RUNTIME.) Removed when the program's last thread exits. */
+ * PARKWAY_PIN_RUNTIME, keyed by struct parkway_runtime_key.) Removed when
+ * the program's last thread exits. */
 struct parkway_proc {
 	__u64 vtime;         /* ns of CPU received (floored), the fair-share clock */
 	__u64 busy_waiting;  /* preempted busy workers queued right now */
@@ -97,6 +98,14 @@ struct parkway_proc {
 	__u32 refused;       /* registrations refused by the cap */
 	__u32 by_state[PARKWAY_W_NR_STATES]; /* registered workers by last-seen state */
 	char comm[16];       /* the program's name */
+};
+
+/* The key of PARKWAY_PIN_RUNTIME: a program is its tgid and its leader's
+ * start time, so a tgid reused by a new program has an entry of its own. */
+struct parkway_runtime_key {
+	__u32 tgid;
+	__u32 pad;           /* 0 */
+	__u64 start_ns;      /* the leader's start time, as parkway_proc.start_ns */
 };
 
 /* Per-CPU counters (PARKWAY_PIN_STATS, a per-CPU array of __u64). */
@@ -113,6 +122,7 @@ enum parkway_stat {
 	PARKWAY_STAT_BAD_STATE,      /* state words read with a value out of range */
 	PARKWAY_STAT_SHORT_SLICE,    /* slices shortened because many tasks were queued */
 	PARKWAY_STAT_REENQUEUED,     /* tasks taken back from a CPU an RT/DL/stop task took (ops.cpu_release) */
+	PARKWAY_STAT_PROC_RESET,     /* program records reset for a new program that reused the tgid */
 	/* The two below are maxima (per CPU; readers take the largest), not counts. */
 	PARKWAY_STAT_MAX_WAIT_US,    /* longest wait of a runnable task for a CPU, in us */
 	PARKWAY_STAT_MAX_QUEUED,     /* most tasks seen queued at an enqueue */
@@ -123,7 +133,7 @@ enum parkway_stat {
 	{ "dispatch", "direct_idle", "worker_runs", "busy_promote",         \
 	  "yield_to_busy", "slot_freed", "keep_prev", "registered",         \
 	  "refused", "bad_state", "short_slice", "reenqueued",              \
-	  "max_wait_us", "max_queued" }
+	  "proc_reset", "max_wait_us", "max_queued" }
 
 /* Whether a stat is a maximum (combined across CPUs with max, not sum). */
 #define PARKWAY_STAT_IS_MAX(i) \

@@ -95,11 +95,13 @@ struct {
 	__type(value, struct parkway_proc);
 } procs SEC(".maps");
 
-/* Per-program CPU time, per CPU (summed by `parkway sched status`). */
+/* Per-program CPU time, per CPU (summed by `parkway sched status`). Keyed
+ * by tgid and start time: the entry of a program whose tgid was reused is
+ * never the new program's. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
 	__uint(max_entries, PARKWAY_MAX_PROCS);
-	__type(key, u32); /* tgid */
+	__type(key, struct parkway_runtime_key);
 	__type(value, u64);
 } runtime SEC(".maps");
 
@@ -188,23 +190,102 @@ static u64 slice_now(u32 joining)
 	return s < cfg.slice_min_ns ? cfg.slice_min_ns : s;
 }
 
-/* The program's record; a stale one (its tgid reused by a new program) is
- * replaced. Its name is the leader's when the record is made; note_name
- * keeps it current. */
+/* Atomic read-modify-writes on words that several CPUs update at once (a
+ * plain load and store there loses another CPU's update, or, for a
+ * decrement guarded by a plain test, wraps a count at 0 to its maximum:
+ * busy_waiting at 2^64 - 1 would make the program's thieves yield at every
+ * tick for ever). Bounded retries: a CAS fails only when another CPU
+ * changed the word between the load and the CAS. */
+#define PW_CAS_TRIES 16
+
+/* *w = max(*w, v). */
+static void raise_u64(u64 *w, u64 v)
+{
+	int i;
+
+	for (i = 0; i < PW_CAS_TRIES; i++) {
+		u64 cur = *(volatile u64 *)w;
+
+		if (cur >= v || __sync_val_compare_and_swap(w, cur, v) == cur)
+			return;
+	}
+}
+
+/* *w -= 1, unless it is 0. */
+static void dec_u64(u64 *w)
+{
+	int i;
+
+	for (i = 0; i < PW_CAS_TRIES; i++) {
+		u64 cur = *(volatile u64 *)w;
+
+		if (!cur || __sync_val_compare_and_swap(w, cur, cur - 1) == cur)
+			return;
+	}
+}
+
+static void dec_u32(u32 *w)
+{
+	int i;
+
+	for (i = 0; i < PW_CAS_TRIES; i++) {
+		u32 cur = *(volatile u32 *)w;
+
+		if (!cur || __sync_val_compare_and_swap(w, cur, cur - 1) == cur)
+			return;
+	}
+}
+
+/* start_ns of a record being reset for a new program (get_proc). */
+#define PROC_RESETTING (~0ULL)
+
+/* The program's record, or NULL (no memory, or another CPU is resetting
+ * it this instant: the caller queues the task without a program clock, or
+ * refuses the registration). A stale record (its tgid reused by a new
+ * program) is reset in place for the new program, never replaced in the
+ * map: procs is an LRU hash, whose update frees the element it replaces at
+ * once, for the next insert of any tgid to take, so a CPU that had looked
+ * the old element up would go on writing into another program's record;
+ * and two CPUs replacing the same stale record (two threads of the new
+ * program in their first ops.enqueue or registration at once) each made
+ * an element, and the first one's counts (a registered worker, a queued
+ * busy worker) went into the one freed. One CPU claims the reset with a
+ * CAS on start_ns; the record shows the new start only once it is reset,
+ * so no count is made in it and then cleared. Its name is the leader's
+ * when the record is made; note_name keeps it current. */
 static struct parkway_proc *get_proc(struct task_struct *p)
 {
 	u32 tgid = p->tgid;
 	u64 start = p->group_leader->start_time;
 	struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
 	struct parkway_proc fresh = {};
+	u64 old;
+	int i;
 
-	if (pr && pr->start_ns == start)
+	if (pr) {
+		old = *(volatile u64 *)&pr->start_ns;
+		if (old == start)
+			return pr;
+		if (old == PROC_RESETTING ||
+		    __sync_val_compare_and_swap(&pr->start_ns, old, PROC_RESETTING) != old)
+			return NULL;
+		pr->vtime = vtime_now;
+		pr->busy_waiting = 0;
+		pr->workers = 0;
+		pr->refused = 0;
+		for (i = 0; i < PARKWAY_W_NR_STATES; i++)
+			pr->by_state[i] = 0;
+		bpf_probe_read_kernel_str(pr->comm, sizeof(pr->comm), p->group_leader->comm);
+		__sync_lock_test_and_set(&pr->start_ns, start);
+		stat_inc(PARKWAY_STAT_PROC_RESET);
 		return pr;
+	}
 	fresh.vtime = vtime_now;
 	fresh.start_ns = start;
 	bpf_probe_read_kernel_str(fresh.comm, sizeof(fresh.comm), p->group_leader->comm);
-	bpf_map_update_elem(&procs, &tgid, &fresh, pr ? BPF_ANY : BPF_NOEXIST);
-	return bpf_map_lookup_elem(&procs, &tgid);
+	bpf_map_update_elem(&procs, &tgid, &fresh, BPF_NOEXIST);
+	pr = bpf_map_lookup_elem(&procs, &tgid);
+	return pr && pr->start_ns == start ? pr : NULL;
 }
 
 static bool is_stall_target(struct task_struct *p)
@@ -233,8 +314,8 @@ static void set_state(struct task_struct *p, struct task_ctx *tc, u32 v)
 	tc->state = v;
 	if (!pr)
 		return;
-	if (old < PARKWAY_W_NR_STATES && pr->by_state[old])
-		__sync_fetch_and_sub(&pr->by_state[old], 1);
+	if (old < PARKWAY_W_NR_STATES)
+		dec_u32(&pr->by_state[old]);
 	if (v < PARKWAY_W_NR_STATES)
 		__sync_fetch_and_add(&pr->by_state[v], 1);
 }
@@ -348,12 +429,11 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
 	}
 	/* No credit for sleeping: at most one slice behind the global clock. */
 	floor = vtime_now > slice ? vtime_now - slice : 0;
-	if (pr->vtime < floor)
-		pr->vtime = floor;
+	raise_u64(&pr->vtime, floor);
 	tc = bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (tc) {
 		tc->base_key = program_base(pr, 0, slice);
-		tc->group_start = pr->start_ns;
+		tc->group_start = p->group_leader->start_time;
 	}
 
 	/* Not a wakeup: p lost its CPU (its slice ran out, another task
@@ -433,21 +513,22 @@ static void charge_turn(struct task_struct *p, struct task_ctx *tc, u64 now)
 {
 	u32 tgid = p->tgid;
 	struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
+	struct parkway_runtime_key rk = { .tgid = tgid, .start_ns = p->group_leader->start_time };
 	u64 delta = now - tc->started_ns, *rt;
 
 	if (pr) {
 		__sync_fetch_and_add(&pr->vtime, delta);
 		note_name(p, pr);
 	}
-	rt = bpf_map_lookup_elem(&runtime, &tgid);
+	rt = bpf_map_lookup_elem(&runtime, &rk);
 	if (!rt) {
 		/* The program's first turn: make its entry. Another CPU may
 		 * have made it since the lookup (two threads of a new program
 		 * ending their first turns at once); then this turn goes into
 		 * this CPU's slot of that entry, or it would be lost. */
-		if (!bpf_map_update_elem(&runtime, &tgid, &delta, BPF_NOEXIST))
+		if (!bpf_map_update_elem(&runtime, &rk, &delta, BPF_NOEXIST))
 			return;
-		rt = bpf_map_lookup_elem(&runtime, &tgid);
+		rt = bpf_map_lookup_elem(&runtime, &rk);
 	}
 	if (rt)
 		*rt += delta;
@@ -458,8 +539,7 @@ static void charge_turn(struct task_struct *p, struct task_ctx *tc, u64 now)
  * penalty must not pull every program's floor up). */
 static void clock_follow(u64 base)
 {
-	if (vtime_now < base)
-		vtime_now = base;
+	raise_u64(&vtime_now, base);
 }
 
 /* prev's slice ran out but it is still runnable. The kernel asks for the
@@ -543,8 +623,8 @@ static void busy_unqueued(struct task_struct *p, struct task_ctx *tc)
 		return;
 	tc->busy_queued = false;
 	pr = bpf_map_lookup_elem(&procs, &tgid);
-	if (pr && pr->busy_waiting)
-		__sync_fetch_and_sub(&pr->busy_waiting, 1);
+	if (pr)
+		dec_u64(&pr->busy_waiting);
 }
 
 void PW_OP(pw_running, struct task_struct *p)
@@ -632,10 +712,9 @@ static void drop_worker(struct task_struct *p, struct task_ctx *tc)
 	struct parkway_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
 
 	if (pr && pr->start_ns == tc->group_start) {
-		if (pr->workers)
-			__sync_fetch_and_sub(&pr->workers, 1);
-		if (tc->state < PARKWAY_W_NR_STATES && pr->by_state[tc->state])
-			__sync_fetch_and_sub(&pr->by_state[tc->state], 1);
+		dec_u32(&pr->workers);
+		if (tc->state < PARKWAY_W_NR_STATES)
+			dec_u32(&pr->by_state[tc->state]);
 	}
 	tc->state_addr = 0;
 	tc->state = PARKWAY_W_OFF;
@@ -667,15 +746,15 @@ void PW_OP(pw_disable, struct task_struct *p)
  * is never queued and has only `runtime` (VM case 17). And a thread's last
  * turn is charged when it stops, which can come after another thread of
  * the group, gone first, has deleted both: its charge makes `runtime`
- * again. So every exit_task with no live thread left deletes `runtime`,
- * unless `procs` holds a record of another program: the tgid was reused
- * while this thread waited to be freed, and the entry is the new
- * program's. The group's last thread to be freed deletes what the others'
- * last turns left. */
+ * again. So every exit_task with no live thread left deletes the
+ * program's `runtime` entry, keyed by tgid and start time, so it is never
+ * a new program's that reused the tgid (VM case 18): the group's last
+ * thread to be freed deletes what the others' last turns left. */
 void PW_OP(pw_exit_task, struct task_struct *p, struct scx_exit_task_args *args)
 {
 	struct task_ctx *tc = bpf_task_storage_get(&task_ctxs, p, 0, 0);
 	u32 tgid = p->tgid;
+	struct parkway_runtime_key rk = { .tgid = tgid };
 	struct parkway_proc *pr;
 
 	if (!tc)
@@ -687,11 +766,18 @@ void PW_OP(pw_exit_task, struct task_struct *p, struct scx_exit_task_args *args)
 	}
 	if (args->cancelled || p->signal->live.counter != 0 || !tc->group_start)
 		return;
-	if (pr && pr->start_ns != tc->group_start)
-		return; /* the tgid is another program's now */
-	if (pr)
+	/* The record goes only while it is still this program's: the CAS
+	 * marks it (get_proc then neither uses nor resets it), so a new
+	 * program with this tgid cannot have reset it for itself between
+	 * the check and the delete, which would delete the new program's
+	 * record under a CPU using it. A mark already there is another
+	 * thread of this program deleting it, or a new program resetting
+	 * it: either way not this thread's to delete. */
+	if (pr && __sync_val_compare_and_swap(&pr->start_ns, tc->group_start, PROC_RESETTING) ==
+			  tc->group_start)
 		bpf_map_delete_elem(&procs, &tgid);
-	bpf_map_delete_elem(&runtime, &tgid);
+	rk.start_ns = tc->group_start;
+	bpf_map_delete_elem(&runtime, &rk);
 }
 
 /* pw_register: run by a worker thread (BPF_PROG_TEST_RUN on the pinned
@@ -713,7 +799,7 @@ int pw_register(struct parkway_register *a)
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct parkway_proc *pr;
 	struct task_ctx *tc;
-	u64 addr = a->state_addr;
+	u64 addr = a->state_addr, start;
 	u32 v;
 
 	a->cap = cfg.max_workers;
@@ -734,13 +820,14 @@ int pw_register(struct parkway_register *a)
 	pr = get_proc(cur);
 	if (!pr)
 		return reg_done(a, -ENOSPC);
-	if (!tc->state_addr || tc->group_start != pr->start_ns) {
+	start = cur->group_leader->start_time;
+	if (!tc->state_addr || tc->group_start != start) {
 		if (__sync_fetch_and_add(&pr->workers, 1) >= cfg.max_workers) {
 			__sync_fetch_and_sub(&pr->workers, 1);
 			__sync_fetch_and_add(&pr->refused, 1);
 			return reg_done(a, -E2BIG);
 		}
-		tc->group_start = pr->start_ns;
+		tc->group_start = start;
 		tc->state = PARKWAY_W_OFF;
 		__sync_fetch_and_add(&pr->by_state[PARKWAY_W_OFF], 1);
 	}

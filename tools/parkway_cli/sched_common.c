@@ -135,6 +135,7 @@ void print_programs(void)
 	int ncpu = libbpf_num_possible_cpus();
 	uint64_t *vals = ncpu > 0 ? calloc((size_t)ncpu, sizeof(uint64_t)) : NULL;
 	uint32_t key, next, *prev = NULL, entries = 0, gone = 0, gone_ids[8];
+	struct parkway_runtime_key rkey, rnext, *rprev = NULL;
 	struct parkway_proc pr;
 	uint64_t total = 0, gone_ns = 0;
 
@@ -142,18 +143,24 @@ void print_programs(void)
 		goto out;
 	/* First pass: all programs' CPU time, for the shares; and the entries
 	 * of programs that no longer run (the scheduler drops a program's
-	 * entry once its last thread is freed: any left is a leak). */
-	while (!bpf_map_get_next_key(rfd, prev, &next)) {
+	 * entry once its last thread is freed: any left is a leak). An entry
+	 * is a tgid and its leader's start time: one whose tgid now names
+	 * another program (a procs record with another start time) is gone
+	 * too. */
+	while (!bpf_map_get_next_key(rfd, rprev, &rnext)) {
 		uint64_t ns = 0;
 
-		key = next;
-		prev = &key;
-		if (!bpf_map_lookup_elem(rfd, &key, vals))
+		rkey = rnext;
+		rprev = &rkey;
+		if (!bpf_map_lookup_elem(rfd, &rkey, vals))
 			for (int c = 0; c < ncpu; c++)
 				ns += vals[c];
 		total += ns;
 		entries++;
-		if (kill((pid_t)key, 0) != 0 && errno == ESRCH) {
+		key = rkey.tgid;
+		if ((kill((pid_t)key, 0) != 0 && errno == ESRCH) ||
+		    (!bpf_map_lookup_elem(pfd, &key, &pr) && pr.start_ns != rkey.start_ns &&
+		     pr.start_ns != ~0ULL)) {
 			if (gone < 8)
 				gone_ids[gone] = key;
 			gone++;
@@ -169,7 +176,8 @@ void print_programs(void)
 		prev = &key;
 		if (bpf_map_lookup_elem(pfd, &key, &pr))
 			continue;
-		if (!bpf_map_lookup_elem(rfd, &key, vals))
+		rkey = (struct parkway_runtime_key){ .tgid = key, .start_ns = pr.start_ns };
+		if (!bpf_map_lookup_elem(rfd, &rkey, vals))
 			for (int c = 0; c < ncpu; c++)
 				ns += vals[c];
 		if (ns < 1000000 && !pr.workers && !pr.refused)

@@ -27,7 +27,7 @@ CACHE=${PARKWAY_VM_CACHE:-/var/cache/parkway-vm}
 if ! mkdir -p "$CACHE" 2>/dev/null || [ ! -w "$CACHE" ]; then
   CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/parkway-vm
 fi
-NCASES=17
+NCASES=18
 TIMEOUT=${VM_TIMEOUT:-420}
 mkdir -p "$BUILD/vm"
 # Each run in its own directory: two runs in one checkout must not share
@@ -85,7 +85,7 @@ bash tools/vm/mkinitramfs.sh "$RUN/init.cpio" "${bins[@]}" || { echo "vm-test: i
 # clock. VM_MAIN_CLOCK=host boots the main guest with the host's clock
 # instead (`-accel tcg,thread=$VM_TCG_THREAD`, default single; about twice
 # as slow).
-MAIN_CASES="1 2 3 4 5 6 7 8 9 11 13 15 16 17"
+MAIN_CASES="1 2 3 4 5 6 7 8 9 11 13 15 16 17 18"
 TIMED_CASES="10 12 14"
 selected() {  # selected "CASES": those of CASES that VM_TESTS names, comma-separated
   local n out=""

@@ -958,7 +958,77 @@ case17() {
 	else result FAIL "$bad"; fi
 }
 
-for cur in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17; do
+# ---------------------------------------------------------------- case 18
+# A tgid reused by a new program while the old one's workers were
+# registered: a `pw_linkprobe 4` is killed with -9 while its 4 workers are
+# registered, and a new `pw_linkprobe 4` is started with the same pid
+# (ns_last_pid), 6 times over. Each time the record under that tgid must
+# be the new program's alone: 4 workers (not the old 4 on top, nor fewer,
+# counts made in an element the map had let go), no refusal, and its own
+# CPU time only (about what its own clock says, not the old program's
+# added); the old program's registrations are dropped (`slot_freed`), and
+# the scheduler stays loaded. The new program's 4 threads register at once, so a record
+# the scheduler must reset or make for it is reached by several CPUs.
+reuse_start() {  # reuse_start PID LOG: start `pw_linkprobe 4 4` as PID if it can; sets $npid
+	tries=0
+	while [ $tries -lt 8 ]; do
+		echo $(($1 - 1)) >/proc/sys/kernel/ns_last_pid
+		pw_linkprobe 4 4 >"$2" 2>&1 &
+		npid=$!
+		[ "$npid" = "$1" ] && return 0
+		kill -9 $npid 2>/dev/null; wait $npid 2>/dev/null
+		tries=$((tries + 1))
+	done
+	return 1
+}
+case18() {
+	if [ ! -w /proc/sys/kernel/ns_last_pid ]; then result FAIL "no /proc/sys/kernel/ns_last_pid"; return; fi
+	if ! start_loader /tmp/l18.log; then result FAIL "load failed: $(tail -n 3 /tmp/l18.log)"; return; fi
+	bad=""
+	parkway sched status >/tmp/status.log 2>&1
+	freed0=$(stat_of slot_freed)
+	pw_linkprobe 4 30 >/tmp/reuse0.log 2>&1 &
+	opid=$!
+	sleep 1.5
+	parkway sched status >/tmp/status.log 2>&1
+	w=$(workers_of $opid)
+	log "first program $opid: workers=${w:-none}"
+	[ "$w" = 4 ] || bad="$bad first-program-workers-${w:-none}"
+	round=1
+	while [ $round -le 6 ]; do
+		kill -9 $opid; wait $opid 2>/dev/null
+		if ! reuse_start $opid /tmp/reuse$round.log; then
+			bad="$bad pid-$opid-not-reused"; break
+		fi
+		sleep 1
+		parkway sched status >/tmp/status.log 2>&1
+		own=$(cpu_ms_of $npid)
+		w=$(workers_of $npid)
+		line=$(grep "^program $npid " /tmp/status.log)
+		ms=$(echo "$line" | sed -n 's/.* cpu_ms=\([0-9]*\).*/\1/p')
+		log "round $round: pid $npid again, ${own} ms of CPU by its own clock: ${line:-no record}"
+		[ "$w" = 4 ] || bad="$bad round-$round-workers-${w:-none}"
+		echo "$line" | grep -q refused && bad="$bad round-$round-refused"
+		# Its CPU time is its own: about what its own clock says (read
+		# after the status, in 10 ms ticks), not the old program's on top.
+		[ "${ms:-0}" -le $(( own + own / 4 + 300 )) ] || bad="$bad round-$round-cpu_ms-${ms}-own-${own}"
+		opid=$npid
+		round=$((round + 1))
+	done
+	kill -9 $opid 2>/dev/null; wait $opid 2>/dev/null
+	sleep 0.5
+	parkway sched status >/tmp/status.log 2>&1
+	freed1=$(stat_of slot_freed)
+	log "slot_freed ${freed0:-?}->${freed1:-?}, proc_reset $(stat_of proc_reset); $(grep '^runtime:' /tmp/status.log)"
+	[ $(( ${freed1:-0} - ${freed0:-0} )) -ge 28 ] || bad="$bad slot_freed-${freed0:-?}-${freed1:-?}"
+	grep -q "^program $opid " /tmp/status.log && bad="$bad record-of-$opid-stays"
+	loader_alive || bad="$bad scheduler-gone"
+	stop_loader || bad="$bad loader-exit"
+	if [ -z "$bad" ]; then result PASS "a reused tgid's record is the new program's alone (6 rounds, 4 workers each)"
+	else result FAIL "$bad"; fi
+}
+
+for cur in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18; do
 	case $cur in
 	1) name="load-enable-unload" ;;
 	2) name="workers-registered" ;;
@@ -977,6 +1047,7 @@ for cur in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17; do
 	15) name="busy-worker-leaves-ext" ;;
 	16) name="rt-takes-a-busy-workers-cpu" ;;
 	17) name="no-stale-runtime-entry" ;;
+	18) name="reused-tgid" ;;
 	esac
 	if want $cur; then
 		t0=$(cut -d' ' -f1 /proc/uptime)
