@@ -211,30 +211,18 @@ static void raise_u64(u64 *w, u64 v)
 	}
 }
 
-/* *w -= 1, unless it is 0. */
-static void dec_u64(u64 *w)
-{
-	int i;
+/* *w -= 1, unless it is 0; for a word of type T. */
+#define PW_DEC_UNLESS_ZERO(T, w)                                                     \
+	do {                                                                         \
+		for (int i_ = 0; i_ < PW_CAS_TRIES; i_++) {                          \
+			T cur_ = *(volatile T *)(w);                                 \
+			if (!cur_ || __sync_val_compare_and_swap((w), cur_, cur_ - 1) == cur_) \
+				break;                                               \
+		}                                                                    \
+	} while (0)
 
-	for (i = 0; i < PW_CAS_TRIES; i++) {
-		u64 cur = *(volatile u64 *)w;
-
-		if (!cur || __sync_val_compare_and_swap(w, cur, cur - 1) == cur)
-			return;
-	}
-}
-
-static void dec_u32(u32 *w)
-{
-	int i;
-
-	for (i = 0; i < PW_CAS_TRIES; i++) {
-		u32 cur = *(volatile u32 *)w;
-
-		if (!cur || __sync_val_compare_and_swap(w, cur, cur - 1) == cur)
-			return;
-	}
-}
+static void dec_u64(u64 *w) { PW_DEC_UNLESS_ZERO(u64, w); }
+static void dec_u32(u32 *w) { PW_DEC_UNLESS_ZERO(u32, w); }
 
 /* start_ns of a record being reset for a new program (get_proc). */
 #define PROC_RESETTING (~0ULL)
