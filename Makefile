@@ -18,6 +18,13 @@ PREFIX   ?= /usr/local
 CXX      ?= g++
 BUILD    ?= build
 VERSION  := 0.1.0
+# The soname carries the ABI version: the major version, or 0.minor while
+# the major version is 0 (a 0.x release may change the API and the ABI;
+# cmake/parkwayConfigVersion.cmake.in applies the same rule to find_package).
+VERSION_MAJOR := $(word 1,$(subst ., ,$(VERSION)))
+VERSION_MINOR := $(word 2,$(subst ., ,$(VERSION)))
+SOVERSION     := $(if $(filter 0,$(VERSION_MAJOR)),0.$(VERSION_MINOR),$(VERSION_MAJOR))
+SONAME        := libparkway.so.$(SOVERSION)
 
 WARN      := -Wall -Wextra -Wno-interference-size
 CXXSTD    := -std=c++20
@@ -54,27 +61,34 @@ $(LIB_A): $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 # Only parkway:: symbols leave the shared library (userspace/exports.map).
-$(LIB_SO): $(LIB_OBJS) userspace/exports.map
+# Linked again when the Makefile changes: the soname comes from VERSION.
+$(LIB_SO): $(LIB_OBJS) userspace/exports.map Makefile
 	$(CXX) -shared -o $@ $(LIB_OBJS) -Wl,--version-script=userspace/exports.map \
-	  -Wl,-soname,libparkway.so.0 $(LDLIBS) -luring
+	  -Wl,-soname,$(SONAME) $(LDLIBS) -luring
 
 # The .pc names the prefix it is installed under; `make install` writes it
-# again for its own PREFIX.
+# again for its own PREFIX. Files written by a redirection get the mode
+# 644 explicitly: under a umask such as 077 they would otherwise be
+# unreadable to every user but the one who installed.
 define write_pc
 	@mkdir -p $(dir $(2))
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: parkway\nDescription: work-stealing task runtime whose idle workers sleep on futex words\nVersion: %s\nCflags: -I$${includedir} -std=c++20 -pthread\nLibs: -L$${libdir} -lparkway -pthread\nLibs.private: -luring\n' \
 	  "$(1)" "$(VERSION)" > $(2)
+	chmod 644 $(2)
 endef
 
 $(PC_FILE): Makefile
 	$(call write_pc,$(PREFIX),$@)
 
 # The CMake package (find_package(parkway CONFIG)): cmake/*.cmake.in with
-# the prefix and version filled in; no CMake needed to build or install.
+# the version and soname filled in; no CMake needed to build or install.
+# It finds the prefix from its own place (PREFIX/lib/cmake/parkway), so an
+# installed tree still works after it is moved or copied elsewhere.
 CMAKE_PKG_DIR := lib/cmake/parkway
 CMAKE_PKG     := parkwayConfig.cmake parkwayConfigVersion.cmake
 define write_cmake
-	sed -e 's|@PARKWAY_PREFIX@|$(1)|g' -e 's|@PARKWAY_VERSION@|$(VERSION)|g' cmake/$(3).in > $(2)/$(3)
+	sed -e 's|@PARKWAY_VERSION@|$(VERSION)|g' -e 's|@PARKWAY_SONAME@|$(SONAME)|g' cmake/$(2).in > $(1)/$(2)
+	chmod 644 $(1)/$(2)
 endef
 
 # build/parkway (the `parkway` command) is installed when tools/tools.mk is
@@ -89,17 +103,17 @@ install: lib httpd
 	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/parkway/
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libparkway.so.$(VERSION)
-	ln -sfn libparkway.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libparkway.so.0
-	ln -sfn libparkway.so.0 $(DESTDIR)$(PREFIX)/lib/libparkway.so
+	ln -sfn libparkway.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sfn $(SONAME) $(DESTDIR)$(PREFIX)/lib/libparkway.so
 	$(call write_pc,$(PREFIX),$(DESTDIR)$(PREFIX)/lib/pkgconfig/parkway.pc)
-	$(call write_cmake,$(PREFIX),$(DESTDIR)$(PREFIX)/$(CMAKE_PKG_DIR),parkwayConfig.cmake)
-	$(call write_cmake,$(PREFIX),$(DESTDIR)$(PREFIX)/$(CMAKE_PKG_DIR),parkwayConfigVersion.cmake)
+	$(call write_cmake,$(DESTDIR)$(PREFIX)/$(CMAKE_PKG_DIR),parkwayConfig.cmake)
+	$(call write_cmake,$(DESTDIR)$(PREFIX)/$(CMAKE_PKG_DIR),parkwayConfigVersion.cmake)
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/parkway
 	rm -f $(DESTDIR)$(PREFIX)/bin/parkway-httpd $(DESTDIR)$(PREFIX)/bin/parkway
 	rm -f $(DESTDIR)$(PREFIX)/lib/libparkway.a $(DESTDIR)$(PREFIX)/lib/libparkway.so \
-	  $(DESTDIR)$(PREFIX)/lib/libparkway.so.0 $(DESTDIR)$(PREFIX)/lib/libparkway.so.$(VERSION) \
+	  $(DESTDIR)$(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/libparkway.so.$(VERSION) \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/parkway.pc
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/$(CMAKE_PKG_DIR)/,$(CMAKE_PKG))
 	rmdir $(DESTDIR)$(PREFIX)/$(CMAKE_PKG_DIR) 2>/dev/null || true

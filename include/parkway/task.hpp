@@ -70,15 +70,21 @@ void delete_task(T* t) noexcept {
 // A value unique to the calling thread among live threads (TaskGroup uses
 // it to recognise the thread that created it). On x86-64 Linux the thread
 // pointer (%fs:0 holds its own address); `volatile` because a coroutine can
-// move between threads inside one function.
+// move between threads inside one function. Elsewhere the address of a
+// thread_local at namespace scope, exported like tls_group below: a static
+// local of this inline function would be hidden in libparkway.so, and the
+// library and the program would each have their own, so a TaskGroup made
+// on one side would not recognise its owner on the other.
+#if !(defined(__x86_64__) && defined(__linux__))
+PARKWAY_API inline thread_local constinit char tls_thread_marker = 0;
+#endif
 inline const void* this_thread_token() noexcept {
 #if defined(__x86_64__) && defined(__linux__)
   const void* p;
   asm volatile("mov %%fs:0, %0" : "=r"(p));
   return p;
 #else
-  static thread_local char marker;
-  return &marker;
+  return &tls_thread_marker;
 #endif
 }
 
