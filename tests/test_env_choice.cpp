@@ -78,7 +78,9 @@ TEST(EnvChoice, TakesAnAcceptedValueAndNamesAMistakenOne) {
 TEST(EnvChoice, ARuntimeWithARing) {
   parkway::Runtime rt(parkway::Options{.workers = 1});
   const auto t0 = std::chrono::steady_clock::now();
-  parkway::sync_wait(rt, []() -> parkway::Task<void> { co_await parkway::io::sleep_for(1ms); }());
+  const parkway::io::Result<void> slept = parkway::sync_wait(
+      rt, []() -> parkway::Task<parkway::io::Result<void>> { co_return co_await parkway::io::sleep_for(1ms); }());
+  EXPECT_TRUE(slept) << slept.error().message();
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 1ms);
 }
 
