@@ -1321,7 +1321,7 @@ TEST(Io, OptionsOfTheRingAreValidated) {
 }
 
 namespace {
-Task<io::Result<io::Socket>> take_one(io::AcceptStream* st) { co_return co_await st->next(); }
+Task<io::Result<io::Socket>> take_one(io::AcceptStream* st, io::OpOptions o = {}) { co_return co_await st->next(o); }
 }  // namespace
 
 // Closing a Listener cancels its armed multishot accept: the waiting
@@ -2737,9 +2737,7 @@ TEST(Io, ATimeoutBesideADeadlineIsRefusedByName) {
   ASSERT_TRUE(l) << l.error().message();
   io::AcceptStream st = l->stream();
   refused([&] {
-    (void)parkway::sync_wait(rt, [](io::AcceptStream* st, io::OpOptions o) -> Task<io::Result<io::Socket>> {
-      co_return co_await st->next(o);
-    }(&st, both));
+    (void)parkway::sync_wait(rt, take_one(&st, both));
   }, "AcceptStream::next");
   // Either alone is taken.
   auto r = run_on(rt, recv_once(p.a, {.deadline = std::chrono::steady_clock::now() + 20ms}));
@@ -2759,9 +2757,7 @@ TEST(Io, AcceptStreamNextTakesATimeoutAndACancel) {
   ASSERT_TRUE(l) << l.error().message();
   io::AcceptStream st = l->stream();
   auto take = [&](io::OpOptions o) {
-    return parkway::sync_wait(rt, [](io::AcceptStream* st, io::OpOptions o) -> Task<io::Result<io::Socket>> {
-      co_return co_await st->next(o);
-    }(&st, o));
+    return parkway::sync_wait(rt, take_one(&st, o));
   };
   auto t0 = std::chrono::steady_clock::now();
   auto r = take({.timeout = 50ms});
@@ -2830,9 +2826,7 @@ TEST(Io, AnAcceptStreamGuardNeverEndsAWaitByItself) {
       cs.cancel();
     });
     const auto t0 = std::chrono::steady_clock::now();
-    auto r = parkway::sync_wait(rt, [](io::AcceptStream* st, io::OpOptions o) -> Task<io::Result<io::Socket>> {
-      co_return co_await st->next(o);
-    }(&st, o));
+    auto r = parkway::sync_wait(rt, take_one(&st, o));
     canceller.join();
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), std::errc::operation_canceled) << r.error().message();
@@ -3211,9 +3205,7 @@ TEST(Io, AnAcceptStreamNextWhoseTimeHasPassedFailsBeforeItBegins) {
   ASSERT_EQ(::connect(c, l->local_address().get(), l->local_address().size()), 0);  // in the backlog
   io::AcceptStream st = l->stream();
   auto take = [&](io::OpOptions o) {
-    return parkway::sync_wait(rt, [](io::AcceptStream* st, io::OpOptions o) -> Task<io::Result<io::Socket>> {
-      co_return co_await st->next(o);
-    }(&st, o));
+    return parkway::sync_wait(rt, take_one(&st, o));
   };
   for (const io::OpOptions& o : {io::OpOptions{.timeout = -1ns},
                                  io::OpOptions{.deadline = std::chrono::steady_clock::now() - 1ms}}) {
