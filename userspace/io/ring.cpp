@@ -115,7 +115,7 @@ static std::size_t first_setup_try() noexcept {
   return first;
 }
 
-IoRing::IoRing(Worker& w) : w_(w), ready_(w.io_ready()) {
+IoRing::IoRing(Worker& w) : w_(w), stop_(w.runtime().stop), ready_(w.io_ready()) {
   const Options& o = w.runtime().opts;
   int rc = -EINVAL;
   for (std::size_t t = first_setup_try(); t < std::size(kSetupTries); ++t) {
@@ -227,13 +227,20 @@ io_uring_sqe* IoRing::get_sqe_without_reap() noexcept {
   return io_uring_sq_space_left(&ring_) != 0 ? io_uring_get_sqe(&ring_) : nullptr;
 }
 
+bool IoRing::refuses_new_ops() noexcept {
+  if (ops_at_cancel_ != kNoCancelYet) return true;
+  if (!stop_.load(std::memory_order_relaxed)) [[likely]]
+    return false;
+  cancel_everything();  // those in flight go too, idle or not ([S1])
+  return true;
+}
+
 int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
-  // Shutdown has cancelled every operation here (cancel_everything): one
-  // begun now is cancelled before it reaches the kernel, which would do
-  // it at once if it could (a send with room, a receive whose bytes are
-  // there) ahead of the next cancel. A close still runs: its descriptor
-  // must not stay open.
-  if (ops_at_cancel_ != kNoCancelYet && a.opcode != IORING_OP_CLOSE) [[unlikely]]
+  // Shutdown has begun: an operation begun now is cancelled before it
+  // reaches the kernel, which would do it at once if it could (a send
+  // with room, a receive whose bytes are there) ahead of the next cancel.
+  // A close still runs: its descriptor must not stay open.
+  if (a.opcode != IORING_OP_CLOSE && refuses_new_ops()) [[unlikely]]
     return -ECANCELED;
   io_uring_sqe* sqe = get_sqe();
   if (!sqe) return -EBUSY;
@@ -293,7 +300,7 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
 }
 
 int IoRing::submit_multishot_accept(int fd, std::uint64_t tagged) noexcept {
-  if (ops_at_cancel_ != kNoCancelYet) [[unlikely]]
+  if (refuses_new_ops()) [[unlikely]]
     return -ECANCELED;  // as in submit()
   io_uring_sqe* sqe = get_sqe();
   if (!sqe) return -EBUSY;
@@ -497,6 +504,13 @@ unsigned IoRing::reap() noexcept {
   // or the shutdown reached end at every reap, CQ empty or not: on a
   // worker whose CQ never empties they would wait for the load to end.
   if (held_) submit_receives_held(io_uring_cq_ready(&ring_) == 0);
+  // [S1] Shutdown cancels what is in flight here at the first reap that
+  // finds completions after stop, not only once this worker is idle: a
+  // worker whose continuations keep coming (two coroutines of this
+  // runtime talking to each other) never idles, and the shutdown waited
+  // on them for ever (Io.ShutdownEndsIoThatKeepsItsWorkerBusy).
+  if (seen != 0 && ops_ != 0 && ops_at_cancel_ == kNoCancelYet && stop_.load(std::memory_order_relaxed)) [[unlikely]]
+    cancel_everything();
   const unsigned pushed = pushed_;
   pushed_ = 0;
   if (pushed) w_.ready_pushed(pushed);

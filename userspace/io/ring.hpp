@@ -106,6 +106,9 @@ class IoRing {
   // Shutdown has cancelled every operation here (cancel_everything): one
   // begun now is cancelled too, none is done at its co_await.
   bool cancelling_everything() const noexcept { return ops_at_cancel_ != kNoCancelYet; }
+  // Shutdown has begun (or cancelled everything here): a new operation is
+  // refused with ECANCELED; the first refusal cancels those in flight.
+  bool refuses_new_ops() noexcept;
   // Must the worker park inside the ring? Yes while an operation or the
   // ring's own wait is in flight: a plain futex wait beside an armed ring
   // wait on the same word could have its wake taken by the ring's.
@@ -181,6 +184,7 @@ class IoRing {
 
   io_uring ring_;
   ::parkway::detail::Worker& w_;
+  const std::atomic<bool>& stop_;  // the runtime's: shutdown has begun
   WakeMode mode_;
   unsigned ops_ = 0;          // user operations in flight (multishot accepts included)
   bool armed_ = false;        // the ring's wait on the park word is in the kernel

@@ -1,0 +1,101 @@
+// test_io_shutdown.cpp -- shutdown ends I/O on a worker that never idles:
+// the cancel comes at the first reap after stop, and every operation
+// begun after stop is refused (io.md, "Shutdown", [S1]).
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <thread>
+
+#include "parkway/io.hpp"
+#include "parkway/parkway.hpp"
+#include "test_util.hpp"
+
+namespace io = parkway::io;
+using namespace std::chrono_literals;
+
+namespace {
+
+// One side of a ping-pong: send 64 bytes (if `first`), receive 64, again,
+// until an operation fails; records that operation's errno.
+parkway::Task<void> ping(int fd, bool first, std::atomic<long>* exchanges, std::atomic<int>* ended_with,
+                         std::atomic<int>* ended) {
+  std::byte b[64]{};
+  int err = 0;
+  for (;;) {
+    if (first) {
+      auto w = co_await io::send_all(fd, b);
+      if (!w) {
+        err = w.error().value();
+        break;
+      }
+    }
+    first = true;
+    std::size_t have = 0;
+    while (have < sizeof b) {
+      auto n = co_await io::recv(fd, std::span(b).subspan(have));
+      if (!n) {
+        err = n.error().value();
+        break;
+      }
+      if (*n == 0) {
+        err = -1;  // EOF: nobody closes these sockets
+        break;
+      }
+      have += *n;
+    }
+    if (err != 0) break;
+    exchanges->fetch_add(1, std::memory_order_relaxed);
+  }
+  if (err != ECANCELED) ended_with->store(err);  // any other end is kept (it stays 0 otherwise)
+  ended->fetch_add(1);
+}
+
+}  // namespace
+
+// Two coroutines of one runtime talking to each other keep their worker
+// busy: it never idles, where the shutdown cancel used to come from, so
+// ~Runtime waited for ever (1.7M exchanges after it began, by hand). Now
+// the first reap after stop cancels the ring's operations, every one
+// begun after is refused (the sends done at the co_await too), and both
+// loops end with ECANCELED.
+TEST(IoShutdown, ShutdownEndsIoThatKeepsItsWorkerBusy) {
+  pwtest::Watchdog wd("IoShutdown.ShutdownEndsIoThatKeepsItsWorkerBusy", 120);
+  for (unsigned workers : {1u, 2u}) {
+    for (bool send_first : {true, false}) {
+      SCOPED_TRACE(testing::Message() << workers << " worker(s), " << (send_first ? "io_send_first" : "sends on the ring"));
+      constexpr int kPairs = 4;
+      int fds[kPairs][2];
+      for (auto& p : fds) ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p), 0);
+      std::atomic<long> exchanges{0};
+      std::atomic<int> ended_with{0}, ended{0};
+      std::chrono::steady_clock::duration took{};
+      long at_shutdown = 0;
+      {
+        parkway::Runtime rt(parkway::Options{.workers = workers, .io_send_first = send_first});
+        for (auto& p : fds) {
+          parkway::detach(ping(p[0], true, &exchanges, &ended_with, &ended), rt);
+          parkway::detach(ping(p[1], false, &exchanges, &ended_with, &ended), rt);
+        }
+        const auto until = std::chrono::steady_clock::now() + 20s;
+        while (exchanges.load() < 1000 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+        ASSERT_GE(exchanges.load(), 1000) << "the ping-pong did not get going";
+        at_shutdown = exchanges.load();
+        const auto t0 = std::chrono::steady_clock::now();
+        rt.shutdown();
+        took = std::chrono::steady_clock::now() - t0;
+      }
+      EXPECT_EQ(ended.load(), 2 * kPairs) << "a loop did not end";
+      EXPECT_EQ(ended_with.load(), 0) << "a loop ended with errno " << ended_with.load() << ", not ECANCELED";
+      EXPECT_LT(took, 10s) << (exchanges.load() - at_shutdown) << " exchanges after the shutdown began";
+      for (auto& p : fds) {
+        ::close(p[0]);
+        ::close(p[1]);
+      }
+    }
+  }
+}
