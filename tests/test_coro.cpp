@@ -410,3 +410,44 @@ TEST(Coro, ThrowingMovesAndCopiesReachTheCaller) {
   CopyThrows c;
   EXPECT_THROW((void)takes_copy_throws(c), std::runtime_error);
 }
+
+namespace {
+// 1 if it runs on a live runtime (Runtime::current() names one), 0 if on
+// a worker of a destroyed one.
+parkway::Task<int> on_a_live_runtime() { co_return parkway::Runtime::current() != nullptr ? 1 : 0; }
+
+// Holds its worker (not at a co_await) until the runtime is destroyed,
+// then spawns: where the child went, or 2 if its join threw
+// RuntimeShutdown (dropped: the shutdown passed its deadline).
+parkway::Task<void> outlives_its_runtime(std::atomic<bool>* started, std::atomic<bool>* release, std::atomic<int>* where) {
+  started->store(true);
+  while (!release->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  try {
+    where->store(co_await parkway::spawn(on_a_live_runtime()));
+  } catch (const parkway::RuntimeShutdown&) {
+    where->store(2);
+  }
+}
+}  // namespace
+
+// A coroutine still running on a worker after shutdown(deadline) left it
+// there and the Runtime was destroyed: a spawn without a runtime stays in
+// that worker's pool (as a TaskGroup's does), where the drop state ends
+// it. It went to the default runtime before, starting that runtime's
+// workers, which outlived the shut-down ones (a program that shut a busy
+// server down with a deadline kept two more threads and a ring).
+TEST(Coro, SpawnFromATaskOfADestroyedRuntimeStaysInItsPool) {
+  pwtest::Watchdog w("Coro.SpawnFromATaskOfADestroyedRuntimeStaysInItsPool", 60);
+  std::atomic<bool> started{false}, release{false};
+  std::atomic<int> where{-1};
+  {
+    parkway::Runtime rt(parkway::Options{.workers = 2});
+    parkway::detach(outlives_its_runtime(&started, &release, &where), rt);
+    while (!started.load()) std::this_thread::yield();
+    const parkway::ShutdownReport rep = rt.shutdown(std::chrono::steady_clock::now() + std::chrono::milliseconds(20));
+    EXPECT_GE(rep.running, 1u);
+  }  // the worker is left running its task
+  release.store(true);
+  while (where.load() == -1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_NE(where.load(), 1) << "the child ran on another (the default) runtime";
+}

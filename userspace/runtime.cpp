@@ -435,9 +435,21 @@ int Runtime::current_worker_index() noexcept {
 
 void detail::enqueue_on(Runtime& rt, detail::Task* t) { rt.enqueue(t); }
 
-Runtime& detail::runtime_for_spawn() {
-  Runtime* rt = Runtime::current();
-  return rt ? *rt : Runtime::default_runtime();
+Runtime* detail::runtime_for_spawn() {
+  if (Runtime* rt = Runtime::current()) return rt;
+  // A worker of a destroyed runtime (left running by shutdown(deadline),
+  // or destroyed from its own worker): its own pool takes the task, as it
+  // takes a TaskGroup's. The default runtime took it before, whose
+  // workers then outlived the shut-down ones
+  // (Coro.SpawnFromATaskOfADestroyedRuntimeStaysInItsPool).
+  if (detail::Worker::current() != nullptr) return nullptr;
+  return &Runtime::default_runtime();
+}
+
+void detail::enqueue_on_calling_pool(detail::Task* t) {
+  detail::Worker* w = detail::Worker::current();
+  if (!w) throw std::logic_error("parkway: enqueue_on_calling_pool outside a worker");
+  w->spawn(t);
 }
 
 namespace {

@@ -64,8 +64,19 @@ namespace detail {
 // Schedules a runtime task on rt (the caller's deque if it is one of rt's
 // workers, else the injection queue; throws RuntimeShutdown when closed).
 PARKWAY_API void enqueue_on(Runtime& rt, Task* t);
-// The calling worker's runtime, or Runtime::default_runtime().
-PARKWAY_API Runtime& runtime_for_spawn();
+// The calling worker's runtime, or Runtime::default_runtime() outside any
+// pool; nullptr on a worker of a runtime that was destroyed while it ran a
+// task (shutdown(deadline) left it running, or its own worker destroyed
+// it): that worker's own pool takes the task (enqueue_on_calling_pool),
+// as it does a TaskGroup's.
+PARKWAY_API Runtime* runtime_for_spawn();
+// Schedules t on the calling worker's deque (a worker of a destroyed
+// runtime: runtime_for_spawn() returned nullptr).
+PARKWAY_API void enqueue_on_calling_pool(Task* t);
+template <class U>
+Spawned<U> spawn_on(::parkway::Task<U> t, Runtime* rt);
+template <class U>
+void detach_on(::parkway::Task<U> t, Runtime* rt);
 
 inline void* const kCoroDone = reinterpret_cast<void*>(std::uintptr_t(1));
 
@@ -381,9 +392,9 @@ class [[nodiscard]] Task {
  private:
   friend struct detail::Promise<T>;
   template <class U>
-  friend Spawned<U> spawn(Task<U> t, Runtime& rt);
+  friend Spawned<U> detail::spawn_on(::parkway::Task<U> t, Runtime* rt);
   template <class U>
-  friend void detach(Task<U> t, Runtime& rt);
+  friend void detail::detach_on(::parkway::Task<U> t, Runtime* rt);
   explicit Task(Handle h) noexcept : h_(h) {}
   Handle release() noexcept { return std::exchange(h_, nullptr); }
   Handle h_;
@@ -483,7 +494,7 @@ class [[nodiscard]] Spawned {
   }
 
   template <class U>
-  friend Spawned<U> spawn(Task<U> t, Runtime& rt);
+  friend Spawned<U> detail::spawn_on(::parkway::Task<U> t, Runtime* rt);
   explicit Spawned(Handle h) noexcept : h_(h) {}
   Handle h_;
 };
@@ -492,13 +503,17 @@ namespace detail {
 // Queues the coroutine h on rt through its promise's starter task; if rt
 // refuses it (RuntimeShutdown), the frame is destroyed and the error
 // propagates.
+// rt == nullptr: the calling worker's own pool (runtime_for_spawn).
 template <class P>
-void start_on(Runtime& rt, std::coroutine_handle<P> h) {
+void start_on(Runtime* rt, std::coroutine_handle<P> h) {
   h.promise().starter.invoke = &PromiseBase::start;
   h.promise().starter.h = h;
   h.promise().starter.promise = &h.promise();
   try {
-    enqueue_on(rt, &h.promise().starter);
+    if (rt)
+      enqueue_on(*rt, &h.promise().starter);
+    else
+      enqueue_on_calling_pool(&h.promise().starter);
   } catch (...) {
     h.destroy();
     throw;
@@ -506,25 +521,40 @@ void start_on(Runtime& rt, std::coroutine_handle<P> h) {
 }
 }  // namespace detail
 
-// Starts t as a runtime task on rt.
-template <class T>
-Spawned<T> spawn(Task<T> t, Runtime& rt) {
-  typename Task<T>::Handle h = t.release();
+namespace detail {
+template <class U>
+Spawned<U> spawn_on(::parkway::Task<U> t, Runtime* rt) {
+  typename ::parkway::Task<U>::Handle h = t.release();
   if (!h) throw std::logic_error("parkway::spawn: the Task was already started or moved from");
   auto& p = h.promise();
   p.spawned = true;
-  p.group = detail::tls_group;  // the spawning task's group: see "Cancellation" above
-  p.fork_generation = detail::current_fork_generation();
+  p.group = tls_group;  // the spawning task's group: see "Cancellation" above
+  p.fork_generation = current_fork_generation();
   p.finished.add(1);
-  detail::start_on(rt, h);
-  return Spawned<T>(h);
+  start_on(rt, h);
+  return Spawned<U>(h);
+}
+template <class U>
+void detach_on(::parkway::Task<U> t, Runtime* rt) {
+  typename ::parkway::Task<U>::Handle h = t.release();
+  if (!h) throw std::logic_error("parkway::detach: the Task was already started or moved from");
+  auto& p = h.promise();
+  p.detached = true;
+  start_on(rt, h);
+}
+}  // namespace detail
+
+// Starts t as a runtime task on rt.
+template <class T>
+Spawned<T> spawn(Task<T> t, Runtime& rt) {
+  return detail::spawn_on(std::move(t), &rt);
 }
 
 // Starts t as a runtime task on the calling worker's runtime (outside any
 // pool: Runtime::default_runtime()).
 template <class T>
 Spawned<T> spawn(Task<T> t) {
-  return spawn(std::move(t), detail::runtime_for_spawn());
+  return detail::spawn_on(std::move(t), detail::runtime_for_spawn());
 }
 
 // Starts t as a runtime task on rt and lets it run on its own: nobody
@@ -537,18 +567,14 @@ Spawned<T> spawn(Task<T> t) {
 // rt once rt is gone. For servers: one detached coroutine per connection.
 template <class T>
 void detach(Task<T> t, Runtime& rt) {
-  typename Task<T>::Handle h = t.release();
-  if (!h) throw std::logic_error("parkway::detach: the Task was already started or moved from");
-  auto& p = h.promise();
-  p.detached = true;
-  detail::start_on(rt, h);
+  detail::detach_on(std::move(t), &rt);
 }
 
 // detach() on the calling worker's runtime (outside any pool:
 // Runtime::default_runtime()).
 template <class T>
 void detach(Task<T> t) {
-  detach(std::move(t), detail::runtime_for_spawn());
+  detail::detach_on(std::move(t), detail::runtime_for_spawn());
 }
 
 // co_await resume_on(rt): the awaiting coroutine continues as a task of
