@@ -106,6 +106,19 @@ else
   bad "consumer does not link statically:"; sed 's/^/  /' "$work/cc-static.log"
 fi
 
+# Every public header compiles without sized deallocation, which clang
+# before 19 (bookworm's default clang++ is 14) leaves off: nothing in them
+# may need a flag the .pc does not give. g++ with the flag off stands in
+# where no such clang++ is on PATH.
+nosized=(g++ -fno-sized-deallocation)
+command -v clang++ >/dev/null && nosized=(clang++)
+if "${nosized[@]}" -O1 -o "$work/consumer-nosized" tests/install/consumer.cpp $(pkg-config --cflags --libs parkway) \
+     2>"$work/cc-nosized.log" && LD_LIBRARY_PATH="$prefix/lib" "$work/consumer-nosized" >/dev/null 2>&1; then
+  ok "consumer builds and runs without sized deallocation (${nosized[*]})"
+else
+  bad "consumer without sized deallocation (${nosized[*]}):"; sed 's/^/  /' "$work/cc-nosized.log"
+fi
+
 # 4. CMake: find_package(parkway CONFIG) from PREFIX, both imported targets.
 if command -v cmake >/dev/null; then
   cm="$work/cmake"

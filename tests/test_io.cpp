@@ -1203,6 +1203,19 @@ TEST(Io, IdleConnectionsCostNoCpu) {
   waitpid(child, &status, 0);
 }
 
+// A Result read through a const reference: the value, or IoError. (The
+// accessors took only non-const objects: this did not compile.)
+TEST(Io, AConstResultReadsItsValue) {
+  const io::Result<std::string> good(std::string("abc"));
+  const io::Result<std::string>& g = good;
+  EXPECT_EQ(g.value(), "abc");
+  EXPECT_EQ(*g, "abc");
+  EXPECT_EQ(g->size(), 3u);
+  const io::Result<std::string> bad(io::Error(ECONNRESET, "recv"));
+  EXPECT_THROW((void)bad.value(), io::IoError);
+  EXPECT_THROW((void)*bad, io::IoError);
+}
+
 TEST(Io, ErrorsAreValuesNamingTheOperation) {
   parkway::Runtime rt(parkway::Options{.workers = 1});
   // A refused connection: nobody listens on this port.

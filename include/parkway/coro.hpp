@@ -315,7 +315,7 @@ struct Promise : PromiseBase {
   }
   static void operator delete(void* p, std::size_t n) noexcept {
     if constexpr (kOverAligned)
-      ::operator delete(p, n, std::align_val_t(alignof(T)));
+      ::operator delete(p, std::align_val_t(alignof(T)));  // unsized: as free_task_memory (task.hpp)
     else
       free_task(p, n);
   }

@@ -15,7 +15,7 @@
 //       auto c = co_await l.accept();
 //       if (c) parkway::detach(echo(std::move(*c)));
 //       else if (c.error() == std::errc::operation_canceled) co_return;  // shutdown
-//       else if (c.error() == std::errc::too_many_files_open) co_await parkway::io::sleep_for(10ms);
+//       else if (c.error() == std::errc::too_many_files_open) (void)co_await parkway::io::sleep_for(10ms);
 //     }
 //   }
 //
@@ -109,10 +109,13 @@ class [[nodiscard]] Result {
   bool ok() const noexcept { return v_.has_value(); }
   explicit operator bool() const noexcept { return ok(); }
   T& value() & { return check(), *v_; }
+  const T& value() const& { return check(), *v_; }
   T&& value() && { return check(), std::move(*v_); }
   T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
   T&& operator*() && { return std::move(*this).value(); }
   T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
   Error error() const noexcept { return e_; }
 
  private:
@@ -502,8 +505,9 @@ class PARKWAY_API Address {
   // ENETUNREACH.
   static std::optional<Address> parse(const char* ip, std::uint16_t port) noexcept;
   static Address loopback(std::uint16_t port) noexcept;  // 127.0.0.1:port
-  // A Unix domain socket's path; nullopt if it is empty or too long
-  // (sockaddr_un holds 107 bytes and the NUL).
+  // A Unix domain socket's path; nullopt if it is empty, too long
+  // (sockaddr_un holds 107 bytes and the NUL) or holds a NUL byte (so an
+  // abstract-namespace name, "\0name", is refused).
   static std::optional<Address> unix_path(std::string_view path) noexcept;
   const sockaddr* get() const noexcept { return reinterpret_cast<const sockaddr*>(&ss_); }
   sockaddr* get() noexcept { return reinterpret_cast<sockaddr*>(&ss_); }

@@ -121,7 +121,8 @@ class PARKWAY_API Runtime {
   }
 
   // Stop accepting work from outside the pool, run everything accepted,
-  // join the workers. Idempotent; must not be called from a worker.
+  // join the workers. Idempotent. From one of its own workers it throws
+  // std::logic_error (it would wait for itself).
   void shutdown();
 
   // Bounded shutdown: as shutdown() until `deadline`; if work is still

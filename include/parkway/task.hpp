@@ -45,8 +45,10 @@ void* task_memory() {
 }
 template <class T>
 void free_task_memory(void* p) noexcept {
+  // Unsized: the sized aligned form is declared only with sized
+  // deallocation on, which clang before 19 leaves off by default.
   if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
-    ::operator delete(p, sizeof(T), std::align_val_t(alignof(T)));
+    ::operator delete(p, std::align_val_t(alignof(T)));
   else
     free_task(p, sizeof(T));
 }

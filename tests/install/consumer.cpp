@@ -3,6 +3,7 @@
 // copy: the public API works from it, and the library's exception is caught
 // by type. Prints "consumer ok" and exits 0, or says what was wrong.
 #include <parkway/coro.hpp>
+#include <parkway/io.hpp>
 #include <parkway/parkway.hpp>
 
 #include <atomic>
