@@ -1,6 +1,6 @@
 // test_io_shutdown.cpp -- shutdown ends I/O on a worker that never idles:
 // the cancel comes at the first reap after stop, and every operation
-// begun after stop is refused (io.md, "Shutdown", [S1]).
+// begun after stop is refused (io.md, "Shutdown", [X4]).
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>

@@ -231,7 +231,7 @@ bool IoRing::refuses_new_ops() noexcept {
   if (ops_at_cancel_ != kNoCancelYet) return true;
   if (!stop_.load(std::memory_order_relaxed)) [[likely]]
     return false;
-  cancel_everything();  // those in flight go too, idle or not ([S1])
+  cancel_everything();  // those in flight go too, idle or not ([X4])
   return true;
 }
 
@@ -504,7 +504,7 @@ unsigned IoRing::reap() noexcept {
   // or the shutdown reached end at every reap, CQ empty or not: on a
   // worker whose CQ never empties they would wait for the load to end.
   if (held_) submit_receives_held(io_uring_cq_ready(&ring_) == 0);
-  // [S1] Shutdown cancels what is in flight here at the first reap that
+  // [X4] Shutdown cancels what is in flight here at the first reap that
   // finds completions after stop, not only once this worker is idle: a
   // worker whose continuations keep coming (two coroutines of this
   // runtime talking to each other) never idles, and the shutdown waited
