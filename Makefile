@@ -62,9 +62,11 @@ $(LIB_A): $(LIB_OBJS)
 
 # Only parkway:: symbols leave the shared library (userspace/exports.map).
 # Linked again when the Makefile changes: the soname comes from VERSION.
+# The soname's link beside it lets a program linked in $(BUILD) start.
 $(LIB_SO): $(LIB_OBJS) userspace/exports.map Makefile
 	$(CXX) -shared -o $@ $(LIB_OBJS) -Wl,--version-script=userspace/exports.map \
 	  -Wl,-soname,$(SONAME) $(LDLIBS) -luring
+	ln -sfn libparkway.so $(dir $@)$(SONAME)
 
 # The .pc names the prefix it is installed under; `make install` writes it
 # again for its own PREFIX. Files written by a redirection get the mode

@@ -56,7 +56,7 @@ test-tsan-build:
 test-asan-build:
 	+@$(ASAN_MAKE) test-unit-build build/asan/tests/trace_ground_truth
 TEST_BUILDS_SAN += test-tsan-build test-asan-build test-chaos-build
-TEST_BUILDS += $(TEST_BIN) $(SLOT_FORCED_BIN) $(TRACE_GT_BIN)
+TEST_BUILDS += $(TEST_BIN) $(SLOT_FORCED_BIN) $(TRACE_GT_BIN) $(TRACE_GT_DYN_BIN)
 
 test-tsan:
 	+@$(TSAN_MAKE) test-unit
@@ -206,6 +206,13 @@ $(TRACE_GT_BIN): tests/trace_ground_truth.cpp $(LIB_A) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB_A) -luring $(LDLIBS)
 
+# The same program linked to libparkway.so, whose probes `parkway trace
+# record -- COMMAND` must find in a library the command has not loaded yet.
+TRACE_GT_DYN_BIN := $(BUILD)/tests/trace_ground_truth_dyn
+$(TRACE_GT_DYN_BIN): tests/trace_ground_truth.cpp $(LIB_SO) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< -L$(BUILD) -lparkway -Wl,-rpath,$(abspath $(BUILD)) -luring $(LDLIBS)
+
 # The report's quantile sketch against sorted lists (its stated error bound).
 TRACE_SKETCH_BIN := $(BUILD)/tests/trace_sketch_check
 $(TRACE_SKETCH_BIN): tests/trace_sketch_check.cpp tools/trace/trace_sketch.hpp
@@ -213,8 +220,8 @@ $(TRACE_SKETCH_BIN): tests/trace_sketch_check.cpp tools/trace/trace_sketch.hpp
 	$(CXX) -std=c++20 -O2 -g -Wall -Wextra -Itools/trace -o $@ $<
 
 .PHONY: test-trace
-test-trace: $(TRACE_GT_BIN) $(BUILD)/parkway $(TRACE_SKETCH_BIN)
-	@python3 tests/check-trace.py $(BUILD)/parkway $(TRACE_GT_BIN) $(TRACE_SKETCH_BIN)
+test-trace: $(TRACE_GT_BIN) $(BUILD)/parkway $(TRACE_SKETCH_BIN) $(TRACE_GT_DYN_BIN)
+	@python3 tests/check-trace.py $(BUILD)/parkway $(TRACE_GT_BIN) $(TRACE_SKETCH_BIN) $(TRACE_GT_DYN_BIN)
 
 TEST_SUITES += test-trace
 

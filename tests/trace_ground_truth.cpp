@@ -58,9 +58,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
 #include <thread>
 
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -213,12 +215,42 @@ parkway::Task<int> sleeps(int n) {
   co_return ok;
 }
 
+// A multishot accept that takes 3 connections, each answered with a send
+// (done at its co_await: io_sent_now), then ends when its listener
+// closes: its last CQE completes the one operation it submitted.
+parkway::Task<int> accepts() {
+  auto l = parkway::io::Listener::bind(parkway::io::Address::loopback(0));
+  if (!l) co_return 0;
+  parkway::io::AcceptStream st = l->stream();
+  int clients[3], got = 0;
+  for (int& c : clients) {
+    c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const parkway::io::Address a = l->local_address();
+    if (::connect(c, a.get(), a.size()) != 0) co_return 0;
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto s = co_await st.next();
+    if (!s) break;
+    static const char hi[] = "hi";
+    auto w = co_await s->send(std::as_bytes(std::span(hi, 2)));
+    got += w.ok();
+  }
+  l->close();
+  auto end = co_await st.next();  // the accept's end (ECANCELED) reaches the taker
+  for (int c : clients) ::close(c);
+  co_return end ? 0 : got;
+}
+
 int io_mode(int n) {
   parkway::Runtime rt(parkway::Options{.workers = 2});
   const int ok = parkway::sync_wait(rt, sleeps(n));
+  const int accepted = parkway::sync_wait(rt, accepts());
   rt.shutdown();
-  std::printf("io_ops=%d\nio_ok=%d\n", n, ok);
-  return ok == n ? 0 : 1;
+  // Every operation the trace counts: on the rings, and done at the co_await.
+  const parkway::Stats s = rt.stats();
+  const unsigned long long all = s.total.io_ops + s.total.io_sent_now + s.total.io_read_now;
+  std::printf("io_ops=%llu\nio_sleeps=%d\nio_sleeps_ok=%d\naccepted=%d\n", all, n, ok, accepted);
+  return ok == n && accepted == 3 ? 0 : 1;
 }
 
 // One worker with a ring (a sleep first), then n tasks of 50 us one after

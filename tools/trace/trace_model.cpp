@@ -207,7 +207,7 @@ struct TrackWalk {
   std::uint64_t t_prev = 0, state_since = 0;
   State cur = kOther;
   bool started = false;
-  std::uint64_t last_inject = 0;  // an inject not yet followed by a wake
+  std::uint64_t last_inject = 0;  // the stream's last event, if an inject
   // A worker as a wakee: wakes not yet matched to a hand-off, and its
   // hand-offs in order.
   std::vector<Wake> wakes;
@@ -519,6 +519,10 @@ void Builder::event(std::size_t track, const Event& e) {
       if (run && !a.run_seen) a.run_seen = true, a.run_at = at;
     }
   };
+  // A wake answers the inject just before it in its stream, or none: the
+  // shutdown's first wake (waker -1 too) came after an inject that woke
+  // nobody and a park of that thread, and was taken for that inject's.
+  const std::uint64_t inject_before = std::exchange(tw.last_inject, 0);
   switch (EventType(e.type)) {
     case EventType::kRunBegin:
       ++tr.runs;
@@ -584,8 +588,7 @@ void Builder::event(std::size_t track, const Event& e) {
       w.track = track;
       w.waker = std::int32_t(e.a32);
       w.wakee = int(e.a16);
-      w.injected = tw.last_inject;
-      tw.last_inject = 0;
+      w.injected = inject_before;
       if (w.wakee >= 0 && unsigned(w.wakee) < m_.workers)
         add_wake(std::size_t(w.wakee), w);
       else

@@ -404,6 +404,87 @@ int record_sched_ext_only(const char* where, int pid, const std::vector<std::str
 
 }  // namespace
 
+// A command started by `record`, held before its exec until bpftrace has
+// attached its probes (record_main, "held").
+struct HeldCommand {
+  pid_t pid = -1;
+  int go = -1;          // write end of the pipe the child waits on
+  std::string dir, fifo;  // bpftrace's BEGIN reads the FIFO: attached
+  int status = 0;
+  bool ended = false, interrupted = false;
+
+  bool start(const char* where, const std::string& exe, const std::vector<std::string>& cmd) {
+    char d[] = "/tmp/parkway-record-held.XXXXXX";
+    if (!mkdtemp(d)) {
+      std::fprintf(stderr, "%s: cannot make a temporary directory: %s\n", where, std::strerror(errno));
+      return false;
+    }
+    dir = d;
+    fifo = dir + "/attached";
+    if (mkfifo(fifo.c_str(), 0600) != 0) {
+      std::fprintf(stderr, "%s: mkfifo %s: %s\n", where, fifo.c_str(), std::strerror(errno));
+      return false;
+    }
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) {
+      std::fprintf(stderr, "%s: pipe: %s\n", where, std::strerror(errno));
+      return false;
+    }
+    pid = fork();
+    if (pid == 0) {
+      close(p[1]);
+      char b;
+      if (read(p[0], &b, 1) != 1) _exit(127);  // `record` gave up: never run the command
+      std::vector<char*> argv;
+      for (const std::string& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(exe.c_str(), argv.data());
+      std::fprintf(stderr, "%s: %s: %s\n", where, cmd[0].c_str(), std::strerror(errno));
+      _exit(127);
+    }
+    close(p[0]);
+    if (pid < 0) {
+      std::fprintf(stderr, "%s: fork: %s\n", where, std::strerror(errno));
+      close(p[1]);
+      return false;
+    }
+    go = p[1];
+    return true;
+  }
+
+  // Waits (at most 60 s) until bpftrace's BEGIN opens the FIFO, then lets
+  // the command run. False if bpftrace ended first or took too long.
+  bool release_when_attached(const char* where, pid_t bt) {
+    for (int i = 0; i < 6000; ++i) {
+      const int fd = open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);  // ENXIO until a reader
+      if (fd >= 0) {
+        close(fd);  // its cat() reads EOF and goes on
+        const char b = 1;
+        const bool ok = write(go, &b, 1) == 1;
+        close(go);
+        go = -1;
+        return ok;
+      }
+      int st;
+      if (waitpid(bt, &st, WNOHANG) == bt) {
+        std::fprintf(stderr, "%s: bpftrace ended (status %d) before it attached; the command was not run\n", where,
+                     WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+        return false;
+      }
+      usleep(10000);
+    }
+    std::fprintf(stderr, "%s: bpftrace did not attach within 60 s; the command was not run\n", where);
+    return false;
+  }
+
+  ~HeldCommand() {
+    if (go >= 0) close(go);  // a command never released exits unrun
+    if (pid > 0 && !ended) waitpid(pid, &status, 0);
+    if (!fifo.empty()) unlink(fifo.c_str());
+    if (!dir.empty()) rmdir(dir.c_str());
+  }
+};
+
 int record_main(const char* where, int pid, const std::vector<std::string>& cmd, const std::string& out) {
   // The sched_ext scheduler's decisions, when it is loaded (root): its
   // records from before the recording are dropped.
@@ -448,13 +529,28 @@ int record_main(const char* where, int pid, const std::vector<std::string>& cmd,
     std::fprintf(stderr, "%s: cannot find the file with parkway's probes\n", where);
     return 1;
   }
-  std::vector<std::string> args{
-      bpftrace, "-q", "-e",
-      bpftrace_program(target, pid > 0 ? "pid == " + std::to_string(pid) : "pid == cpid", pid <= 0)};
+  // A command whose probes are in a library (libparkway.so) is started by
+  // us, held before its exec until bpftrace has attached: bpftrace -c
+  // cannot find probes in a library its child has not mapped yet ("Error
+  // finding location for probe"). The library's probes are attached by
+  // path, for every process, and filtered to the command's pid, which
+  // stays across the exec. bpftrace runs BEGIN once every probe is
+  // attached; its cat() of a FIFO returns when we open the other end.
+  const bool held = pid <= 0 && target != which(cmd[0]);
+  HeldCommand cmd_child;
+  if (held && !cmd_child.start(where, which(cmd[0]), cmd)) return 1;
+  const std::string filter = pid > 0 ? "pid == " + std::to_string(pid)
+                             : held  ? "pid == " + std::to_string(cmd_child.pid)
+                                     : "pid == cpid";
+  std::string program = bpftrace_program(target, filter, pid <= 0 && !held);
+  if (held)
+    program = "BEGIN { cat(\"" + cmd_child.fifo + "\"); printf(\"0 %d pid\\n\", " + std::to_string(cmd_child.pid) +
+              "); }\n" + program;
+  std::vector<std::string> args{bpftrace, "-q", "-e", program};
   if (pid > 0) {
     args.push_back("-p");
     args.push_back(std::to_string(pid));
-  } else {
+  } else if (!held) {
     std::string c;
     for (const std::string& a : cmd) {
       if (a.find_first_of(" \t'\"\\") != std::string::npos) {
@@ -491,9 +587,15 @@ int record_main(const char* where, int pid, const std::vector<std::string>& cmd,
     unlink(tmp);
     return 1;
   }
-  // SIGINT or SIGTERM here, or the end of process `pid`, stops bpftrace
-  // with SIGINT (it prints what it has and exits); the file is written
-  // from that.
+  if (held && !cmd_child.release_when_attached(where, child)) {
+    kill(child, SIGINT);
+    waitpid(child, nullptr, 0);
+    unlink(tmp);
+    return 1;
+  }
+  // SIGINT or SIGTERM here, or the end of process `pid` (or of the held
+  // command), stops bpftrace with SIGINT (it prints what it has and
+  // exits); the file is written from that.
   struct sigaction sa {};
   sa.sa_handler = &on_stop_signal;
   sigaction(SIGINT, &sa, nullptr);
@@ -504,7 +606,13 @@ int record_main(const char* where, int pid, const std::vector<std::string>& cmd,
   for (;;) {
     pid_t r = waitpid(child, &status, WNOHANG);
     if (r == child || (r < 0 && errno != EINTR)) break;
-    if (!stopped && (g_stop || (pid > 0 && kill(pid, 0) != 0))) {
+    if (held && !cmd_child.ended && waitpid(cmd_child.pid, &cmd_child.status, WNOHANG) == cmd_child.pid)
+      cmd_child.ended = true;
+    if (held && g_stop && !cmd_child.ended && !cmd_child.interrupted) {
+      kill(cmd_child.pid, SIGINT);  // as a terminal's Ctrl-C would; bpftrace stops when it has ended
+      cmd_child.interrupted = true;
+    }
+    if (!stopped && ((g_stop && !held) || (pid > 0 && kill(pid, 0) != 0) || (held && cmd_child.ended))) {
       kill(child, SIGINT);
       stopped = true;
     }
@@ -527,6 +635,9 @@ int record_main(const char* where, int pid, const std::vector<std::string>& cmd,
     return 1;
   }
   if (!write_and_report(where, out, pid > 0 ? pid : c.pid, start_ns, c, "events")) return 1;
+  if (held && !(WIFEXITED(cmd_child.status) && WEXITSTATUS(cmd_child.status) == 0))
+    std::fprintf(stderr, "%s: %s exited with status %d\n", where, cmd[0].c_str(),
+                 WIFEXITED(cmd_child.status) ? WEXITSTATUS(cmd_child.status) : 128 + WTERMSIG(cmd_child.status));
   return 0;
 }
 

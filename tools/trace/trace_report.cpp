@@ -83,7 +83,8 @@ void section_workers(std::FILE* o, const Model& m) {
   std::uint64_t io_sub = 0, io_done = 0;
   for (const Track& t : m.tracks) io_sub += t.io_submits, io_done += t.io_completes;
   if (io_sub || io_done) {
-    std::fprintf(o, "    I/O operations (io_uring) submitted/completed:");
+    std::fprintf(o, "    I/O operations submitted/completed (to a ring, or done at the co_await; Stats: io_ops + "
+                    "io_sent_now + io_read_now):");
     for (unsigned w = 0; w < m.workers; ++w)
       std::fprintf(o, " %s %llu/%llu", m.tracks[w].label.c_str(), (unsigned long long)m.tracks[w].io_submits,
                    (unsigned long long)m.tracks[w].io_completes);

@@ -549,6 +549,9 @@ void IoRing::on_cqe(const io_uring_cqe* cqe) noexcept {
       return;
     }
     case kTagAccept:
+      // The multishot accept's last CQE ends the operation its submit
+      // traced (submit_multishot_accept).
+      if ((cqe->flags & IORING_CQE_F_MORE) == 0) ::parkway::detail::trace::on_io_complete(cqe->res);
       accept_cqe(reinterpret_cast<void*>(ud & ~kTagMask), cqe->res, cqe->flags, *this);
       return;
     case kTagRingWait:
