@@ -18,6 +18,22 @@ for p in $want; do
 done
 echo "readelf: $(wc -w <<<"$notes") probe names in $lib"
 
+# perf takes a probe only if every site of it passes its arguments with
+# the same sizes and none as an immediate (which perf drops): `perf probe
+# sdt_parkway:steal` failed with "File exists" when one site passed a
+# constant (PW_PROBE_CONST, userspace/probes.hpp).
+shapes=$(readelf -n "$lib" 2>/dev/null | awk '
+  /Provider: parkway/ { getline; name = $2; getline; getline
+    sub(/^ *Arguments: */, ""); sizes = ""; imm = 0
+    for (i = 1; i <= NF; i++) { split($i, a, "@"); sizes = sizes " " a[1]; if (a[2] ~ /^\$/) imm = 1 }
+    print name, imm, sizes }')
+bad_imm=$(awk '$2 == 1 { print $1 }' <<<"$shapes" | sort -u | tr '\n' ' ')
+bad_mixed=$(awk '{ $2 = ""; print }' <<<"$shapes" | sort -u | awk '{ print $1 }' | uniq -d | tr '\n' ' ')
+if [ -z "$bad_imm" ]; then pass=$((pass+1)); echo "ok: no probe argument is an immediate (perf drops those)"
+else fail=$((fail+1)); echo "FAIL: probes with an immediate argument, which perf drops: $bad_imm"; fi
+if [ -z "$bad_mixed" ]; then pass=$((pass+1)); echo "ok: every site of a probe passes arguments of the same sizes"
+else fail=$((fail+1)); echo "FAIL: probes whose sites differ in argument sizes (perf refuses them): $bad_mixed"; fi
+
 reason=""
 command -v bpftrace >/dev/null || reason="bpftrace is not installed"
 [ -z "$reason" ] && [ "$(id -u)" -ne 0 ] && reason="not root"

@@ -123,7 +123,7 @@ void block_until(Worker* me, std::uint32_t id, DoneFn done, void* ctx, bool time
     } else {
       pw.sleep();  // [P4]
     }
-    PW_PROBE3(unpark, who, 0, id);
+    PW_PROBE3(unpark, who, PW_PROBE_CONST(0), id);
   }
 }
 

@@ -29,6 +29,23 @@
 
 #include "trace/recorder.hpp"
 
+namespace parkway::detail {
+// A constant probe argument, moved into a register: sys/sdt.h describes a
+// constant as an immediate ("-4@$1"), which perf drops, so two sites of a
+// probe had different argument lists and `perf probe` refused the probe
+// ("File exists": steal, unpark) or lost the argument (search_end's
+// `found`). One register move at the site; check-usdt.sh checks that no
+// probe argument is an immediate.
+// Give it the type the probe's other sites pass: perf refuses a probe
+// whose sites differ in an argument's size or sign too.
+template <class T>
+inline T probe_const(T v) noexcept {
+  asm volatile("" : "+r"(v));
+  return v;
+}
+}  // namespace parkway::detail
+#define PW_PROBE_CONST(v) (::parkway::detail::probe_const(v))
+
 #define PW_PROBE1(name, a)              \
   do {                                  \
     DTRACE_PROBE1(parkway, name, a);    \

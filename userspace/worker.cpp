@@ -288,7 +288,7 @@ Task* Worker::steal_round() noexcept {
     // moved between the workers (io.md, "Ready continuations").
     if (Task* c = rt_.workers[v]->io_ready_.take()) {
       WorkerCounters::bump(counters_.steals);
-      PW_PROBE3(steal, int(index_), int(v), 1);
+      PW_PROBE3(steal, int(index_), int(v), PW_PROBE_CONST(decltype(taken){1}));
       return c;
     }
     WorkerCounters::bump(counters_.failed_steals);
@@ -323,7 +323,7 @@ Task* Worker::search(DoneFn done, void* ctx) noexcept {
       // (a futex call, the idle list's lock), with the task in hand.
       publish(WorkerState::Busy);
       found_work();
-      PW_PROBE2(search_end, int(index_), 1);
+      PW_PROBE2(search_end, int(index_), PW_PROBE_CONST(1));
       return t;
     }
     if (done(ctx) || rt_.stop.load(std::memory_order_relaxed)) break;
@@ -336,7 +336,7 @@ Task* Worker::search(DoneFn done, void* ctx) noexcept {
     if (io_ && io_->ops() != 0 && rt_.parking.nobody_running(unsigned(rt_.workers.size()))) break;
     for (unsigned i = 0, spins = 1u << (r < 3 ? r : 3); i < spins; ++i) cpu_relax();
   }
-  PW_PROBE2(search_end, int(index_), 0);
+  PW_PROBE2(search_end, int(index_), PW_PROBE_CONST(0));
   return nullptr;  // still counted as a searcher; park() stops that
 }
 
