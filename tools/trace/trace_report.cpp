@@ -221,13 +221,15 @@ void section_work_span(std::FILE* o, const WorkSpan& ws, std::size_t held) {
   std::fprintf(o, "  burdened span %.1f us (%.1f us per spawn edge on a path): burdened parallelism %.2f\n",
                us(ws.burdened_span), us(kBurdenNs), double(ws.work) / double(ws.burdened_span));
   std::fprintf(o, "  joins: %llu waits that blocked or helped, %llu nested task ends; %llu children joined at "
-                  "their parent's end, %llu started after it (detached)\n",
+                  "their parent's end, %llu started after it (joined later, as a coroutine's co_await does, or "
+                  "detached)\n",
                (unsigned long long)ws.joins_recorded, (unsigned long long)ws.joins_nested,
                (unsigned long long)ws.joined_at_end, (unsigned long long)ws.detached);
   std::fprintf(o, "  the graph held at most %zu task runs at once (those not done, and their children)\n", held);
   if (ws.roots > 1)
-    std::fprintf(o, "  the %llu roots (tasks submitted from outside the pool) count as parallel: the span is the "
-                    "longest of their graphs\n", (unsigned long long)ws.roots);
+    std::fprintf(o, "  the %llu roots (runs no spawn started: submissions from outside the pool, and "
+                    "coroutines resumed by an I/O completion) count as parallel: the span is the "
+                    "longest of their graphs, so a chain of I/O waits is not in it\n", (unsigned long long)ws.roots);
 }
 
 void section_parallelism(std::FILE* o, const Model& m) {
