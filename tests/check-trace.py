@@ -1218,6 +1218,10 @@ rc, out, err = run([PARKWAY, "trace", "report", os.path.join(TMP, "missing.pwt")
 check(rc == 1 and "cannot open" in err, "a missing file: exit 1 and says so", err)
 rc, out, err = run([PARKWAY, "trace", "--help"])
 check(rc == 0 and "trace export" in out, "parkway trace --help")
+for sub in ("report", "export", "record"):
+    rc, out, err = run([PARKWAY, "trace", sub, "--help"])
+    check(rc == 0 and "trace %s" % sub in out and not err, "parkway trace %s --help: the trace usage, exit 0" % sub,
+          "exit %d: %r" % (rc, err))
 
 # ---- outputs: the trace is never overwritten, nothing is left half-written
 small = trace_file([(0, 100, [(1000, 4, 0, 0, 0), (2000, 5, 1, 0, 0)])])

@@ -15,6 +15,7 @@
 
 static const char usage[] =
 	"usage: parkway trace report|export ... FILE   (parkway trace --help)\n"
+	"       parkway trace record [-o FILE] -p PID | -- COMMAND [ARGS...]\n"
 	"       parkway sched load [--slice-us N] [--penalty-slices N] [--max-workers N]\n"
 	"                          [--stats SECONDS] [-v]\n"
 	"       parkway sched status\n"

@@ -288,6 +288,12 @@ extern "C" int parkway_trace_main(int argc, char** argv) {
     std::fputs(parkway_trace_usage, stdout);
     return kOk;
   }
+  // `parkway trace report --help` (or export's, record's): the same text.
+  for (int i = 2; i < argc && std::strcmp(argv[i], "--") != 0; ++i)
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      std::fputs(parkway_trace_usage, stdout);
+      return kOk;
+    }
   if (!std::strcmp(argv[1], "record")) return record(argc, argv);
   if (std::strcmp(argv[1], "report") != 0 && std::strcmp(argv[1], "export") != 0)
     return usage_error("parkway trace", "unknown trace subcommand '%s' (report, export or record)", argv[1]);

@@ -600,7 +600,17 @@ int record_main(const char* where, int pid, const std::vector<std::string>& cmd,
   sa.sa_handler = &on_stop_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  if (pid > 0) std::fprintf(stderr, "%s: recording process %d (%s); Ctrl-C to stop\n", where, pid, target.c_str());
+  if (pid > 0) {
+    // Name the program; the probes' file too when it is a library.
+    char exe[4096] = "";
+    const ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof exe - 1);
+    if (n > 0) exe[n] = 0;
+    if (n > 0 && target != exe)
+      std::fprintf(stderr, "%s: recording process %d (%s, probes in %s); Ctrl-C to stop\n", where, pid, exe,
+                   target.c_str());
+    else
+      std::fprintf(stderr, "%s: recording process %d (%s); Ctrl-C to stop\n", where, pid, target.c_str());
+  }
   int status = 0;
   bool stopped = false;
   for (;;) {
