@@ -859,6 +859,12 @@ if base:
     check(outs[0][0] == 0 and not outs[0][2] and outs[0] == outs[1] and r and r["steals"].get(("w1", "w0")) == 2,
           "a version 1 file reads as the same events at version 4 do (w1 stole twice from w0)",
           "%s %s" % (outs[0][2], r and r["steals"]))
+    # A newer file relabelled as version 1: its first slice_yield (version
+    # 4) is named, where the reader took it before.
+    v1y = trace_file([(0, 100, [(1000, SEARCH_BEGIN, 0, 0, 0), (2000, 18, 0, 0, 0), (3000, SEARCH_END, 0, 0, 0)])],
+                     version=1)
+    ev0 = next(r for r in records(v1y) if r[1] == 2)[0] + REC + 8  # the chunk's first event
+    broken("event-newer-than-version", v1y, ev0 + EVENT + 8, "slice_yield event, which came with format version 4")
     broken("cut-record-header", base[:chunk[0] + 5], chunk[0], "truncated: a record header needs 16 bytes, 5 left")
     broken("cut-chunk", base[:chunk[0] + REC + 30], chunk[0], "truncated: a chunk record of %d bytes, 30 left" % chunk[2])
     broken("no-end", base[:end[0]], end[0], "the file ends without its end record")

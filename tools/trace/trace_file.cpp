@@ -131,6 +131,22 @@ std::uint64_t TraceIndex::to_ns(std::uint64_t t) const {
   return ns < 9.0e18 ? std::uint64_t(ns) : std::uint64_t(9.0e18);  // a damaged tick count: no overflow
 }
 
+// The format version that brought an event type (format.hpp): a file of
+// an older version holds none of it.
+static std::uint32_t version_of(EventType t) noexcept {
+  switch (t) {
+    case EventType::kRuntime:
+    case EventType::kJoin:
+      return 2;
+    case EventType::kSchedExt:
+      return 3;
+    case EventType::kSliceYield:
+      return 4;
+    default:
+      return 1;
+  }
+}
+
 TraceIndex index_trace(const std::string& path, bool allow_cut) {
   File f;
   f.path = path;
@@ -252,6 +268,10 @@ TraceIndex index_trace(const std::string& path, bool allow_cut) {
             const Event& e = block[i];
             const std::uint64_t at = events_at + (done + i) * sizeof(Event);
             if (!event_name(e.type)) bad(path, at + 8, "corrupt: unknown event type " + std::to_string(e.type));
+            if (const std::uint32_t v = version_of(EventType(e.type)); v > h.version)
+              bad(path, at + 8,
+                  std::string("corrupt: a ") + event_name(e.type) + " event, which came with format version " +
+                      std::to_string(v) + ", in a version " + std::to_string(h.version) + " file");
             if (h.level == std::uint32_t(Level::kSched) && e.type >= std::uint8_t(EventType::kSpawn))
               bad(path, at + 8,
                   std::string("corrupt: a task-level event (") + event_name(e.type) + ") in a scheduling-level trace");
