@@ -1107,8 +1107,8 @@ def record_schedule(prog, what):
 
 why = record_skip_reason()
 if why:
-    print("SKIP: parkway trace record (%d checks): %s" % (4 if GT_DYN else 3, why))
-    skipped += 4 if GT_DYN else 3
+    print("SKIP: parkway trace record (%d checks): %s" % (5 if GT_DYN else 4, why))
+    skipped += 5 if GT_DYN else 4
 else:
     # A command started under bpftrace: every event of the known schedule.
     ok, r, path = record_schedule(GT, "linked to libparkway.a")
@@ -1116,6 +1116,11 @@ else:
     # has not mapped when it starts (bpftrace -c could not find them).
     if GT_DYN:
         record_schedule(GT_DYN, "linked to libparkway.so")
+    # A program without parkway: said before bpftrace starts, not left
+    # to bpftrace's "couldn't get argument 0".
+    rc, out, err = run([PARKWAY, "trace", "record", "-o", os.path.join(TMP, "true.pwt"), "--", "/bin/true"])
+    check(rc == 1 and "has no parkway USDT probes" in err, "record -- /bin/true: exit 1, no parkway probes in it",
+          "exit %d: %r" % (rc, err[-300:]))
     desched = [w["desched"] for w in r["workers"].values()] if ok else []
     check(desched and all(d is not None for d in desched),
           "record -- COMMAND: the kernel's view (sched_switch) is in the file: desched %s" % desched)
@@ -1224,6 +1229,12 @@ rc, out, err = run([PARKWAY, "trace", "report", os.path.join(TMP, "missing.pwt")
 check(rc == 1 and "cannot open" in err, "a missing file: exit 1 and says so", err)
 rc, out, err = run([PARKWAY, "trace", "--help"])
 check(rc == 0 and "trace export" in out, "parkway trace --help")
+win = os.path.join(TMP, "window.pwt")
+open(win, "wb").write(trace_file([(0, 100, [(1000, 4, 0, 0, 0), (2000, 5, 1, 0, 0)])]))
+rc, out, err = run([PARKWAY, "trace", "export", "--window", "100:200", "--svg", os.path.join(TMP, "w.svg"),
+                    "--json", os.path.join(TMP, "w.json"), win])
+check(rc == 1 and "starts past the end" in err and not os.path.exists(os.path.join(TMP, "w.svg")),
+      "export --window past the trace's end: exit 1, says so, writes nothing", "exit %d: %r" % (rc, err))
 for sub in ("report", "export", "record"):
     rc, out, err = run([PARKWAY, "trace", sub, "--help"])
     check(rc == 0 and "trace %s" % sub in out and not err, "parkway trace %s --help: the trace usage, exit 0" % sub,

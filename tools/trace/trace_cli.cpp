@@ -217,6 +217,12 @@ int run(int argc, char** argv) {
     o.f = stdout;
     return close_out(where, &o) ? kOk : kFail;
   }
+  // A window that starts past the end would draw an empty timeline.
+  if (a.to_ns != 0 && a.from_ns >= ix.end_ns) {
+    std::fprintf(stderr, "%s: --window %.3f:%.3f starts past the end of %s (%.3f ms traced)\n", where,
+                 double(a.from_ns) / 1e6, double(a.to_ns) / 1e6, a.file.c_str(), double(ix.end_ns) / 1e6);
+    return kFail;
+  }
   if (a.json.empty()) a.json = with_ext(a.file, ".json");
   if (a.svg.empty()) a.svg = with_ext(a.file, ".svg");
   // One file for both is refused: the SVG would replace the JSON written there.

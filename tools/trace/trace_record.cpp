@@ -404,6 +404,15 @@ int record_sched_ext_only(const char* where, int pid, const std::vector<std::str
 
 }  // namespace
 
+// Whether `path` holds parkway's USDT notes: an ELF .note.stapsdt names
+// the provider, "parkway", beside the section's "stapsdt" owner.
+bool has_parkway_probes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return bytes.find(std::string("stapsdt\0", 8)) != std::string::npos &&
+         bytes.find(std::string("parkway\0spawn\0", 14)) != std::string::npos;
+}
+
 // A command started by `record`, held before its exec until bpftrace has
 // attached its probes (record_main, "held").
 struct HeldCommand {
@@ -527,6 +536,11 @@ int record_main(const char* where, int pid, const std::vector<std::string>& cmd,
   }
   if (target.empty()) {
     std::fprintf(stderr, "%s: cannot find the file with parkway's probes\n", where);
+    return 1;
+  }
+  if (!has_parkway_probes(target)) {
+    std::fprintf(stderr, "%s: %s has no parkway USDT probes (it neither links parkway statically nor maps "
+                         "libparkway.so)\n", where, target.c_str());
     return 1;
   }
   // A command whose probes are in a library (libparkway.so) is started by
