@@ -58,11 +58,8 @@ io::detail::IoRing& Worker::io_ring() {
 
 bool Worker::poll_io() noexcept { return io_ && io_->poll() != 0; }
 
-bool Worker::io_cancelling_everything() const noexcept {
-  return runtime_stopping() || (io_ && io_->cancelling_everything());
-}
-
-bool Worker::runtime_stopping() const noexcept { return rt_.stop.load(std::memory_order_relaxed); }
+// A ring cancels everything only once stop is set, so stop alone says it.
+bool Worker::io_cancelling_everything() const noexcept { return rt_.stop.load(std::memory_order_relaxed); }
 
 void Worker::between_tasks() noexcept {
   io_->between_tasks();

@@ -152,12 +152,9 @@ class alignas(64) Worker {
     if (n > 1) after_batch_push();
   }
   void count_io_op() noexcept { WorkerCounters::bump(counters_.io_ops); }
-  // Shutdown has begun (or cancelled this worker's operations): no
-  // operation is done at its co_await from now on (io.md, "Shutdown").
+  // Shutdown has begun: no operation is done at its co_await from now on,
+  // and the ring refuses new ones (io.md, "Shutdown").
   bool io_cancelling_everything() const noexcept;
-  // The runtime is shutting down (stop is set): the ring refuses new
-  // operations and cancels those in flight at its next reap.
-  bool runtime_stopping() const noexcept;
   void count_ring_park() noexcept { WorkerCounters::bump(counters_.ring_parks); }
   void count_io_sent_now() noexcept { WorkerCounters::bump(counters_.io_sent_now); }
   void count_io_read_now() noexcept { WorkerCounters::bump(counters_.io_read_now); }

@@ -365,8 +365,9 @@ void IoRing::repost(CancelRequest* first) noexcept {
 
 void IoRing::cancel_everything() noexcept {
   if (ops_ == 0 || ops_at_cancel_ == submitted_) return;
-  // Called by a parking worker after its recheck: no reap here. With no
-  // SQE the next park tries again.
+  // No reap here: a parking worker calls it after its recheck, a submit
+  // and a reap's end once stop is set. With no SQE the next park (or
+  // refusal) tries again.
   if (io_uring_sqe* sqe = get_sqe_without_reap()) {
     ops_at_cancel_ = submitted_;
     io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
@@ -509,8 +510,7 @@ unsigned IoRing::reap() noexcept {
   // worker whose continuations keep coming (two coroutines of this
   // runtime talking to each other) never idles, and the shutdown waited
   // on them for ever (Io.ShutdownEndsIoThatKeepsItsWorkerBusy).
-  if (seen != 0 && ops_ != 0 && ops_at_cancel_ == kNoCancelYet && stop_.load(std::memory_order_relaxed)) [[unlikely]]
-    cancel_everything();
+  if (seen != 0) (void)refuses_new_ops();
   const unsigned pushed = pushed_;
   pushed_ = 0;
   if (pushed) w_.ready_pushed(pushed);

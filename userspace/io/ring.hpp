@@ -103,11 +103,8 @@ class IoRing {
   }
   // Operations of users in flight (queued SQEs included).
   unsigned ops() const noexcept { return ops_; }
-  // Shutdown has cancelled every operation here (cancel_everything): one
-  // begun now is cancelled too, none is done at its co_await.
-  bool cancelling_everything() const noexcept { return ops_at_cancel_ != kNoCancelYet; }
-  // Shutdown has begun (or cancelled everything here): a new operation is
-  // refused with ECANCELED; the first refusal cancels those in flight.
+  // Shutdown has begun: a new operation is refused with ECANCELED. The
+  // first call that sees it cancels those in flight here ([X4]).
   bool refuses_new_ops() noexcept;
   // Must the worker park inside the ring? Yes while an operation or the
   // ring's own wait is in flight: a plain futex wait beside an armed ring
