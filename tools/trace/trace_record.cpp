@@ -520,6 +520,7 @@ int record_main(const char* where, int pid, const std::vector<std::string>& cmd,
     return 3;
   }
   std::string target;
+  std::string exe;  // the command's program (pid <= 0)
   if (pid > 0) {
     if (kill(pid, 0) != 0) {
       std::fprintf(stderr, "%s: no process %d\n", where, pid);
@@ -527,7 +528,7 @@ int record_main(const char* where, int pid, const std::vector<std::string>& cmd,
     }
     target = probe_target_of_pid(pid);
   } else {
-    std::string exe = which(cmd[0]);
+    exe = which(cmd[0]);
     if (exe.empty()) {
       std::fprintf(stderr, "%s: %s: command not found\n", where, cmd[0].c_str());
       return 1;
@@ -550,9 +551,9 @@ int record_main(const char* where, int pid, const std::vector<std::string>& cmd,
   // path, for every process, and filtered to the command's pid, which
   // stays across the exec. bpftrace runs BEGIN once every probe is
   // attached; its cat() of a FIFO returns when we open the other end.
-  const bool held = pid <= 0 && target != which(cmd[0]);
+  const bool held = pid <= 0 && target != exe;
   HeldCommand cmd_child;
-  if (held && !cmd_child.start(where, which(cmd[0]), cmd)) return 1;
+  if (held && !cmd_child.start(where, exe, cmd)) return 1;
   const std::string filter = pid > 0 ? "pid == " + std::to_string(pid)
                              : held  ? "pid == " + std::to_string(cmd_child.pid)
                                      : "pid == cpid";
@@ -575,7 +576,7 @@ int record_main(const char* where, int pid, const std::vector<std::string>& cmd,
       c += (c.empty() ? "" : " ") + a;
     }
     args.push_back("-c");
-    args.push_back(which(cmd[0]) + c.substr(cmd[0].size()));
+    args.push_back(exe + c.substr(cmd[0].size()));
   }
   // bpftrace writes its lines to a file of its own (-o): the command it
   // starts keeps our stdout.
