@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -1761,4 +1762,82 @@ TEST(Cancel, ShutdownDeadlineDropsAnIoContinuationItsDrainTakes) {
   EXPECT_FALSE(body_ran.load());
   ::close(p[0]);
   ::close(p[1]);
+}
+
+// Detached coroutines that a bounded shutdown drops or stops end with a
+// RuntimeShutdown that nobody will rethrow. While the call is under way
+// they are counted in its report (ShutdownReport::unobserved), not printed
+// a line each (a server's bounded shutdown printed one per connection);
+// one that ends after the call returned is printed, as any other.
+namespace {
+parkway::Task<void> spin_then_await(std::atomic<bool>* started, std::atomic<bool>* release) {
+  started->store(true);
+  while (!release->load(std::memory_order_acquire)) std::this_thread::sleep_for(1ms);
+  (void)co_await parkway::io::sleep_for(1ms);  // the drop state stops it here (RuntimeShutdown)
+}
+parkway::Task<void> count_run(std::atomic<int>* ran) {
+  ran->fetch_add(1);
+  co_return;
+}
+}  // namespace
+
+TEST(Cancel, BoundedShutdownCountsUnobservedShutdownsInsteadOfPrinting) {
+  pwtest::Watchdog w("Cancel.BoundedShutdownCountsUnobservedShutdownsInsteadOfPrinting", 60);
+  // stderr into a file for the whole test: the stop after the report
+  // prints from a worker, later than any gtest capture could wait for.
+  char path[] = "/tmp/parkway-unobserved.XXXXXX";
+  const int log = ::mkstemp(path);
+  ASSERT_GE(log, 0);
+  ::unlink(path);
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  ASSERT_GE(saved, 0);
+  ASSERT_EQ(::dup2(log, 2), 2);
+  auto read_log = [&] {
+    std::fflush(stderr);
+    std::string s;
+    char buf[4096];
+    for (off_t at = 0;;) {
+      const ssize_t n = ::pread(log, buf, sizeof buf, at);
+      if (n <= 0) break;
+      s.append(buf, std::size_t(n));
+      at += n;
+    }
+    return s;
+  };
+  auto lines_with = [](const std::string& s, const std::string& what) {
+    int n = 0;
+    for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  constexpr int kQueued = 20;
+  std::atomic<bool> started{false}, release{false};
+  std::atomic<int> ran{0};
+  parkway::ShutdownReport r;
+  std::string during, after;
+  {
+    parkway::Runtime rt(parkway::Options{.workers = 1});
+    parkway::detach(spin_then_await(&started, &release), rt);
+    ASSERT_TRUE(wait_for(started));
+    for (int i = 0; i < kQueued; ++i) parkway::detach(count_run(&ran), rt);  // queued behind the spinner
+    r = rt.shutdown(std::chrono::steady_clock::now() + 20ms);
+    during = read_log();
+    release.store(true, std::memory_order_release);
+    // The spinner reaches its co_await after the report: printed.
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (lines_with(read_log(), "a detached coroutine threw") < 1 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(1ms);
+    after = read_log();
+  }
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(log);
+  EXPECT_EQ(ran.load(), 0);
+  EXPECT_EQ(r.dropped, std::uint64_t(kQueued));
+  EXPECT_EQ(r.running, 1u);
+  EXPECT_EQ(r.unobserved, std::uint64_t(kQueued)) << "each dropped detached coroutine is counted once";
+  EXPECT_EQ(lines_with(during, "a detached coroutine threw"), 0) << during;
+  EXPECT_EQ(lines_with(after, "a detached coroutine threw"), 1) << after;
+  EXPECT_EQ(lines_with(after, "stopped at a co_await"), 1) << after;
 }

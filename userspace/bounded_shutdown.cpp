@@ -223,6 +223,41 @@ ShutdownReport RuntimeImpl::shutdown_until(std::chrono::steady_clock::time_point
 // ~Runtime after shutdown(deadline) left workers running: join those that
 // left since, detach the rest. True if every worker was joined (the
 // runtime may be freed).
+bool RuntimeImpl::count_unobserved() noexcept {
+  std::uint64_t w = unobserved.load(std::memory_order_relaxed);
+  do {
+    if (w < kUnobservedCall) return false;  // no call under way to report it
+  } while (!unobserved.compare_exchange_weak(w, w + 1, std::memory_order_relaxed));
+  return true;
+}
+
+// Leaves the count of unobserved exceptions, taking what it holds: with
+// two calls under way, the later one reports what the earlier left.
+std::uint64_t RuntimeImpl::leave_unobserved() noexcept {
+  std::uint64_t w = unobserved.load(std::memory_order_relaxed);
+  while (!unobserved.compare_exchange_weak(w, (w - kUnobservedCall) & ~(kUnobservedCall - 1),
+                                           std::memory_order_relaxed)) {
+  }
+  return w & (kUnobservedCall - 1);
+}
+
+// shutdown_until, with the RuntimeShutdown exceptions nobody will rethrow
+// counted (not printed) while it runs. Workers it joined ended theirs
+// before the join; those it leaves running count until it leaves the
+// word, and print after.
+ShutdownReport RuntimeImpl::shutdown_counted(std::chrono::steady_clock::time_point deadline) {
+  unobserved.fetch_add(kUnobservedCall, std::memory_order_relaxed);
+  ShutdownReport rep;
+  try {
+    rep = shutdown_until(deadline);
+  } catch (...) {
+    leave_unobserved();
+    throw;
+  }
+  rep.unobserved = leave_unobserved();
+  return rep;
+}
+
 bool RuntimeImpl::release_after_bounded() {
   std::lock_guard<std::mutex> g(shutdown_mu);
   if (joined) return true;
@@ -256,7 +291,7 @@ ShutdownReport Runtime::shutdown(std::chrono::steady_clock::time_point deadline)
         "parkway::Runtime::shutdown(deadline): called from one of its own workers (it would wait for itself)");
   detail::RuntimeImpl* const impl = impl_;  // the Runtime object may be destroyed meanwhile: read once
   detail::ShutdownCall call(impl);
-  return impl->shutdown_until(deadline);
+  return impl->shutdown_counted(deadline);
 }
 
 }  // namespace parkway

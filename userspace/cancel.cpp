@@ -32,12 +32,13 @@ std::uint64_t executed_here() noexcept {
   return w ? w->counters().executed.load(std::memory_order_relaxed) : 0;
 }
 
+}  // namespace
+
 RuntimeImpl* runtime_here() noexcept {
   if (RuntimeImpl* d = draining_here()) return d;
   Worker* w = Worker::current();
   return w ? &w->runtime() : nullptr;
 }
-}  // namespace
 
 RuntimeImpl* draining_here() noexcept {
   RuntimeImpl* d = tls_draining;

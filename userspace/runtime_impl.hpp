@@ -47,6 +47,9 @@ void drain_invoking() noexcept;
 // one the drain invoked).
 RuntimeImpl* draining_here() noexcept;
 bool runtime_dropping_here() noexcept;
+// The runtime whose tasks run on this thread: the one a drain here drops
+// for, else the calling worker's; nullptr off every pool.
+RuntimeImpl* runtime_here() noexcept;
 // Keeps a forked child's copy of a parent's runtime reachable when its
 // Runtime is destroyed there (it cannot be freed: see runtime.cpp, "fork").
 void leave_behind(RuntimeImpl* impl) noexcept;
@@ -131,6 +134,16 @@ class RuntimeImpl {
     if (dropping.exchange(false, std::memory_order_relaxed)) g_cancel_live.fetch_sub(1, std::memory_order_release);
   }
   std::atomic<std::uint64_t> dropped{0};
+  // ShutdownReport::unobserved: the RuntimeShutdown exceptions nobody
+  // will rethrow, counted while a shutdown(deadline) call is under way.
+  // Low 48 bits the count, high 16 the calls under way; the count is
+  // taken by the call that leaves last. One word, so an exception either
+  // lands in a count some call returns, or finds no call and is printed.
+  std::atomic<std::uint64_t> unobserved{0};
+  static constexpr std::uint64_t kUnobservedCall = std::uint64_t(1) << 48;
+  bool count_unobserved() noexcept;  // false: no call under way (print it)
+  std::uint64_t leave_unobserved() noexcept;
+  ShutdownReport shutdown_counted(std::chrono::steady_clock::time_point deadline);
   bool left_running = false;  // guarded by shutdown_mu
   std::vector<bool> thread_joined;  // per thread, once shutdown_until began (shutdown_mu)
   bool join_until(std::chrono::steady_clock::time_point deadline);

@@ -42,6 +42,12 @@ using task_result_t = typename TaskResult<F>::type;
 struct ShutdownReport {
   std::uint64_t dropped = 0;  // tasks dropped unstarted after the deadline (waiters told)
   unsigned running = 0;       // workers still inside a task (a snapshot; 0: all joined)
+  // RuntimeShutdown exceptions that nobody will rethrow (a detached
+  // coroutine stopped at a co_await or dropped unstarted, a dropped
+  // Future or Spawned handle) that ended on this runtime's threads while
+  // the call was under way: counted here instead of a stderr line each.
+  // One that ends after the call returned is printed, as any other.
+  std::uint64_t unobserved = 0;
 };
 
 class PARKWAY_API Runtime {
