@@ -1216,6 +1216,15 @@ TEST(Io, AConstResultReadsItsValue) {
   EXPECT_THROW((void)*bad, io::IoError);
 }
 
+// The message names the operation and the errno's text; a default Error
+// (no operation, no errno) says so instead of ": Success".
+TEST(Io, AnErrorsMessageNamesItsOperation) {
+  EXPECT_EQ(io::Error(ECONNRESET, "recv").message(), "recv: Connection reset by peer");
+  EXPECT_EQ(io::Error(ECONNRESET, "").message(), "Connection reset by peer");
+  EXPECT_EQ(io::Error().message(), "no error");
+  EXPECT_EQ(io::Error(0, "send").message(), "send: no error");
+}
+
 TEST(Io, ErrorsAreValuesNamingTheOperation) {
   parkway::Runtime rt(parkway::Options{.workers = 1});
   // A refused connection: nobody listens on this port.

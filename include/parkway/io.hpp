@@ -83,7 +83,7 @@ class PARKWAY_API Error {
   int value() const noexcept { return errno_; }
   std::error_code code() const noexcept { return {errno_, std::generic_category()}; }
   const char* op() const noexcept { return op_; }
-  std::string message() const;  // "recv: Connection reset by peer"
+  std::string message() const;  // "recv: Connection reset by peer"; Error{}: "no error"
   friend bool operator==(const Error& e, std::errc c) noexcept { return e.errno_ == int(c); }
 
  private:

@@ -174,7 +174,12 @@ int try_read_now(const OpArgs& a) noexcept {
 
 }  // namespace detail
 
-std::string Error::message() const { return std::string(op_) + ": " + std::strerror(errno_); }
+// std::generic_category's message: strerror's text without its shared
+// buffer (message() may run on any thread).
+std::string Error::message() const {
+  std::string what = errno_ == 0 ? std::string("no error") : std::generic_category().message(errno_);
+  return *op_ ? std::string(op_) + ": " + what : what;
+}
 
 IoError::IoError(const Error& e) : std::system_error(e.code(), e.op()), error_(e) {}
 
