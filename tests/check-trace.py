@@ -15,6 +15,7 @@ import os
 import random
 import re
 import resource
+import shutil
 import struct
 import subprocess
 import sys
@@ -1312,5 +1313,9 @@ rc, out, err = report(path)
 took = time.time() - t0
 check(rc == 0 and took < 4, "%d streams with chunks far apart (%d KB): read in %.2f s (under 4)" % (N, len(d) // 1024, took), err)
 
+if failed:
+    print("the traces and outputs are kept in %s" % TMP)
+else:
+    shutil.rmtree(TMP, ignore_errors=True)
 print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
 sys.exit(1 if failed else 0)
