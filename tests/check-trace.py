@@ -78,15 +78,16 @@ def report(path, *opts):
     return run([PARKWAY, "trace", "report"] + list(opts) + [path])
 
 
-def trace_file(streams, level=1, version=3):
+def trace_file(streams, level=1, version=3, names=None):
     """A trace file: streams = [(worker, tid, [(ns, type, a8, a16, a32), ...][, runtime])]
-    (runtime 1 unless given; 0 for a thread outside the pool)."""
+    (runtime 1 unless given; 0 for a thread outside the pool); names: a thread name per stream (else wN)."""
     out = bytearray(b"PWTRACE\0" + struct.pack("<IIIIII", version, HEADER, 2, level, 4242, 0) + struct.pack("<QQ", 0, 0))
     n = last = 0
     for sid, st in enumerate(streams, 1):
         worker, tid, evs = st[:3]
         rt = st[3] if len(st) > 3 else (1 if worker >= 0 else 0)
-        info = struct.pack("<iIQ16s", worker, tid, rt, b"w%d" % worker if worker >= 0 else b"t%d" % tid)
+        name = names[sid - 1] if names else b"w%d" % worker if worker >= 0 else b"t%d" % tid
+        info = struct.pack("<iIQ16s", worker, tid, rt, name)
         out += struct.pack("<IHHII", 0x43525750, 1, 0, len(info), sid) + info
         body = struct.pack("<Q", 0) + b"".join(struct.pack("<QBBHI", *e) for e in evs)
         out += struct.pack("<IHHII", 0x43525750, 2, 0, len(body), sid) + body
@@ -456,18 +457,20 @@ if facts:
     got = set()
     for part in parts:
         r = parse_report(head + "\n" + part)
-        got.add((sum(w["tasks"] for w in r["workers"].values()), sum(w["spawns"] for w in r["workers"].values()),
-                 "out" in r["wakers"]))
-    want = {(int(facts["a_executed"]), int(facts["a_spawned"]), True),
-            (int(facts["b_executed"]), int(facts["b_spawned"]), True)}
-    check(got == want, "two runtimes: each section has its runtime's tasks and spawns and main's wakes (%s)" % sorted(want),
-          str(sorted(got)))
+        named = re.match(r'\d+ of 2 "(\w+)" \(id ', part)
+        got.add((named and named.group(1), sum(w["tasks"] for w in r["workers"].values()),
+                 sum(w["spawns"] for w in r["workers"].values()), "out" in r["wakers"]))
+    want = {("alpha", int(facts["a_executed"]), int(facts["a_spawned"]), True),
+            ("beta", int(facts["b_executed"]), int(facts["b_spawned"]), True)}
+    check(got == want, "two runtimes: each section has its runtime's name (Options::name), tasks and spawns and main's "
+          "wakes (%s)" % sorted(want), str(sorted(got)))
     js = os.path.join(TMP, "two.json")
     rc, _, err = run([PARKWAY, "trace", "export", "--json", js, "--svg", os.path.join(TMP, "two.svg"), path])
-    procs = set()
+    procs = {}
     if rc == 0:
-        procs = {e["pid"] for e in json.load(open(js))["traceEvents"] if e.get("name") == "process_name"}
-    check(rc == 0 and len(procs) == 2, "two runtimes: the JSON has one process per runtime", "%d %s %s" % (rc, procs, err))
+        procs = {e["pid"]: e["args"]["name"] for e in json.load(open(js))["traceEvents"] if e.get("name") == "process_name"}
+    check(rc == 0 and sorted(procs.values()) == ["parkway alpha runtime 1 of 2", "parkway beta runtime 2 of 2"],
+          "two runtimes: the JSON has one process per runtime, named", "%d %s %s" % (rc, procs, err))
 
 # A worker of runtime a submitting to runtime b: its submissions and wakes
 # are b's (b's section shows it as a thread from outside).
@@ -1243,6 +1246,23 @@ for sub in ("report", "export", "record"):
 
 # ---- outputs: the trace is never overwritten, nothing is left half-written
 small = trace_file([(0, 100, [(1000, 4, 0, 0, 0), (2000, 5, 1, 0, 0)])])
+
+# The runtime's name (Options::name) comes from its workers' thread names,
+# "<name>-w<index>": shown only when every worker carries the same one.
+two_workers = [(0, 100, [(1000, 4, 0, 0, 0), (2000, 5, 1, 0, 0)]), (1, 101, [(1500, 4, 0, 0, 0)])]
+for names, want in (([b"httpd-w0", b"httpd-w1"], '1 runtime ("httpd"),'), ([b"httpd-w0", b"other-w1"], "1 runtime,"),
+                    ([b"httpd-w0", b"httpd-w7"], "1 runtime,"), ([b"-w0", b"-w1"], "1 runtime,")):
+    path = os.path.join(TMP, "names.pwt")
+    open(path, "wb").write(trace_file(two_workers, names=names))
+    rc, out, err = report(path)
+    js = os.path.join(TMP, "names.json")
+    rc2, _, err2 = run([PARKWAY, "trace", "export", "--json", js, "--svg", os.path.join(TMP, "names.svg"), path])
+    proc = [e["args"]["name"] for e in json.load(open(js))["traceEvents"] if e.get("name") == "process_name"] \
+        if rc2 == 0 else []
+    want_proc = "parkway httpd pid 4242" if "httpd" in want else "parkway pid 4242"
+    check(rc == 0 and want in out.splitlines()[1] and proc == [want_proc],
+          "workers named %s: the report says %r, the JSON's process %r" % (names, want, want_proc),
+          "exit %d/%d: %r %s %s" % (rc, rc2, out.splitlines()[1:2], proc, err + err2))
 path = os.path.join(TMP, "named.json")  # its default JSON output is itself
 open(path, "wb").write(small)
 rc, out, err = run([PARKWAY, "trace", "export", path])

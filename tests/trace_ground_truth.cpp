@@ -289,8 +289,8 @@ int runtimes_mode(int n) {
 }
 
 int two_mode() {
-  parkway::Runtime a(parkway::Options{.workers = 2});
-  parkway::Runtime b(parkway::Options{.workers = 2});
+  parkway::Runtime a(parkway::Options{.workers = 2, .name = "alpha"});
+  parkway::Runtime b(parkway::Options{.workers = 2, .name = "beta"});
   std::this_thread::sleep_for(std::chrono::milliseconds(30));  // all four workers park
   long r = a.run([] { return fib(16); });
   std::this_thread::sleep_for(std::chrono::milliseconds(30));

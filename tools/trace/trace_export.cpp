@@ -163,11 +163,15 @@ struct ChromeJsonWriter::Impl : ModelSink {
     std::FILE* o = j.o;
     const int pid = pid_of(m);
     j.sep();
+    // The runtime's name is printable ASCII without '"' or '\\' (the
+    // reader replaced any other byte of a thread name).
+    const std::string named = m.name.empty() || m.name == "parkway" ? std::string() : " " + m.name;
     if (of_runtimes == 1)
-      std::fprintf(o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"parkway pid %d\"}}", pid, pid);
+      std::fprintf(o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"parkway%s pid %d\"}}", pid,
+                   named.c_str(), pid);
     else
-      std::fprintf(o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"parkway runtime %zu of %zu\"}}",
-                   pid, m.index + 1, of_runtimes);
+      std::fprintf(o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"parkway%s runtime %zu of %zu\"}}",
+                   pid, named.c_str(), m.index + 1, of_runtimes);
     for (std::size_t i = 0; i < m.tracks.size(); ++i) {
       j.sep();
       std::fprintf(o, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", pid,

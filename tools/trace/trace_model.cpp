@@ -7,6 +7,7 @@
 #include "trace_model.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <iterator>
 #include <unordered_map>
 
@@ -678,6 +679,29 @@ void Builder::finish() {
   if (dag_) m_.work_span = graph_.finish();
 }
 
+// A runtime's name (Options::name) from its workers' thread names, each
+// "<name>-w<index>" (runtime.cpp names them so; the name is at most 8
+// bytes, so Linux's 15 never cuts it); empty unless every worker stream
+// carries the same name that way.
+std::string runtime_name(const TraceIndex& ix, const std::vector<std::vector<std::size_t>>& of_worker) {
+  std::string name;
+  bool any = false;
+  for (std::size_t w = 0; w < of_worker.size(); ++w) {
+    const std::string suffix = "-w" + std::to_string(w);
+    for (std::size_t i : of_worker[w]) {
+      const std::string thread(ix.streams[i].info.name,
+                               strnlen(ix.streams[i].info.name, sizeof ix.streams[i].info.name));
+      if (thread.size() <= suffix.size() || thread.compare(thread.size() - suffix.size(), suffix.size(), suffix) != 0)
+        return "";
+      const std::string prefix = thread.substr(0, thread.size() - suffix.size());
+      if (any && prefix != name) return "";
+      name = prefix;
+      any = true;
+    }
+  }
+  return name;
+}
+
 }  // namespace
 
 std::vector<Model> analyse(const TraceIndex& ix, const AnalyseOptions& opt) {
@@ -726,6 +750,7 @@ std::vector<Model> analyse(const TraceIndex& ix, const AnalyseOptions& opt) {
       worker_track[i] = std::size_t(s.info.worker);
     }
     m.workers = unsigned(of_worker.size());
+    m.name = runtime_name(ix, of_worker);
     for (unsigned w = 0; w < m.workers; ++w) {
       Track t;
       t.worker = int(w);

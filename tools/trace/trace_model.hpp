@@ -143,6 +143,9 @@ struct Model {
   std::uint64_t end_ns = 0;
   std::uint64_t runtime = 0;       // the runtime analysed (a process may hold several)
   std::size_t index = 0;           // its place among the file's runtimes (by first event)
+  // Options::name, read from its workers' thread names ("<name>-w<index>");
+  // empty when they do not all carry one name that way (a worker renamed).
+  std::string name;
   std::vector<Track> tracks;       // workers first (by index), then outside threads
   unsigned workers = 0;            // tracks[0..workers) are workers; index == worker
   std::pair<std::uint64_t, std::uint64_t> window{0, 0};  // [first, last] event of any track

@@ -275,9 +275,11 @@ void write_report(const TraceIndex& tf, const std::vector<Model>& models, std::F
   for (const Model& m : models) workers += m.workers;
   const bool task_level = h.level == std::uint32_t(trace_format::Level::kTask);
   std::fprintf(o, "parkway trace %s\n", path.c_str());
-  std::fprintf(o, "  pid %u, level %s, clock %s, %u workers, %zu runtime%s, %s traced, %llu events, %llu dropped%s\n",
+  const std::string named =
+      models.size() == 1 && !models[0].name.empty() ? " (\"" + models[0].name + "\")" : std::string();
+  std::fprintf(o, "  pid %u, level %s, clock %s, %u workers, %zu runtime%s%s, %s traced, %llu events, %llu dropped%s\n",
                h.pid, task_level ? "task" : "sched", h.clock == 1 ? "tsc" : "monotonic", workers, models.size(),
-               models.size() == 1 ? "" : "s", fmt_ns(double(tf.end_ns)).c_str(), (unsigned long long)tf.events,
+               models.size() == 1 ? "" : "s", named.c_str(), fmt_ns(double(tf.end_ns)).c_str(), (unsigned long long)tf.events,
                (unsigned long long)tf.dropped, tf.complete ? "" : " (file cut: no end record)");
   if (tf.dropped)
     std::fprintf(o, "  DROPPED %llu events: the writer fell behind; spans around them may be wrong "
@@ -285,8 +287,8 @@ void write_report(const TraceIndex& tf, const std::vector<Model>& models, std::F
   for (std::size_t k = 0; k < models.size(); ++k) {
     const Model& m = models[k];
     if (models.size() > 1)
-      std::fprintf(o, "\n==== Runtime %zu of %zu (id 0x%llx): %u workers ====\n", k + 1, models.size(),
-                   (unsigned long long)m.runtime, m.workers);
+      std::fprintf(o, "\n==== Runtime %zu of %zu%s (id 0x%llx): %u workers ====\n", k + 1, models.size(),
+                   m.name.empty() ? "" : (" \"" + m.name + "\"").c_str(), (unsigned long long)m.runtime, m.workers);
     section_workers(o, m);
     section_sched_ext(o, m);
     section_steals(o, m);
