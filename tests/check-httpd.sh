@@ -568,6 +568,9 @@ r=$(printf 'POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 12abc\r\n\r\n' | raw 3
 check "bad Content-Length -> 400 and close" bash -c 'grep -q "^HTTP/1.1 400 " <<<"$1" && grep -q "<EOF>$" <<<"$1"' _ "$r"
 r=$(printf 'POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 999999999\r\n\r\n' | raw 3)
 check "body over the limit -> 413" status_is "$r" 413
+# Answers decided before the body comes: a whole upload before reading
+# gets its 413; Expect: 100-continue gets an error at once, with no 100.
+py_checks "$HERE/httpd/early_answers.py" "$PORT"
 
 r=$(printf 'GET /plaintext HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | raw 3)
 check "after all that, /plaintext still served" bash -c 'grep -q "Hello, World!<EOF>" <<<"$1"' _ "$r"
@@ -756,6 +759,28 @@ if [ -n "$SPORT" ]; then
   stop_server "closed-pipe server: SIGTERM -> exit 0" "$PID6"
   [ "$STOPPED" = 1 ] || kill -KILL "$PID6" 2>/dev/null; PID6=
 fi
+
+# The access log on a pipe whose reader holds it open and never reads:
+# once the pipe is full, lines are dropped (and counted), and the server
+# goes on answering and stops at SIGTERM (a worker blocked in write(2)
+# held every operation of its ring, SIGTERM's read among them).
+mkfifo "$TMP/logfifo"
+( exec 3<>"$TMP/logfifo"; exec sleep 60 ) &
+HOLDLOG=$!
+start_server "stalled-log" "$TMP/out6b" "$TMP/logfifo" "$BIN" --port 0 --workers 2 --access-log
+PID6=$SPID
+if [ -n "$SPORT" ]; then
+  q=$(head -c 2000 /dev/zero | tr '\0' a)  # 2 KB lines: 40 of them fill the pipe's 64 KiB
+  r=$(for i in $(seq 48); do printf 'GET /plaintext?%s HTTP/1.1\r\nHost: t\r\n\r\n' "$q"; done |
+      py "$HERE/httpd/raw.py" "$SPORT" 3)
+  n=$(grep -o "HTTP/1.1 200 " <<<"$r" | wc -l)
+  check "access log to a pipe nobody reads: 48 pipelined requests answered (got $n)" test "$n" = 48
+  r=$(get6)
+  check "access log to a pipe nobody reads: a new connection answered" status_is "$r" 200
+  stop_server "access log to a pipe nobody reads: SIGTERM -> exit 0" "$PID6"
+  [ "$STOPPED" = 1 ] || kill -KILL "$PID6" 2>/dev/null; PID6=
+fi
+kill "$HOLDLOG" 2>/dev/null; wait "$HOLDLOG" 2>/dev/null
 
 # A second signal ends the grace period at once: a request whose body
 # never comes would hold a 60 s grace period.

@@ -36,10 +36,15 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <unistd.h>
+
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "http_response.hpp"
 
@@ -52,8 +57,15 @@ namespace {
 
 constexpr std::size_t kSmallBuffer = 2 * 1024;   // holds a typical request, or a pipelined batch of small ones
 constexpr std::size_t kLargeBuffer = 32 * 1024;  // holds the largest head the limits allow
-constexpr auto kLingerTime = std::chrono::seconds(2);  // at most, reading what a closed client still sends
-constexpr std::size_t kLingerBytes = 64 * 1024;        // and at most this much
+// Reading what a closed client still sends: at most kLingerTime in all,
+// kLingerWait for each read, kLingerBytes (nginx: lingering_time 30 s,
+// lingering_timeout 5 s, no byte limit). A client that writes a whole
+// large body before it reads (an upload refused with 413) must be able
+// to finish writing: reset after 64 KiB, it got EPIPE and never read the
+// answer (Python's http.client raises BrokenPipeError).
+constexpr auto kLingerTime = std::chrono::seconds(10);
+constexpr auto kLingerWait = std::chrono::seconds(2);
+constexpr std::size_t kLingerBytes = std::size_t(256) << 20;
 // Answers pipelined behind one another go out in one send, but once this
 // much waits, it goes before the next request is answered: a client that
 // pipelines hundreds of requests for small files and reads nothing would
@@ -100,7 +112,7 @@ class Connection {
   Task<bool> read_more(io::OpOptions o);
   void free_for_idle();
   Task<bool> flush(bool last = false, bool more = false);
-  Task<bool> discard_body(Clock::time_point deadline);
+  Task<bool> discard_body(Clock::time_point deadline, bool may_continue = true);
   void skip_empty_lines();
   // Batches r's head, with "Connection: close" if it is the connection's
   // `last` answer, and its body in memory.
@@ -179,14 +191,14 @@ Task<bool> Connection::flush(bool last, bool more) {
 
 // Reads and drops the body of the request just parsed. False when the
 // connection must close (error_status_ set when the client should hear why).
-Task<bool> Connection::discard_body(Clock::time_point deadline) {
+Task<bool> Connection::discard_body(Clock::time_point deadline, bool may_continue) {
   const BodyKind kind = parser().body_kind();
   if (kind == BodyKind::None) co_return true;
   // The 100 goes out with the answers before it, by the flush below,
   // whose end the body's deadline then counts from: the client sends the
   // body only once it has read the 100, behind those answers (counted
   // from the head, a slow reader's body timed out before it could come).
-  if (parser().expect_continue() && begin_ == end_) out_.append(kContinueResponse);
+  if (may_continue && parser().expect_continue() && begin_ == end_) out_.append(kContinueResponse);
   ContentLengthBody length(parser().content_length());
   ChunkedBody chunked(st_.config.limits);
   // One deadline for the whole body (from the end of its head), not one
@@ -282,7 +294,10 @@ std::string Connection::request_line() const {
 
 void Connection::log(const std::string& request_line, int status) const {
   if (!st_.config.access_log) return;
-  std::fprintf(stderr, "%s \"%s\" %d\n", peer_->c_str(), request_line.c_str(), status);
+  std::string l;
+  l.reserve(peer_->size() + request_line.size() + 16);
+  l.append(*peer_).append(" \"").append(request_line).append("\" ").append(std::to_string(status)).append("\n");
+  st_.log.write(l);
 }
 
 // Answers every complete request already buffered. False when the
@@ -326,8 +341,29 @@ Task<bool> Connection::answer_buffered() {
     const Clock::time_point body_deadline =
         parser().body_kind() == BodyKind::None ? Clock::time_point{} : Clock::now() + cfg.body_timeout;
     const std::string line = request_line();
-    const bool body_read = co_await discard_body(body_deadline);
+    // Expect: 100-continue, an error answer, and none of the body here
+    // yet: the final answer goes out now, in place of the 100 (RFC 9110
+    // 10.1.1: a status the head alone determines is sent at once), so
+    // that the client need not send a body that is only thrown away. A
+    // client that keeps the connection sends the body anyway, and it is
+    // read and dropped as before; one that closes is not waited for.
+    bool answered = false, last = false;
+    if (r.status >= 400 && parser().expect_continue() && parser().body_kind() != BodyKind::None && begin_ == end_) {
+      last = r.closes || !parser().keep_alive() || st_.idle.cancelled();
+      log(line, r.status);
+      const bool written = co_await write_response(r, last);
+      if (!written) co_return false;
+      const bool sent = co_await flush(last);
+      if (!sent) co_return false;
+      answered = true;
+    }
+    bool body_read = true;
+    if (!(answered && last)) body_read = co_await discard_body(body_deadline, /*may_continue=*/!answered);
     if (!body_read) {
+      if (answered) {  // its answer is sent: nothing more can be said
+        linger_ = error_status_ != 0;
+        co_return false;
+      }
       if (error_status_ != 0) {
         log(line, error_status_);
         // A HEAD's answer has no content, errors' included (RFC 9110 9.3.2)
@@ -345,10 +381,12 @@ Task<bool> Connection::answer_buffered() {
     // head's Connection field is written, so that an answer made before
     // the shutdown and sent after (a long /fib) says "close" too, and a
     // connection never closes after an answer that said keep-alive.
-    const bool last = r.closes || !parser().keep_alive() || st_.idle.cancelled();
-    log(line, r.status);
-    const bool written = co_await write_response(r, last);
-    if (!written) co_return false;
+    if (!answered) {
+      last = r.closes || !parser().keep_alive() || st_.idle.cancelled();
+      log(line, r.status);
+      const bool written = co_await write_response(r, last);
+      if (!written) co_return false;
+    }
     if (out_.size() >= kMaxBatched) {
       const bool sent = co_await flush();
       if (!sent) co_return false;
@@ -437,7 +475,7 @@ void Connection::skip_empty_lines() {
 // before the client has read it. So after an error answer, or a
 // `Connection: close` one (requests may be pipelined behind it, read or
 // not), the server half-closes and reads (and drops) what the client
-// still sends, until its EOF, kLingerTime or kLingerBytes, then closes;
+// still sends, until its EOF, kLingerTime (kLingerWait without a byte) or kLingerBytes, then closes;
 // also once shutdown has begun (an answer sent within the grace period
 // must reach its client), but no longer than the grace period. Not after
 // the client has closed.
@@ -445,8 +483,9 @@ Task<void> Connection::linger() {
   if (!linger_ || peer_closed_) co_return;
   free_for_idle();
   if (!wr_shut_) (void)co_await sock_.shutdown(SHUT_WR);
-  const io::OpOptions o{.deadline = Clock::now() + kLingerTime, .cancel = &st_.abort};
+  const Clock::time_point end = Clock::now() + kLingerTime;
   for (std::size_t dropped = 0; dropped < kLingerBytes;) {
+    const io::OpOptions o{.deadline = std::min(end, Clock::now() + kLingerWait), .cancel = &st_.abort};
     auto got = co_await sock_.recv_owned(kSmallBuffer, o);
     if (!got || got->empty()) co_return;
     dropped += got->size();
@@ -492,6 +531,71 @@ void Connection::start_request(io::Bytes got) {
 }
 
 }  // namespace
+
+struct AccessLog::Shared {
+  static constexpr std::size_t kMaxPending = 1 << 20;  // bytes waiting for the reader, at most
+  std::mutex m;
+  std::condition_variable cv, drained;
+  std::string pending;
+  std::uint64_t dropped = 0;
+  bool stopping = false, writing = false, reported = false;
+};
+
+void AccessLog::start() {
+  if (s_) return;
+  s_ = std::make_shared<Shared>();
+  std::thread([s = s_] {
+    std::string out;
+    for (;;) {
+      {
+        std::unique_lock lk(s->m);
+        s->writing = false;
+        s->drained.notify_all();
+        s->cv.wait(lk, [&] { return !s->pending.empty() || s->stopping; });
+        if (s->pending.empty()) return;
+        out.swap(s->pending);
+        s->writing = true;
+      }
+      for (std::size_t at = 0; at < out.size();) {  // blocks on a slow reader: this thread alone
+        const ssize_t n = ::write(STDERR_FILENO, out.data() + at, out.size() - at);
+        if (n > 0) at += std::size_t(n);
+        else if (n < 0 && errno == EINTR) continue;
+        else break;  // EPIPE (SIGPIPE is ignored), or no stderr: the lines are lost
+      }
+      out.clear();
+    }
+  }).detach();
+}
+
+void AccessLog::write(std::string_view line) noexcept {
+  if (!s_) return;
+  std::lock_guard lk(s_->m);
+  if (s_->pending.size() + line.size() > Shared::kMaxPending) {
+    ++s_->dropped;
+    return;
+  }
+  try {
+    s_->pending.append(line);
+  } catch (...) {
+    ++s_->dropped;
+    return;
+  }
+  s_->cv.notify_one();
+}
+
+void AccessLog::stop() noexcept {
+  if (!s_) return;
+  std::unique_lock lk(s_->m);
+  if (s_->reported) return;
+  s_->reported = s_->stopping = true;
+  s_->cv.notify_one();
+  // The reader may never read again: the exit does not wait for it.
+  const bool drained =
+      s_->drained.wait_for(lk, std::chrono::seconds(1), [&] { return s_->pending.empty() && !s_->writing; });
+  if (drained && s_->dropped != 0)  // a reader still stalled would block this write too
+    std::fprintf(stderr, "parkway-httpd: access log: %llu lines dropped (its reader was too slow)\n",
+                 static_cast<unsigned long long>(s_->dropped));
+}
 
 Task<void> serve_connection(io::Socket s, ServerState& state) {
   (void)s.set_nodelay();

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
+#include <string>
 
 #include "handlers.hpp"
 #include "http_parser.hpp"
@@ -23,8 +25,25 @@ struct ServerConfig {
   bool access_log = false;                  // one line per response on stderr
 };
 
+// The access log's lines go to stderr from a thread of its own, through a
+// bounded buffer: a log reader that stops reading costs the lines that do
+// not fit (counted, and reported at the end), never a worker blocked in
+// write(2) (which stopped every worker, and with them SIGTERM's handling).
+class AccessLog {
+ public:
+  void start();                  // the writer thread; before the first line
+  void write(std::string_view line) noexcept;
+  void stop() noexcept;          // writes what is left, waiting at most 1 s for the reader
+  ~AccessLog() { stop(); }
+
+ private:
+  struct Shared;
+  std::shared_ptr<Shared> s_;    // shared with the writer thread, which may outlive this
+};
+
 struct ServerState {
   ServerConfig config;
+  AccessLog log;                 // started when config.access_log
   // Fired first at shutdown: keep-alive connections waiting for their
   // next request close.
   parkway::io::CancelSource idle;

@@ -45,8 +45,8 @@ const char kUsage[] =
     "  --bind ADDR         address to listen on (default 127.0.0.1)\n"
     "  --root DIR          serve the files under DIR (none by default)\n"
     "  --workers N         worker threads (default: one per CPU)\n"
-    "  --access-log        log each response on stderr (written as it happens: a\n"
-    "                      reader that stops reading stops the server)\n"
+    "  --access-log        log each response on stderr (from a thread of its own:\n"
+    "                      lines a stalled reader leaves no room for are dropped)\n"
     "  --header-timeout S  seconds a request head may take to arrive (default 10)\n"
     "  --body-timeout S    seconds a request body may take to arrive after its head\n"
     "                      (default 10)\n"
@@ -251,12 +251,14 @@ int main(int argc, char** argv) {
     std::printf("parkway-httpd: listening on %s (%ld workers%s)\n", listener->local_address().to_string().c_str(),
                 workers, pool ? ", /fib on a separate pool" : "");
     std::fflush(stdout);
+    if (st->config.access_log) st->log.start();
     parkway::sync_wait(rt, run_server(*listener, *st, sigfd));
     listener->close();
   } catch (const std::exception& e) {  // a runtime that could not start its threads
     std::fprintf(stderr, "parkway-httpd: %s\n", e.what());
     return 1;
   }
+  st->log.stop();  // the runtime, and every connection with it, has ended
   ::close(sigfd);
   if (st->config.handler.root_fd >= 0) ::close(st->config.handler.root_fd);
   return 0;
