@@ -62,6 +62,7 @@ bool Worker::poll_io() noexcept { return io_ && io_->poll() != 0; }
 bool Worker::io_cancelling_everything() const noexcept { return rt_.stop.load(std::memory_order_relaxed); }
 
 void Worker::between_tasks() noexcept {
+  io_now_streak_ = 0;
   io_->between_tasks();
   // [Y1] Not while counted as a searcher (park() can hand off to us, and
   // the reap before a ready batch comes before its found_work()): producers

@@ -157,6 +157,19 @@ class alignas(64) Worker {
   bool io_cancelling_everything() const noexcept;
   void count_ring_park() noexcept { WorkerCounters::bump(counters_.ring_parks); }
   void count_io_sent_now() noexcept { WorkerCounters::bump(counters_.io_sent_now); }
+  // May an operation finish at its co_await (a send with room, a cached
+  // read) without the ring? Not more than kIoNowStreak in a row between
+  // two scheduling points: a coroutine whose every co_await finishes
+  // there never suspends, and this worker's ring (its completions, its
+  // deadlines) would wait for it. The next one goes to the ring, where
+  // the coroutine suspends and the worker reaps. `cost`: how many small
+  // operations this one counts as (a send_file step of up to 1 MiB counts
+  // one per 64 KiB). Owner only.
+  static constexpr unsigned kIoNowStreak = 64;
+  bool io_now_allowed(unsigned cost = 1) noexcept {
+    io_now_streak_ += cost;
+    return io_now_streak_ <= kIoNowStreak;
+  }
   void count_io_read_now() noexcept { WorkerCounters::bump(counters_.io_read_now); }
   void count_io_sendfile() noexcept { WorkerCounters::bump(counters_.io_sendfile); }
   void count_io_recv_pool_empty() noexcept { WorkerCounters::bump(counters_.io_recv_pool_empty); }
@@ -278,6 +291,7 @@ class alignas(64) Worker {
   // run_own() takes run_own_slow(): a ring exists, or the trace records
   // every task (set on the worker's thread only).
   bool slow_run_ = false;
+  unsigned io_now_streak_ = 0;  // operations done at their co_await since between_tasks()
   bool ready_ran_last_ = false;  // run_own_slow: its last call ran ready continuations
   Deque deque_;
   io::detail::ReadyQueue io_ready_;  // filled by the ring's reaps; taken by us and thieves

@@ -237,7 +237,7 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
                     (args_.op_flags & MSG_WAITALL) == 0;
   const bool read = args_.opcode == IORING_OP_READ || args_.opcode == IORING_OP_READV;
   if (((send && ro.io_send_first) || (read && ro.io_read_first)) && !cancelled_before_start() &&
-      !w->io_cancelling_everything()) {
+      !w->io_cancelling_everything() && w->io_now_allowed()) {
     // -EAGAIN: no room, not cached, or not a positional read: the ring.
     // A descriptor closed already goes to the ring too, which fails it.
     int now = -EAGAIN;

@@ -249,8 +249,18 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
   sqe->flags |= a.sqe_flags;
   if (a.addr2) sqe->addr2 = a.addr2;
   if (a.opcode == IORING_OP_TIMEOUT) {  // a sleep: off holds nanoseconds (absolute with IORING_TIMEOUT_ABS)
-    st->ts.tv_sec = std::int64_t(a.off / 1000000000u);
-    st->ts.tv_nsec = std::int64_t(a.off % 1000000000u);
+    std::uint64_t ns = a.off;
+    // A relative sleep counts from its co_await (now), not from when its
+    // SQE reaches the kernel: a sleep is not urgent and may wait in the SQ
+    // behind the tasks this worker runs meanwhile. Made absolute here
+    // (CLOCK_MONOTONIC, as steady_clock), saturating.
+    if ((a.op_flags & IORING_TIMEOUT_ABS) == 0) {
+      const std::uint64_t now = std::uint64_t(now_ns());
+      ns = ns > std::uint64_t(INT64_MAX) - now ? std::uint64_t(INT64_MAX) : now + ns;
+      sqe->timeout_flags |= IORING_TIMEOUT_ABS;
+    }
+    st->ts.tv_sec = std::int64_t(ns / 1000000000u);
+    st->ts.tv_nsec = std::int64_t(ns % 1000000000u);
     sqe->addr = reinterpret_cast<std::uint64_t>(&st->ts);
     sqe->len = 1;
     sqe->off = 0;

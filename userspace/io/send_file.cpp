@@ -130,6 +130,13 @@ void consume_sigpipe() noexcept {
 // here rather than in the coroutine, where their addresses could be
 // kept across a suspension.
 [[gnu::noinline]] ssize_t sendfile_here(int sock, int file_fd, std::uint64_t at, std::size_t n) noexcept {
+  // Steps done here, one after another, never suspend the coroutine: past
+  // the worker's streak (Worker::io_now_allowed) the step reports no room,
+  // and the wait for room goes through the ring, where the coroutine
+  // suspends and the worker reaps its other completions and deadlines.
+  if (::parkway::detail::Worker* w = ::parkway::detail::Worker::current();
+      w != nullptr && !w->io_now_allowed(1 + unsigned(n / (64 * 1024))))
+    return -EAGAIN;
   block_sigpipe();
   off_t pos = off_t(at);
   const ssize_t r = ::sendfile(sock, file_fd, &pos, n);
