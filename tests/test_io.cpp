@@ -2641,6 +2641,31 @@ TEST(Io, AChildForkedByAContinuationLeavesTheParentsRingAlone) {
   }
 }
 
+// A thread that shares nothing with the coroutine but the Socket (a
+// watchdog) closes it while its send_all waits for room: the send ends
+// with ECANCELED. The coroutine read the Socket's number and scope when it
+// began, with nothing ordering that read before the close: the fields are
+// atomic, so ThreadSanitizer (test-tsan) sees no data race; they were
+// plain, and it reported one.
+TEST(Io, ACloseOnAnotherThreadEndsASendAllInFlight) {
+  pwtest::Watchdog wd("Io.ACloseOnAnotherThreadEndsASendAllInFlight", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  Pair p;  // p.b is never read: the send_all waits for room
+  io::Socket s(::dup(p.a));
+  std::vector<std::byte> big(16 << 20);
+  std::thread closer([&s] {
+    std::this_thread::sleep_for(50ms);
+    s.close();
+  });
+  auto r = parkway::sync_wait(rt, [](io::Socket* s, std::span<const std::byte> b) -> Task<io::Result<std::size_t>> {
+    co_return co_await s->send_all(b);
+  }(&s, big));
+  closer.join();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::operation_canceled) << r.error().message();
+  EXPECT_FALSE(s.is_open());
+}
+
 // A send done at the co_await (the socket has room) races a close of its
 // Socket on another thread, which then makes a new socket pair: the
 // kernel gives it the lowest free number, often the one just closed. The

@@ -30,10 +30,10 @@
 //     connect, a timeout, a cancel, EMFILE on accept, ...) are values:
 //     Result<T> holds the value or an Error (errno and the operation's
 //     name); Result::value() throws IoError when there is none.
-//   - misuse throws at once, from the co_await: an operation outside a
-//     parkway worker, or on a closed Socket/Listener/File, is a
-//     std::logic_error naming the operation; a ring that cannot be created
-//     is a std::system_error.
+//   - misuse throws at once: an operation on a closed Socket/Listener/File
+//     from the call that makes it (s.recv(buf)), one outside a parkway
+//     worker from its co_await; both a std::logic_error naming the
+//     operation. A ring that cannot be created is a std::system_error.
 // Timeouts and cancellation: every operation but close takes OpOptions
 // (sleep_for/sleep_until a CancelSource). A timeout or deadline makes it
 // fail with ETIMEDOUT (its worker cancels it within 64 task switches past
@@ -57,6 +57,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <coroutine>
@@ -532,11 +533,13 @@ class PARKWAY_API Descriptor {
  public:
   Descriptor() noexcept = default;
   explicit Descriptor(int fd);
-  Descriptor(Descriptor&& o) noexcept : fd_(std::exchange(o.fd_, -1)), scope_(std::exchange(o.scope_, nullptr)) {}
+  Descriptor(Descriptor&& o) noexcept
+      : fd_(o.fd_.exchange(-1, std::memory_order_relaxed)),
+        scope_(o.scope_.exchange(nullptr, std::memory_order_relaxed)) {}
   Descriptor& operator=(Descriptor&& o) noexcept;
   ~Descriptor() { close(); }
-  int fd() const noexcept { return fd_; }
-  bool is_open() const noexcept { return fd_ >= 0; }
+  int fd() const noexcept { return fd_.load(std::memory_order_relaxed); }
+  bool is_open() const noexcept { return fd() >= 0; }
   // Cancels the operations in flight on it, then closes it (close(2)).
   void close() noexcept;
   // Gives up ownership without closing. Operations in flight on it go
@@ -548,11 +551,16 @@ class PARKWAY_API Descriptor {
 
  protected:
   int checked(const char* op) const;  // fd_, or throws std::logic_error naming op
-  OpScope* scope() const noexcept { return scope_; }
+  OpScope* scope() const noexcept { return scope_.load(std::memory_order_relaxed); }
   // Another descriptor's scope (Socket::send_file holds its File's).
-  friend OpScope* scope_of(const Descriptor& d) noexcept { return d.scope_; }
-  int fd_ = -1;
-  OpScope* scope_ = nullptr;
+  friend OpScope* scope_of(const Descriptor& d) noexcept { return d.scope(); }
+  // Atomic (relaxed) for close() from another thread while the owner's
+  // operations are in flight: the owner read them when it started those,
+  // with nothing that orders that read before the close (the guide,
+  // "Limits"). A close that races the start of an operation is still the
+  // caller's race: the operation may begin on a closed number.
+  std::atomic<int> fd_{-1};
+  std::atomic<OpScope*> scope_{nullptr};
 };
 }  // namespace detail
 
@@ -641,6 +649,11 @@ class PARKWAY_API Listener : public detail::Descriptor {
 // connections delivered but not taken are closed, that of a taker about
 // to resume with it included: such a taker, and an awaiter from next()
 // awaited after the stream was destroyed, get ECANCELED.
+// A stream belongs to the runtime whose worker first awaits it: its accept
+// lives on that worker's ring, and a taker resumes on that runtime's
+// workers (a coroutine that moved to another runtime with resume_on is
+// brought back), and gets ECANCELED when that runtime shuts down. Use a
+// stream from one runtime; a Listener can give each runtime its own.
 namespace detail {
 struct AcceptQueue;
 }

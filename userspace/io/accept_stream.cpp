@@ -254,8 +254,8 @@ using detail::AcceptQueue;
 AcceptStream Listener::stream() {
   checked("stream");
   auto* q = new AcceptQueue();
-  q->listen_fd = fd_;
-  q->scope = scope_;
+  q->listen_fd = fd();
+  q->scope = scope();
   q->scope->refs.fetch_add(1, std::memory_order_relaxed);
   q->cont.invoke = &detail::resume_taker;
   q->cont.q = q;

@@ -132,32 +132,33 @@ Descriptor::Descriptor(int fd) : fd_(fd), scope_(fd >= 0 ? new_scope() : nullptr
 Descriptor& Descriptor::operator=(Descriptor&& o) noexcept {
   if (this != &o) {
     close();
-    fd_ = std::exchange(o.fd_, -1);
-    scope_ = std::exchange(o.scope_, nullptr);
+    fd_.store(o.fd_.exchange(-1, std::memory_order_relaxed), std::memory_order_relaxed);
+    scope_.store(o.scope_.exchange(nullptr, std::memory_order_relaxed), std::memory_order_relaxed);
   }
   return *this;
 }
 
 void Descriptor::close() noexcept {
-  if (scope_) {
+  if (OpScope* s = scope_.exchange(nullptr, std::memory_order_relaxed)) {
     // io_uring operations hold their own reference to the file: close(2)
     // alone would leave them waiting. Cancel them first; they complete
     // with ECANCELED on their rings. The number is closed once none of
     // them can still be submitted under it (close_scope).
-    close_scope(scope_, std::exchange(fd_, -1));
-    release_scope(std::exchange(scope_, nullptr));
+    close_scope(s, fd_.exchange(-1, std::memory_order_relaxed));
+    release_scope(s);
   }
-  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+  if (const int fd = fd_.exchange(-1, std::memory_order_relaxed); fd >= 0) ::close(fd);
 }
 
 int Descriptor::release() noexcept {
-  release_scope(std::exchange(scope_, nullptr));
-  return std::exchange(fd_, -1);
+  release_scope(scope_.exchange(nullptr, std::memory_order_relaxed));
+  return fd_.exchange(-1, std::memory_order_relaxed);
 }
 
 int Descriptor::checked(const char* op) const {
-  if (fd_ < 0) throw std::logic_error(std::string("parkway::io::") + op + ": the descriptor is closed");
-  return fd_;
+  const int fd = fd_.load(std::memory_order_relaxed);
+  if (fd < 0) throw std::logic_error(std::string("parkway::io::") + op + ": the descriptor is closed");
+  return fd;
 }
 
 }  // namespace detail
@@ -243,8 +244,9 @@ VoidOp Socket::shutdown(int how, OpOptions o) {
 
 Result<void> Socket::set_nodelay(bool on) noexcept {
   int v = on ? 1 : 0;
-  if (fd_ < 0) return Error(EBADF, "setsockopt");
-  if (::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &v, sizeof v) != 0) return Error(errno, "setsockopt");
+  const int fd = this->fd();
+  if (fd < 0) return Error(EBADF, "setsockopt");
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, sizeof v) != 0) return Error(errno, "setsockopt");
   return {};
 }
 
