@@ -81,12 +81,8 @@ TEST(Io, ALoopOfOperationsDoneAtTheirCoAwaitLetsItsRingRun) {
       fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
       ASSERT_GE(peer, 0);
       ASSERT_GE(fd, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      ASSERT_EQ(::bind(peer, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-      socklen_t n = sizeof a;
-      ASSERT_EQ(::getsockname(peer, reinterpret_cast<sockaddr*>(&a), &n), 0);
+      sockaddr_in a = pwtest::bind_loopback(peer);
+      ASSERT_NE(a.sin_port, 0);
       ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);  // datagrams past its buffer are dropped
     } else if (kind == Kind::kSendFile) {
       tcp.emplace(rt);

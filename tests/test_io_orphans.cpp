@@ -123,12 +123,8 @@ TEST(IoOrphans, AnAcceptWhoseCoroutineDiesLeavesNoDescriptor) {
   pwtest::Watchdog wd("IoOrphans.AnAcceptWhoseCoroutineDiesLeavesNoDescriptor", 120);
   const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(l, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  sockaddr_in a = pwtest::bind_loopback(l);
+  ASSERT_NE(a.sin_port, 0);
   ASSERT_EQ(::listen(l, 512), 0);
   {
     parkway::Runtime rt(parkway::Options{.workers = 1});

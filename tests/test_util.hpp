@@ -3,6 +3,8 @@
 #pragma once
 
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -124,6 +126,19 @@ inline int run_child_test(const char* name) {
                     " >/dev/null 2>&1";
   int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// Binds fd to 127.0.0.1 on a port the kernel picks; the address bound
+// (its port filled in), or one with port 0 if bind or getsockname failed.
+inline sockaddr_in bind_loopback(int fd) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    a.sin_port = 0;
+  return a;
 }
 
 }  // namespace pwtest
