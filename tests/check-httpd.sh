@@ -690,7 +690,11 @@ else
   r=$(printf 'GET /a"_200_"x\\y HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' |
         py "$HERE/httpd/raw.py" "$PORT3" 3)
   check "access log: '\"' and '\\\\' in a target are written \\xHH" \
-    grep -qF '"GET /a\x22_200_\x22x\x5Cy" 404' "$TMP/err3"
+    grep -qF '"GET /a\x22_200_\x22x\x5Cy HTTP/1.1" 404 ' "$TMP/err3"
+  # Each line: the peer, the time (UTC, Common Log Format), the request
+  # line, the status and the body's bytes.
+  check "access log: peer [time] \"request line\" status bytes" \
+    grep -qE '^127\.0\.0\.1:[0-9]+ \[[0-3][0-9]/[A-Z][a-z]{2}/[0-9]{4}:[0-2][0-9]:[0-5][0-9]:[0-6][0-9] \+0000\] "GET /a\\x22_200_\\x22x\\x5Cy HTTP/1\.1" 404 [0-9]+$' "$TMP/err3"
   stop_server "--fib-pool server: SIGTERM -> exit 0" "$PID3"
   [ "$STOPPED" = 1 ] && PID3=
   sanitizer_clean "--fib-pool server stderr: no sanitizer report" "$TMP/err3"

@@ -47,7 +47,7 @@ print("  pipelined /fib: one /fib/40 takes %.0f ms" % (t1 * 1e3))
 
 def fib_lines():
     with open(ERR) as f:
-        return [line for line in f if '"GET /fib/40" ' in line]
+        return [line for line in f if '"GET /fib/40 HTTP/1.1" ' in line]
 
 
 # A client that resets while its answer is made: logged with its address.

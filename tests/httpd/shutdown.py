@@ -21,6 +21,7 @@
 # the access log on: every answer the log records as sent was received
 # (a 503 must reach its client also when nothing follows it).
 import math
+import re
 import signal
 import socket
 import subprocess
@@ -151,8 +152,9 @@ def scenario(PIPELINED, mode):
           "%d 200s, %d 503s" % (ok200, ok503))
   if PIPELINED == 1:
       with open(ERR) as f:
-          log = [l for l in f if '"GET /fib/%d"' % F in l]
-      logged = {st: sum(1 for l in log if l.rstrip().endswith(" " + st)) for st in ("200", "503")}
+          log = [l for l in f if '"GET /fib/%d HTTP/1.1"' % F in l]
+      # ... "GET /fib/N HTTP/1.1" STATUS BYTES
+      logged = {st: sum(1 for l in log if re.search(r'" %s (\d+|-)$' % st, l.rstrip())) for st in ("200", "503")}
       verdict(logged["200"] == ok200 and logged["503"] == ok503,
               "one /fib/N each: every answer the access log records reached its client",
               "logged %s, received 200: %d, 503: %d" % (logged, ok200, ok503))

@@ -8,6 +8,7 @@
 #     did not time out (a "408 Request Timeout", logged as such, before;
 #     a body cut short the same way was, and is, answered nothing);
 #   - the server exits 0.
+import re
 import signal
 import socket
 import subprocess
@@ -42,5 +43,5 @@ except subprocess.TimeoutExpired:
     p.kill()
     rc = "hung"
 with open(ERR) as f:
-    logged = [line for line in f if line.rstrip().endswith(" 408")]
+    logged = [line for line in f if re.search(r'" 408 (\d+|-)$', line.rstrip())]
 verdict(rc == 0 and not logged, "shutdown_head server: exit 0, no 408 logged", "exit %s, %r" % (rc, logged))

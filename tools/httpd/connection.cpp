@@ -41,6 +41,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -119,7 +120,10 @@ class Connection {
   void append_answer(const Response& r, bool last);
   Task<bool> write_response(Response& r, bool last);
   std::string request_line() const;
-  void log(const std::string& request_line, int status) const;
+  // One access-log line: the peer, the time (UTC), the request line, the
+  // status and the body's bytes ("-" for none known).
+  void log(const std::string& request_line, int status, std::int64_t bytes) const;
+  void log(const std::string& request_line, const Response& r) const;
 
   io::Socket sock_;
   ServerState& st_;
@@ -289,15 +293,31 @@ std::string Connection::request_line() const {
   append_escaped(parser_->method());
   line += ' ';
   append_escaped(parser_->target());
+  line += parser_->version() == 10 ? " HTTP/1.0" : " HTTP/1.1";
   return line;
 }
 
-void Connection::log(const std::string& request_line, int status) const {
+void Connection::log(const std::string& request_line, int status, std::int64_t bytes) const {
   if (!st_.config.access_log) return;
+  // Common Log Format's time: [07/Dec/2026:09:06:24 +0000] (the C
+  // locale's month names).
+  char when[40];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  const std::size_t n = std::strftime(when, sizeof when, "[%d/%b/%Y:%H:%M:%S +0000]", &tm);
   std::string l;
-  l.reserve(peer_->size() + request_line.size() + 16);
-  l.append(*peer_).append(" \"").append(request_line).append("\" ").append(std::to_string(status)).append("\n");
+  l.reserve(peer_->size() + request_line.size() + 64);
+  l.append(*peer_).append(" ").append(when, n).append(" \"").append(request_line).append("\" ");
+  l.append(std::to_string(status)).append(" ").append(bytes < 0 ? std::string("-") : std::to_string(bytes)).append("\n");
   st_.log.write(l);
+}
+
+void Connection::log(const std::string& request_line, const Response& r) const {
+  if (!st_.config.access_log) return;
+  const bool head = parser_ && parser_->method_id() == Method::Head;
+  log(request_line, r.status,
+      head ? 0 : r.file.is_open() ? std::int64_t(r.file_length) : std::int64_t(r.body.size()));
 }
 
 // Answers every complete request already buffered. False when the
@@ -313,7 +333,7 @@ Task<bool> Connection::answer_buffered() {
       // A HEAD's answer has no content, errors' included (RFC 9110 9.3.2);
       // the method is known once its token is read, before the error.
       Response r = simple_response(p.http_status, parser().method() == "HEAD");
-      log("-", r.status);
+      log("-", r);
       append_answer(r, /*last=*/true);
       co_await flush(/*last=*/true);
       linger_ = true;  // the rest of what the client sent is unread
@@ -350,7 +370,7 @@ Task<bool> Connection::answer_buffered() {
     bool answered = false, last = false;
     if (r.status >= 400 && parser().expect_continue() && parser().body_kind() != BodyKind::None && begin_ == end_) {
       last = r.closes || !parser().keep_alive() || st_.idle.cancelled();
-      log(line, r.status);
+      log(line, r);
       const bool written = co_await write_response(r, last);
       if (!written) co_return false;
       const bool sent = co_await flush(last);
@@ -365,9 +385,10 @@ Task<bool> Connection::answer_buffered() {
         co_return false;
       }
       if (error_status_ != 0) {
-        log(line, error_status_);
         // A HEAD's answer has no content, errors' included (RFC 9110 9.3.2)
-        append_answer(simple_response(error_status_, parser().method_id() == Method::Head), /*last=*/true);
+        const Response e = simple_response(error_status_, parser().method_id() == Method::Head);
+        log(line, e);
+        append_answer(e, /*last=*/true);
         co_await flush(/*last=*/true);
         linger_ = true;
       }
@@ -383,7 +404,7 @@ Task<bool> Connection::answer_buffered() {
     // connection never closes after an answer that said keep-alive.
     if (!answered) {
       last = r.closes || !parser().keep_alive() || st_.idle.cancelled();
-      log(line, r.status);
+      log(line, r);
       const bool written = co_await write_response(r, last);
       if (!written) co_return false;
     }
@@ -445,8 +466,9 @@ Task<bool> Connection::serve_until_idle() {
       // is no 408 either).
       if (peer_closed_ || Clock::now() < head_deadline_) co_return false;
       // A HEAD's answer has no content, errors' included (RFC 9110 9.3.2)
-      log("-", 408);
-      append_answer(simple_response(408, is_head), /*last=*/true);
+      const Response e = simple_response(408, is_head);
+      log("-", e);
+      append_answer(e, /*last=*/true);
       co_await flush(/*last=*/true);
       linger_ = true;
       co_return false;
