@@ -141,5 +141,8 @@ std::uint32_t this_thread_park_id() noexcept;
 // that is not there.
 void lock_park_registry_for_fork() noexcept;
 void unlock_park_registry_after_fork() noexcept;
+// io/group_scope.cpp: the registry of grouped coroutines' I/O (g_mu).
+void lock_group_scopes_for_fork() noexcept;
+void unlock_group_scopes_after_fork() noexcept;
 
 }  // namespace parkway::detail

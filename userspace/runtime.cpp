@@ -109,15 +109,18 @@ unsigned current_fork_generation() noexcept { return fork_generation(); }
 namespace {
 std::mutex g_default_mu;  // guards default-runtime creation; held across fork
 // Every lock a new runtime or a first blocking wait takes is held across
-// fork(), so the child gets them unlocked: the default-runtime mutex, then
-// the ParkWord registry's (a worker starting or ending in another thread
-// takes it).
+// fork(), so the child gets them unlocked: the default-runtime mutex, the
+// grouped-I/O registry's (every TaskGroup cancel, and so a group's first
+// exception, takes it), then the ParkWord registry's (a worker starting or
+// ending in another thread takes it; nothing is locked under it).
 void before_fork() noexcept {
   g_default_mu.lock();
+  lock_group_scopes_for_fork();  // before the registry's: that one is a leaf
   lock_park_registry_for_fork();
 }
 void after_fork_in_parent() noexcept {
   unlock_park_registry_after_fork();
+  unlock_group_scopes_after_fork();
   g_default_mu.unlock();
 }
 // In the child the forking thread is outside every pool, even if it was a
@@ -127,6 +130,7 @@ void after_fork_in_child() noexcept {
   g_fork_generation.fetch_add(1, std::memory_order_relaxed);
   Worker::tls_current = nullptr;
   unlock_park_registry_after_fork();
+  unlock_group_scopes_after_fork();
   g_default_mu.unlock();
 }
 // Registered when the library loads (not at the first runtime, which a

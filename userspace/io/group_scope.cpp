@@ -82,6 +82,12 @@ void group_scope_remove(OpState* st) noexcept {
 
 namespace parkway::detail {
 
+// Held across fork() (runtime.cpp's handlers): every cancellation takes
+// g_mu (cancel_group_io), so a child forked while another thread held it
+// would block on its first cancel or first exception in a TaskGroup.
+void lock_group_scopes_for_fork() noexcept { ::parkway::io::detail::g_mu.lock(); }
+void unlock_group_scopes_after_fork() noexcept { ::parkway::io::detail::g_mu.unlock(); }
+
 void cancel_group_io(const TaskGroup* g) noexcept {
   using namespace ::parkway::io::detail;
   std::lock_guard<std::mutex> l(g_mu);
