@@ -99,7 +99,11 @@ class Future {
       ~Releaser() { s->release(); }
     } r{s};
     s->taken = true;
-    if (s->error) std::rethrow_exception(s->error);
+    // Move the exception out: otherwise the worker, dropping the state
+    // last, may free the exception object after the caller has used it,
+    // which ThreadSanitizer cannot see ordered (libsupc++'s count is not
+    // instrumented) and reports as a race.
+    if (s->error) std::rethrow_exception(std::exchange(s->error, nullptr));
     if constexpr (!std::is_void_v<T>) return std::move(s->value());
   }
 
