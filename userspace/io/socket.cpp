@@ -133,21 +133,31 @@ Descriptor& Descriptor::operator=(Descriptor&& o) noexcept {
   if (this != &o) {
     close();
     fd_.store(o.fd_.exchange(-1, std::memory_order_relaxed), std::memory_order_relaxed);
-    scope_.store(o.scope_.exchange(nullptr, std::memory_order_relaxed), std::memory_order_relaxed);
+    // The scope last, released: a close() that takes it finds the number.
+    scope_.store(o.scope_.exchange(nullptr, std::memory_order_acq_rel), std::memory_order_release);
   }
   return *this;
 }
 
 void Descriptor::close() noexcept {
-  if (OpScope* s = scope_.exchange(nullptr, std::memory_order_relaxed)) {
-    // io_uring operations hold their own reference to the file: close(2)
-    // alone would leave them waiting. Cancel them first; they complete
-    // with ECANCELED on their rings. The number is closed once none of
-    // them can still be submitted under it (close_scope).
-    close_scope(s, fd_.exchange(-1, std::memory_order_relaxed));
-    release_scope(s);
-  }
-  if (const int fd = fd_.exchange(-1, std::memory_order_relaxed); fd >= 0) ::close(fd);
+  // Whoever takes the scope closes, the number with it: a close() racing
+  // on another thread (a watchdog's and the owner's destructor) finds no
+  // scope and returns, and never closes the number past close_scope
+  // (which keeps it open while an operation may still be submitted under
+  // it). Both fields are taken before close_scope, and *this is not
+  // touched after it: its cancel ends the owner's operation with
+  // ECANCELED, and the owner may then destroy this object, or make a new
+  // one in its memory, while this call is still running.
+  // A descriptor with a number always has a scope (new_scope throws).
+  OpScope* s = scope_.exchange(nullptr, std::memory_order_acquire);
+  if (!s) return;  // closed, released, or being closed by another thread
+  const int fd = fd_.exchange(-1, std::memory_order_relaxed);
+  // io_uring operations hold their own reference to the file: close(2)
+  // alone would leave them waiting. Cancel them first; they complete
+  // with ECANCELED on their rings. The number is closed once none of
+  // them can still be submitted under it (close_scope).
+  close_scope(s, fd);
+  release_scope(s);
 }
 
 int Descriptor::release() noexcept {
