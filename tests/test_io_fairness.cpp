@@ -6,10 +6,15 @@
 // the co_await" and "When SQEs go to the kernel").
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <chrono>
 #include <cstddef>
 #include <optional>
@@ -135,4 +140,67 @@ TEST(Io, SleepForCountsFromItsCoAwait) {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
   EXPECT_GE(ms, 300);
   EXPECT_LT(ms, 500) << "the sleep counted from when its SQE reached the kernel, after the 250 ms task";
+}
+
+// In a time namespace whose CLOCK_MONOTONIC is 3 s ahead of the host's:
+// io_uring takes an absolute timeout on the host's clock, untranslated,
+// so a sleep's deadline made from the namespace's clock slept 3.1 s for
+// 100 ms until the ring subtracted the namespace's offset
+// (/proc/self/timens_offsets). A child made in the namespace measures it;
+// the namespace is made in a first child, so the test process keeps its
+// own.
+TEST(Io, SleepForInATimeNamespaceLastsItsDuration) {
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "the sanitizer's runtime (GCC 12) is not fork-safe for a child that starts threads";
+#endif
+  pwtest::Watchdog wd("Io.SleepForInATimeNamespaceLastsItsDuration", 60);
+  constexpr int kNoNamespace = 77;
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::fflush(nullptr);
+  const pid_t outer = ::fork();
+  ASSERT_GE(outer, 0);
+  if (outer == 0) {
+    ::close(fds[0]);
+    ::alarm(30);
+    if (::unshare(CLONE_NEWTIME) != 0) {
+      dprintf(fds[1], "unshare(CLONE_NEWTIME): %s", std::strerror(errno));
+      std::_Exit(kNoNamespace);
+    }
+    std::FILE* f = std::fopen("/proc/self/timens_offsets", "w");
+    if (!f || std::fprintf(f, "monotonic 3 0\n") < 0 || std::fclose(f) != 0) {
+      dprintf(fds[1], "writing /proc/self/timens_offsets: %s", std::strerror(errno));
+      std::_Exit(kNoNamespace);
+    }
+    const pid_t inner = ::fork();  // the first process in the namespace
+    if (inner == 0) {
+      long ms = -1;
+      {
+        parkway::Runtime rt(parkway::Options{.workers = 1});
+        ms = parkway::sync_wait(rt, []() -> parkway::Task<long> {
+          const auto t0 = Clock::now();
+          (void)co_await io::sleep_for(100ms);
+          co_return long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
+        }());
+      }
+      dprintf(fds[1], "%ld", ms);
+      std::_Exit(0);
+    }
+    int st = 0;
+    if (inner < 0 || ::waitpid(inner, &st, 0) != inner) std::_Exit(3);
+    std::_Exit(WIFEXITED(st) ? WEXITSTATUS(st) : 4);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char b[256];
+  for (ssize_t n; (n = ::read(fds[0], b, sizeof b)) > 0;) out.append(b, std::size_t(n));
+  ::close(fds[0]);
+  int st = 0;
+  ASSERT_EQ(::waitpid(outer, &st, 0), outer);
+  ASSERT_TRUE(WIFEXITED(st)) << "the child ended by a signal (hung?)";
+  if (WEXITSTATUS(st) == kNoNamespace) GTEST_SKIP() << "no time namespace on this machine: " << out;
+  ASSERT_EQ(WEXITSTATUS(st), 0) << out;
+  const long ms = std::strtol(out.c_str(), nullptr, 10);
+  EXPECT_GE(ms, 100) << out;
+  EXPECT_LT(ms, 2000) << "sleep_for(100ms) in a namespace 3 s ahead took " << ms << " ms";
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <ctime>
@@ -37,6 +38,34 @@ constexpr std::int64_t kMaxWaitNs = 1000000;
 
 // Deadlines are signed (a time left may go below zero).
 std::int64_t now_ns() noexcept { return std::int64_t(::parkway::detail::monotonic_ns()); }
+
+// This process's time namespace's CLOCK_MONOTONIC minus the host's
+// (/proc/self/timens_offsets, Linux 5.6; 0 without one). io_uring takes an
+// IORING_TIMEOUT_ABS deadline on the host's clock, untranslated (unlike
+// clock_nanosleep and timerfd): in a namespace 3 s ahead, sleep_for(100ms)
+// slept 3.1 s, 2 s behind it ended at once. A process's namespace never
+// changes (setns and unshare of one apply to children), but a child
+// forked into another one inherits the parent's copy: read once per fork
+// generation. Workers may read it at once: each stores the same values,
+// the offset before the generation that vouches for it.
+std::atomic<unsigned> g_timens_read_in{~0u};
+std::atomic<std::int64_t> g_timens_offset{0};
+std::int64_t timens_monotonic_offset_ns() noexcept {
+  const unsigned gen = ::parkway::detail::fork_generation();
+  if (g_timens_read_in.load(std::memory_order_acquire) == gen)
+    return g_timens_offset.load(std::memory_order_relaxed);
+  std::int64_t r = 0;
+  if (std::FILE* f = std::fopen("/proc/self/timens_offsets", "re")) {
+    char clock[32];
+    long long sec = 0, nsec = 0;
+    while (std::fscanf(f, "%31s %lld %lld", clock, &sec, &nsec) == 3)
+      if (std::strcmp(clock, "monotonic") == 0) r = std::int64_t(sec) * 1000000000 + nsec;
+    std::fclose(f);
+  }
+  g_timens_offset.store(r, std::memory_order_relaxed);
+  g_timens_read_in.store(gen, std::memory_order_release);
+  return r;
+}
 
 // IORING_OP_FUTEX_WAIT (Linux 6.7). Neither liburing 2.3 nor the 6.1
 // kernel headers know it, so the SQE is filled in by hand.
@@ -258,6 +287,11 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
       const std::uint64_t now = std::uint64_t(now_ns());
       ns = ns > std::uint64_t(INT64_MAX) - now ? std::uint64_t(INT64_MAX) : now + ns;
       sqe->timeout_flags |= IORING_TIMEOUT_ABS;
+    }
+    // On the host's clock, as the kernel reads it (saturated stays so).
+    if (const std::int64_t off = timens_monotonic_offset_ns(); off != 0 && ns != std::uint64_t(INT64_MAX)) {
+      const std::int64_t host = std::int64_t(ns) - off;  // |off| is far below 2^62
+      ns = host <= 0 ? 1 : host >= INT64_MAX - 1 ? std::uint64_t(INT64_MAX) : std::uint64_t(host);
     }
     st->ts.tv_sec = std::int64_t(ns / 1000000000u);
     st->ts.tv_nsec = std::int64_t(ns % 1000000000u);
