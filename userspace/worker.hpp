@@ -167,6 +167,9 @@ class alignas(64) Worker {
   // one per 64 KiB). Owner only.
   static constexpr unsigned kIoNowStreak = 64;
   bool io_now_allowed(unsigned cost = 1) noexcept {
+    // No ring yet: nothing on this worker to keep waiting, and
+    // between_tasks (which resets the streak) runs only with a ring.
+    if (!io_) return true;
     io_now_streak_ += cost;
     return io_now_streak_ <= kIoNowStreak;
   }

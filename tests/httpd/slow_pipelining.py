@@ -193,6 +193,38 @@ def continue_after_answers():
     return ok, "got %s, then %s" % ([st for st, _ in a], how)
 
 
+def early_error_after_answers():
+    """The same 20, then a POST (405: an error the head decides) with
+    Expect: 100-continue on a kept connection: its 405 goes out at once
+    behind the 20, read at 20 KB/s for 2 s; the client, told keep-alive,
+    then sends the body and one more request, which is answered (the
+    body's clock counts from the early answer's send)."""
+    p, port = start(["--body-timeout", "1"], ERR + ".early")
+    try:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"GET /8k HTTP/1.1\r\nHost: t\r\n\r\n" * 20 +
+                  b"POST /8k HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+        sent = []
+
+        def after(got, b, t):
+            at = got.find(b"HTTP/1.1 405 ")
+            if not sent and at >= 0 and got.find(b"\r\n\r\n", at) >= 0:
+                s.sendall(b"hello" + b"GET /8k HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                sent.append(True)
+            return len(b) / 20_000 if t < 2 else 0
+
+        got, how = read_loop(s, 20, after=after)
+        s.close()
+    finally:
+        stop(p)
+    a = answers(got)
+    ok = (len(a) == 22 and all(st == "200" and whole for st, whole in a[:20]) and a[20][0] == "405" and
+          a[21] == ("200", True))
+    return ok, "got %s, then %s" % ([st for st, _ in a], how)
+
+
 def head_timeout_logged():
     err = ERR + ".log"
     p, port = start(["--header-timeout", "1", "--access-log"], err)
@@ -274,6 +306,8 @@ CASES = [
     ("pipelined answers read slowly: the next body's timeout counts from their send", body_after_answers),
     ("pipelined answers read slowly, then Expect: 100-continue: the body's timeout counts from their send",
      continue_after_answers),
+    ("pipelined answers read slowly, then an early 405 (Expect: 100-continue, kept): the body sent after it "
+     "is dropped and the next request answered", early_error_after_answers),
     ("a head timeout's 408 is in the access log", head_timeout_logged),
     ("SIGTERM with a pipelined request unread: the answer in hand arrives whole, then EOF",
      shutdown_with_a_request_waiting),

@@ -358,7 +358,7 @@ Task<bool> Connection::answer_buffered() {
     // The body's deadline counts from the answer (a /fib may take longer
     // than the body timeout), and only for a request with a body: no
     // clock read for most.
-    const Clock::time_point body_deadline =
+    Clock::time_point body_deadline =
         parser().body_kind() == BodyKind::None ? Clock::time_point{} : Clock::now() + cfg.body_timeout;
     const std::string line = request_line();
     // Expect: 100-continue, an error answer, and none of the body here
@@ -377,6 +377,12 @@ Task<bool> Connection::answer_buffered() {
       if (!sent) co_return false;
       answered = true;
     }
+    // The early answer's send (behind pipelined answers a slow reader
+    // takes) is not the body's time: its clock counts from the send's end,
+    // as discard_body does after a flush of its own. Without this, the
+    // keep-alive answer was followed by a timeout at the first read and a
+    // close, and the body and next request the client then sent were lost.
+    if (answered) body_deadline = std::max(body_deadline, Clock::now() + cfg.body_timeout);
     bool body_read = true;
     if (!(answered && last)) body_read = co_await discard_body(body_deadline, /*may_continue=*/!answered);
     if (!body_read) {
