@@ -220,9 +220,6 @@ ShutdownReport RuntimeImpl::shutdown_until(std::chrono::steady_clock::time_point
   return rep;
 }
 
-// ~Runtime after shutdown(deadline) left workers running: join those that
-// left since, detach the rest. True if every worker was joined (the
-// runtime may be freed).
 bool RuntimeImpl::count_unobserved() noexcept {
   std::uint64_t w = unobserved.load(std::memory_order_relaxed);
   do {
@@ -258,6 +255,9 @@ ShutdownReport RuntimeImpl::shutdown_counted(std::chrono::steady_clock::time_poi
   return rep;
 }
 
+// ~Runtime after shutdown(deadline) left workers running: join those that
+// left since, detach the rest. True if every worker was joined (the
+// runtime may be freed).
 bool RuntimeImpl::release_after_bounded() {
   std::lock_guard<std::mutex> g(shutdown_mu);
   if (joined) return true;

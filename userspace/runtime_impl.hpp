@@ -137,8 +137,9 @@ class RuntimeImpl {
   // ShutdownReport::unobserved: the RuntimeShutdown exceptions nobody
   // will rethrow, counted while a shutdown(deadline) call is under way.
   // Low 48 bits the count, high 16 the calls under way; each call, as it
-  // leaves, takes the count the word holds (leave_unobserved). One word, so an exception either
-  // lands in a count some call returns, or finds no call and is printed.
+  // leaves, takes the count the word holds (leave_unobserved). One word,
+  // so an exception either lands in a count some call returns, or finds
+  // no call and is printed.
   std::atomic<std::uint64_t> unobserved{0};
   static constexpr std::uint64_t kUnobservedCall = std::uint64_t(1) << 48;
   bool count_unobserved() noexcept;  // false: no call under way (print it)

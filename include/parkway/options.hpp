@@ -49,8 +49,9 @@ struct Options {
   // A send or sendmsg first tries a non-blocking system call at its
   // co_await; only if the socket has no room (EAGAIN), or the worker has
   // done 64 operations at their co_await since its last scheduling point
-  // (docs/design/io.md), does it go to the ring. Done, the coroutine goes on without a trip through the ring's
-  // completion queue (docs/design/io.md, "Sends go out at the co_await").
+  // (docs/design/io.md), does it go to the ring. Done, the coroutine goes
+  // on without a trip through the ring's completion queue
+  // (docs/design/io.md, "Sends go out at the co_await").
   // false: every send goes through the ring, which costs fewer kernel
   // entries (pure I/O runs faster) but lets a reply wait a few tasks on
   // a worker that also computes.

@@ -310,8 +310,8 @@ int try_read_now(const OpArgs& a) noexcept;
 void accept_cqe(void* queue, int res, std::uint32_t flags, IoRing& ring) noexcept;
 // The timer of an accept stream taker's guard (accept_stream.cpp): the
 // longest sleep there is, INT64_MAX ns (292 years); IoRing::submit makes
-// it absolute, saturated at INT64_MAX, which the kernel takes as KTIME_MAX. It never ends a wait
-// by itself: a taker's timeout or deadline ends its guard through the
+// it absolute, saturated at INT64_MAX, which the kernel takes as
+// KTIME_MAX. It never ends a wait by itself: a taker's timeout or deadline ends its guard through the
 // ring's deadlines (IoRing::submit, saturating at the same INT64_MAX).
 inline constexpr std::uint64_t kAcceptGuardNs = std::uint64_t(INT64_MAX);
 
