@@ -162,56 +162,23 @@ def body_after_answers():
     return ok, "got %s, then %s" % ([st for st, _ in a], how)
 
 
-def continue_after_answers():
-    """The same 20, then a GET with a body that asks for 100-continue and
-    sends its body only once the 100 has come (behind the 20 answers), read
-    at 20 KB/s for 2 s, then as fast as they come. (A GET: a request whose
-    answer is an error gets that answer at once, with no 100.)"""
-    p, port = start(["--body-timeout", "1"], ERR + ".continue")
+def expect_after_answers(log, request, ready, then, first):
+    """The same 20, then `request` (it asks for 100-continue), the answers
+    read at 20 KB/s for 2 s, then as fast as they come (the 100's send, or
+    an early answer's, waits behind them); once ready(what came) holds, the
+    client sends `then`. True when the 20 come whole, then an answer of
+    status `first`, then a whole 200."""
+    p, port = start(["--body-timeout", "1"], ERR + log)
     try:
         s = socket.socket()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         s.connect(("127.0.0.1", port))
-        s.sendall(b"GET /8k HTTP/1.1\r\nHost: t\r\n\r\n" * 20 +
-                  b"GET /8k HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n"
-                  b"Connection: close\r\n\r\n")
+        s.sendall(b"GET /8k HTTP/1.1\r\nHost: t\r\n\r\n" * 20 + request)
         sent = []
 
         def after(got, b, t):
-            if not sent and b"HTTP/1.1 100 Continue\r\n\r\n" in got:
-                s.sendall(b"hello")
-                sent.append(True)
-            return len(b) / 20_000 if t < 2 else 0  # slowly for 2 s (the 100's send waits), then at once
-
-        got, how = read_loop(s, 20, after=after)
-        s.close()
-    finally:
-        stop(p)
-    a = answers(got)
-    ok = (len(a) == 22 and all(st == "200" and whole for st, whole in a[:20]) and a[20][0] == "100" and
-          a[21] == ("200", True))
-    return ok, "got %s, then %s" % ([st for st, _ in a], how)
-
-
-def early_error_after_answers():
-    """The same 20, then a POST (405: an error the head decides) with
-    Expect: 100-continue on a kept connection: its 405 goes out at once
-    behind the 20, read at 20 KB/s for 2 s; the client, told keep-alive,
-    then sends the body and one more request, which is answered (the
-    body's clock counts from the early answer's send)."""
-    p, port = start(["--body-timeout", "1"], ERR + ".early")
-    try:
-        s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        s.connect(("127.0.0.1", port))
-        s.sendall(b"GET /8k HTTP/1.1\r\nHost: t\r\n\r\n" * 20 +
-                  b"POST /8k HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
-        sent = []
-
-        def after(got, b, t):
-            at = got.find(b"HTTP/1.1 405 ")
-            if not sent and at >= 0 and got.find(b"\r\n\r\n", at) >= 0:
-                s.sendall(b"hello" + b"GET /8k HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            if not sent and ready(got):
+                s.sendall(then)
                 sent.append(True)
             return len(b) / 20_000 if t < 2 else 0
 
@@ -220,9 +187,33 @@ def early_error_after_answers():
     finally:
         stop(p)
     a = answers(got)
-    ok = (len(a) == 22 and all(st == "200" and whole for st, whole in a[:20]) and a[20][0] == "405" and
+    ok = (len(a) == 22 and all(st == "200" and whole for st, whole in a[:20]) and a[20][0] == first and
           a[21] == ("200", True))
     return ok, "got %s, then %s" % ([st for st, _ in a], how)
+
+
+def continue_after_answers():
+    """A GET with a body that asks for 100-continue and sends its body only
+    once the 100 has come: the 100, then its answer. (A GET: a request whose
+    answer is an error gets that answer at once, with no 100.)"""
+    return expect_after_answers(
+        ".continue",
+        b"GET /8k HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\n",
+        lambda got: b"HTTP/1.1 100 Continue\r\n\r\n" in got, b"hello", "100")
+
+
+def early_error_after_answers():
+    """A POST (405: an error the head decides) with Expect: 100-continue on
+    a kept connection: its 405 goes out at once behind the 20; the client,
+    told keep-alive, then sends the body and one more request, which is
+    answered (the body's clock counts from the early answer's send)."""
+    def answered(got):
+        at = got.find(b"HTTP/1.1 405 ")
+        return at >= 0 and got.find(b"\r\n\r\n", at) >= 0
+
+    return expect_after_answers(
+        ".early", b"POST /8k HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
+        answered, b"hello" + b"GET /8k HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", "405")
 
 
 def head_timeout_logged():
