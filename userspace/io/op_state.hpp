@@ -311,8 +311,9 @@ void accept_cqe(void* queue, int res, std::uint32_t flags, IoRing& ring) noexcep
 // The timer of an accept stream taker's guard (accept_stream.cpp): the
 // longest sleep there is, INT64_MAX ns (292 years); IoRing::submit makes
 // it absolute, saturated at INT64_MAX, which the kernel takes as
-// KTIME_MAX. It never ends a wait by itself: a taker's timeout or deadline ends its guard through the
-// ring's deadlines (IoRing::submit, saturating at the same INT64_MAX).
+// KTIME_MAX. It never ends a wait by itself: a taker's timeout or
+// deadline ends its guard through the ring's deadlines (IoRing::submit,
+// saturating at the same INT64_MAX).
 inline constexpr std::uint64_t kAcceptGuardNs = std::uint64_t(INT64_MAX);
 
 }  // namespace parkway::io::detail

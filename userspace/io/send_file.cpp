@@ -134,15 +134,12 @@ void consume_sigpipe() noexcept {
   // the worker's streak (Worker::io_now_allowed) the step reports no room,
   // and the wait for room goes through the ring, where the coroutine
   // suspends and the worker reaps its other completions and deadlines.
-  if (::parkway::detail::Worker* w = ::parkway::detail::Worker::current();
-      w != nullptr && !w->io_now_allowed(1 + unsigned(n / (64 * 1024))))
-    return -EAGAIN;
+  ::parkway::detail::Worker* const w = ::parkway::detail::Worker::current();
+  if (w != nullptr && !w->io_now_allowed(1 + unsigned(n / (64 * 1024)))) return -EAGAIN;
   block_sigpipe();
   off_t pos = off_t(at);
   const ssize_t r = ::sendfile(sock, file_fd, &pos, n);
-  if (r > 0) {
-    if (::parkway::detail::Worker* w = ::parkway::detail::Worker::current()) w->count_io_sendfile();
-  }
+  if (r > 0 && w != nullptr) w->count_io_sendfile();
   if (r >= 0) return r;
   const int err = errno;
   if (err == EPIPE) consume_sigpipe();
