@@ -120,10 +120,11 @@ class Connection {
   void append_answer(const Response& r, bool last);
   Task<bool> write_response(Response& r, bool last);
   std::string request_line() const;
-  // One access-log line: the peer, the time (UTC), the request line, the
-  // status and the body's bytes ("-" for none known).
-  void log(const std::string& request_line, int status, std::int64_t bytes) const;
+  // One access-log line for r: the peer, the time (UTC), the request
+  // line, the status and the body's bytes.
   void log(const std::string& request_line, const Response& r) const;
+  // Whether r is the connection's last answer (see its definition).
+  bool is_last_answer(const Response& r);
 
   io::Socket sock_;
   ServerState& st_;
@@ -297,8 +298,10 @@ std::string Connection::request_line() const {
   return line;
 }
 
-void Connection::log(const std::string& request_line, int status, std::int64_t bytes) const {
+void Connection::log(const std::string& request_line, const Response& r) const {
   if (!st_.config.access_log) return;
+  const bool head = parser_ && parser_->method_id() == Method::Head;
+  const std::uint64_t bytes = head ? 0 : r.file.is_open() ? r.file_length : r.body.size();
   // Common Log Format's time: [07/Dec/2026:09:06:24 +0000] (the C
   // locale's month names).
   char when[40];
@@ -309,15 +312,20 @@ void Connection::log(const std::string& request_line, int status, std::int64_t b
   std::string l;
   l.reserve(peer_->size() + request_line.size() + 64);
   l.append(*peer_).append(" ").append(when, n).append(" \"").append(request_line).append("\" ");
-  l.append(std::to_string(status)).append(" ").append(bytes < 0 ? std::string("-") : std::to_string(bytes)).append("\n");
+  l.append(std::to_string(r.status)).append(" ").append(std::to_string(bytes)).append("\n");
   st_.log.write(l);
 }
 
-void Connection::log(const std::string& request_line, const Response& r) const {
-  if (!st_.config.access_log) return;
-  const bool head = parser_ && parser_->method_id() == Method::Head;
-  log(request_line, r.status,
-      head ? 0 : r.file.is_open() ? std::int64_t(r.file_length) : std::int64_t(r.body.size()));
+// The connection's last answer: the request asked to close, the
+// handler's answer closes (a /fib stopped by the shutdown), or the
+// shutdown has begun. Then the request in hand when it began (or the
+// first one read after) is the last: those pipelined behind it are left
+// for the client to retry (RFC 9112 9.3.2). Decided as the head's
+// Connection field is written, so that an answer made before the
+// shutdown and sent after (a long /fib) says "close" too, and a
+// connection never closes after an answer that said keep-alive.
+bool Connection::is_last_answer(const Response& r) {
+  return r.closes || !parser().keep_alive() || st_.idle.cancelled();
 }
 
 // Answers every complete request already buffered. False when the
@@ -369,7 +377,7 @@ Task<bool> Connection::answer_buffered() {
     // read and dropped as before; one that closes is not waited for.
     bool answered = false, last = false;
     if (r.status >= 400 && parser().expect_continue() && parser().body_kind() != BodyKind::None && begin_ == end_) {
-      last = r.closes || !parser().keep_alive() || st_.idle.cancelled();
+      last = is_last_answer(r);
       log(line, r);
       const bool written = co_await write_response(r, last);
       if (!written) co_return false;
@@ -400,16 +408,8 @@ Task<bool> Connection::answer_buffered() {
       }
       co_return false;
     }
-    // The connection's last answer: the request asked to close, the
-    // handler's answer closes (a /fib stopped by the shutdown), or the
-    // shutdown has begun. Then the request in hand when it began (or the
-    // first one read after) is the last: those pipelined behind it are
-    // left for the client to retry (RFC 9112 9.3.2). Decided here, as the
-    // head's Connection field is written, so that an answer made before
-    // the shutdown and sent after (a long /fib) says "close" too, and a
-    // connection never closes after an answer that said keep-alive.
     if (!answered) {
-      last = r.closes || !parser().keep_alive() || st_.idle.cancelled();
+      last = is_last_answer(r);
       log(line, r);
       const bool written = co_await write_response(r, last);
       if (!written) co_return false;
