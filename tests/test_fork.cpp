@@ -472,10 +472,18 @@ pid_t g_coro_parent;
 parkway::Task<int> forks_then_returns() {
   usleep(50000);  // the awaiting coroutine suspends on us meanwhile
   pid_t p = fork();
-  if (p == 0)
+  if (p == 0) {
     alarm(5);
-  else
+#if defined(__SANITIZE_ADDRESS__)
+    // The child ends when this thread does (glibc calls exit(0) for the
+    // last thread), and LeakSanitizer's exit check would count as leaked
+    // what only the parent's other threads still point at. Handlers run
+    // last registered first, so this one ends the child before that check.
+    std::atexit([] { std::_Exit(0); });
+#endif
+  } else {
     g_coro_shm->child = p;
+  }
   co_return 1;
 }
 parkway::Task<int> awaits_a_forking_child(parkway::Runtime& rt) {
@@ -502,9 +510,7 @@ TEST(Fork, ASpawnedCoroutineDoesNotResumeItsAwaiterInTheChild) {
   }
   ASSERT_GT(g_coro_shm->child.load(), 0);
   std::string how = child_status(g_coro_shm->child);
-#if !defined(__SANITIZE_ADDRESS__)  // LeakSanitizer's exit code in the child
   EXPECT_EQ(how, "exit 0");
-#endif
   EXPECT_EQ(g_coro_shm->after_await.load(), 1);
   EXPECT_EQ(g_coro_shm->after_await_in_child.load(), 0);
   munmap(g_coro_shm, 4096);
