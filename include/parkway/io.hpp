@@ -33,7 +33,9 @@
 //   - misuse throws at once: an operation on a closed Socket/Listener/File
 //     from the call that makes it (s.recv(buf)), one outside a parkway
 //     worker from its co_await; both a std::logic_error naming the
-//     operation. A ring that cannot be created is a std::system_error.
+//     operation. A worker's ring is made at the first operation that
+//     worker runs; one that cannot be made (EMFILE, ENOMEM) fails that
+//     operation with its errno, a value like any other.
 // Timeouts and cancellation: every operation but close takes OpOptions
 // (sleep_for/sleep_until a CancelSource). A timeout or deadline makes it
 // fail with ETIMEDOUT (its worker cancels it within 64 task switches past

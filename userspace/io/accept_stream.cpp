@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <deque>
 #include <stdexcept>
+#include <system_error>
 #include <utility>
 
 #include "io/op_state.hpp"
@@ -313,7 +314,16 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
   ::parkway::detail::Worker* w = ::parkway::detail::Worker::current();
   if (!w || w->runtime().forked())
     throw std::logic_error("parkway::io::AcceptStream::next: not on a parkway worker");
-  detail::IoRing& ring = w->io_ring();
+  // A worker that cannot make its ring fails the call as a value, as
+  // any operation does (op.cpp, OpBase::await_suspend).
+  detail::IoRing* ring_or_null = nullptr;
+  try {
+    ring_or_null = &w->io_ring();
+  } catch (const std::system_error& e) {
+    early = e.code().value() > 0 ? -e.code().value() : -EIO;
+    return false;
+  }
+  detail::IoRing& ring = *ring_or_null;
   // Made before the lock (it takes scope locks and the group registry's
   // mutex); its CQE is reaped by this thread only, after this returns.
   detail::OpState* guard = nullptr;

@@ -9,6 +9,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "chaos.hpp"
@@ -256,10 +257,22 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
       return false;
     }
   }
-  IoRing& ring = w->io_ring();  // the first operation on this worker makes its ring
+  // The first operation on this worker makes its ring. A ring that
+  // cannot be made (EMFILE, ENOMEM, ...) fails this operation with its
+  // errno, as a value: which worker runs a coroutine's next co_await is
+  // the scheduler's choice, so an exception here would strike a loop
+  // that handles every error as a value (the guide's accept loop under
+  // EMFILE) at any co_await, and end it.
+  IoRing* ring;
+  try {
+    ring = &w->io_ring();
+  } catch (const std::system_error& e) {
+    res_ = e.code().value() > 0 ? -e.code().value() : -EIO;
+    return false;
+  }
   OpState* st = new_op_state();
   st->waiter = h;
-  if (const int err = start_op(st, ring, owner_scope_, cancel_scope_.get(), args_, opts_); err < 0) {
+  if (const int err = start_op(st, *ring, owner_scope_, cancel_scope_.get(), args_, opts_); err < 0) {
     res_ = err;
     return false;
   }
