@@ -15,7 +15,7 @@
 //       auto c = co_await l.accept();
 //       if (c) parkway::detach(echo(std::move(*c)));
 //       else if (c.error() == std::errc::operation_canceled) co_return;  // shutdown
-//       else if (c.error() == std::errc::too_many_files_open) (void)co_await parkway::io::sleep_for(10ms);
+//       else (void)co_await parkway::io::sleep_for(10ms);  // EMFILE, ENFILE, ENOMEM ...: values
 //     }
 //   }
 //
