@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <mutex>
@@ -1175,6 +1176,202 @@ TEST(Io, AcceptSurvivesEmfile) {
     EXPECT_EQ(accepted.load(), want) << (use_stream ? "stream" : "one-shot");
     EXPECT_GT(emfile.load(), 0) << "the low limit never produced EMFILE";
   }
+}
+
+namespace {
+int open_descriptor_count() {
+  int n = 0;
+  for (int fd = 0; fd < 65536; ++fd) n += fcntl(fd, F_GETFD) >= 0;
+  return n;
+}
+// Takes connections until none comes for `quiet`.
+Task<int> take_until_quiet(io::AcceptStream* st, std::chrono::milliseconds quiet, std::vector<io::Socket>* held) {
+  int n = 0;
+  for (;;) {
+    auto c = co_await st->next({.timeout = quiet});
+    if (!c) {
+      if (c.error() != std::errc::timed_out) ADD_FAILURE() << "accept: " << c.error().message();
+      co_return n;
+    }
+    held->push_back(std::move(*c));
+    ++n;
+  }
+}
+}  // namespace
+
+// An armed accept stream accepts whether or not anyone takes. Past 64
+// connections untaken it pauses (cancels its accept), so that later ones
+// wait in the listener's backlog instead of each holding a descriptor
+// here, and the next taker to find the queue empty arms it again and
+// gets them all. Clients arrive one every 0.5 ms, each reaped before the
+// next comes (a burst the kernel accepts in one go, before any is
+// reaped, is not bounded: io.md, "The accept stream"). All 300 were
+// queued before the pause.
+TEST(Io, AnAcceptStreamNobodyTakesFromLeavesTheRestInTheBacklog) {
+  pwtest::Watchdog wd("Io.AnAcceptStreamNobodyTakesFromLeavesTheRestInTheBacklog", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 2});
+  auto l = io::Listener::bind(io::Address::loopback(0), {.backlog = 512});
+  ASSERT_TRUE(l) << l.error().message();
+  io::AcceptStream st = l->stream();
+  std::vector<io::Socket> held;
+  // A taker that times out leaves the accept armed.
+  EXPECT_EQ(parkway::sync_wait(rt, take_until_quiet(&st, 1ms, &held)), 0);
+  const int before = open_descriptor_count();
+  const int kClients = 300;
+  const io::Address to = l->local_address();
+  std::vector<int> clients;
+  for (int i = 0; i < kClients; ++i) {
+    const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(c, 0) << std::strerror(errno);
+    ASSERT_EQ(::connect(c, to.get(), to.size()), 0) << "client " << i << ": " << std::strerror(errno);
+    clients.push_back(c);
+    std::this_thread::sleep_for(500us);
+  }
+  std::this_thread::sleep_for(50ms);
+  const int queued = open_descriptor_count() - before - kClients;
+  EXPECT_GE(queued, 64) << "the stream stopped accepting before 64 waited untaken";
+  EXPECT_LE(queued, 64 + 32) << "connections accepted and not taken: the stream did not pause";
+  // The next taker arms the accept again: every client is taken once.
+  const int taken = parkway::sync_wait(rt, take_until_quiet(&st, 300ms, &held));
+  EXPECT_EQ(taken, kClients);
+  for (int c : clients) ::close(c);
+}
+
+namespace {
+// Takes `total` connections in bursts of 1-100 with pauses of 0-6 ms
+// between (long enough for 64 to queue and the stream to pause), every
+// error but a timeout a failure; returns how many it took.
+Task<int> take_in_bursts(io::AcceptStream* st, int total, unsigned seed) {
+  int taken = 0;
+  while (taken < total) {
+    seed = seed * 1103515245u + 12345u;
+    const int burst = 1 + int((seed >> 8) % 100);
+    for (int i = 0; i < burst && taken < total; ++i) {
+      auto c = co_await st->next({.timeout = 5s});
+      if (!c) {
+        ADD_FAILURE() << "accept after " << taken << " of " << total << ": " << c.error().message();
+        co_return taken;
+      }
+      ++taken;
+    }
+    (void)co_await io::sleep_for(std::chrono::microseconds((seed >> 16) % 6000));
+  }
+  co_return taken;
+}
+}  // namespace
+
+// The pause and its re-arm with a taker that comes and goes: clients
+// arrive steadily while the taker takes in bursts and pauses, so the
+// stream pauses, is armed again by next() or, when the taker began to
+// wait before the pause's cancel ended the accept, by the re-arm task.
+// Every connection is taken once, and no taker sees an error.
+TEST(Io, AnAcceptStreamPausedAndArmedAgainLosesNoConnection) {
+  pwtest::Watchdog wd("Io.AnAcceptStreamPausedAndArmedAgainLosesNoConnection", 60);
+  const int kClients = 2000 / pwtest::kSlow;
+  for (unsigned workers : {1u, 2u}) {
+    parkway::Runtime rt(parkway::Options{.workers = workers});
+    auto l = io::Listener::bind(io::Address::loopback(0), {.backlog = 4096});
+    ASSERT_TRUE(l) << l.error().message();
+    io::AcceptStream st = l->stream();
+    const io::Address to = l->local_address();
+    std::atomic<int> failed{0};
+    std::thread clients([&] {
+      for (int i = 0; i < kClients; ++i) {
+        const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (c < 0 || ::connect(c, to.get(), to.size()) != 0) failed.fetch_add(1);
+        if (c >= 0) ::close(c);  // accepted all the same: it waits in the backlog
+      }
+    });
+    // Tasks of 0.5 ms keep the workers busy between their scheduling
+    // points, so that a pause's cancel may wait in its ring's mailbox
+    // while the taker, on another worker, drains the queue and waits.
+    std::atomic<bool> stop{false};
+    parkway::TaskGroup busy;
+    std::function<void()> spin = [&] {
+      const auto end = std::chrono::steady_clock::now() + 500us;
+      while (std::chrono::steady_clock::now() < end) {
+      }
+      if (!stop.load()) busy.spawn(spin);
+    };
+    rt.run([&] { busy.spawn(spin); });
+    const int taken = parkway::sync_wait(rt, take_in_bursts(&st, kClients, 7u + workers));
+    stop.store(true);
+    rt.run([&] { busy.wait(); });
+    clients.join();
+    EXPECT_EQ(failed.load(), 0) << workers << " worker(s)";
+    EXPECT_EQ(taken, kClients) << workers << " worker(s)";
+  }
+}
+
+namespace {
+Task<int> take_through_a_pause(io::AcceptStream* st, std::atomic<int>* stage, int first, int total) {
+  std::vector<io::Socket> held;
+  auto c = co_await st->next({.timeout = 1ms});  // arms the accept
+  if (c || c.error() != std::errc::timed_out) {
+    ADD_FAILURE() << "a connection before the clients came";
+    co_return 0;
+  }
+  // One worker: while this task spins, the taker's sleep ends and the
+  // first clients wait in the backlog; the worker's next reap accepts
+  // them all at once and reaps the sleep in the same batch, so the queue
+  // passes 64 (the pause is posted) with no taker waiting.
+  parkway::detach([](std::atomic<int>* stage) -> Task<void> {
+    stage->store(1);
+    while (stage->load() != 2) {
+    }
+    co_return;
+  }(stage));
+  (void)co_await io::sleep_for(1ms);
+  int taken = 0;
+  while (taken < total) {
+    // The first `first` are queued; the next next() then waits while the
+    // paused accept is still armed, and the accept's end arms it again.
+    auto c = co_await st->next({.timeout = 5s});
+    if (!c) {
+      ADD_FAILURE() << "accept after " << taken << " of " << total << ": " << c.error().message();
+      co_return taken;
+    }
+    held.push_back(std::move(*c));
+    if (++taken == first) stage->store(3);  // the rest of the clients may come
+  }
+  co_return taken;
+}
+}  // namespace
+
+// A taker that drains a paused stream's queue and waits before the
+// pause's cancel has ended the accept arms nothing (the accept is still
+// armed): the accept's end arms it again for the taker, from a task.
+// Without that re-arm the taker waits for ever and the later clients
+// stay in the backlog.
+TEST(Io, ATakerThatWaitsWhileTheStreamPausesGetsItArmedAgain) {
+  pwtest::Watchdog wd("Io.ATakerThatWaitsWhileTheStreamPausesGetsItArmedAgain", 60);
+  parkway::Runtime rt(parkway::Options{.workers = 1});
+  auto l = io::Listener::bind(io::Address::loopback(0), {.backlog = 512});
+  ASSERT_TRUE(l) << l.error().message();
+  io::AcceptStream st = l->stream();
+  const io::Address to = l->local_address();
+  const int kFirst = 100, kTotal = 150;
+  std::atomic<int> stage{0};
+  std::vector<int> clients;
+  std::thread connector([&] {
+    auto connect_one = [&] {
+      const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (c < 0 || ::connect(c, to.get(), to.size()) != 0) ADD_FAILURE() << "connect: " << std::strerror(errno);
+      clients.push_back(c);
+    };
+    while (stage.load() != 1) std::this_thread::yield();
+    for (int i = 0; i < kFirst; ++i) connect_one();
+    std::this_thread::sleep_for(5ms);  // the taker's sleep is over too
+    stage.store(2);
+    while (stage.load() != 3) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(50ms);  // the taker waits on the paused stream
+    for (int i = kFirst; i < kTotal; ++i) connect_one();
+  });
+  const int taken = parkway::sync_wait(rt, take_through_a_pause(&st, &stage, kFirst, kTotal));
+  if (stage.load() != 3) stage.store(3);  // a failed taker: let the connector finish
+  connector.join();
+  for (int c : clients) ::close(c);
+  EXPECT_EQ(taken, kTotal);
 }
 
 // What the workers did while they should have slept: the counters that

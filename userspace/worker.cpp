@@ -1,7 +1,11 @@
 // worker.cpp -- the scheduling loop of one worker (protocol: parking.hpp).
 #include "worker.hpp"
 
+#include <cerrno>
 #include <ctime>
+#include <new>
+#include <string>
+#include <system_error>
 
 #include "io/ring.hpp"
 #include "parker.hpp"
@@ -48,12 +52,28 @@ Worker::Worker(RuntimeImpl& rt, unsigned index)
 
 Worker::~Worker() = default;
 
-io::detail::IoRing& Worker::io_ring() {
+io::detail::IoRing* Worker::io_ring(int* err) noexcept {
   if (!io_) [[unlikely]] {
-    io_ = std::make_unique<io::detail::IoRing>(*this);
+    auto* r = new (std::nothrow) io::detail::IoRing(*this, err);
+    if (!r) {
+      *err = -ENOMEM;
+      return nullptr;
+    }
+    if (*err < 0) {
+      delete r;
+      return nullptr;
+    }
+    io_.reset(r);
     slow_run_ = true;
   }
-  return *io_;
+  return io_.get();
+}
+
+io::detail::IoRing& Worker::io_ring() {
+  int err = 0;
+  io::detail::IoRing* r = io_ring(&err);
+  if (!r) throw std::system_error(-err, std::generic_category(), "parkway::io: the ring of worker " + std::to_string(index_));
+  return *r;
 }
 
 bool Worker::poll_io() noexcept { return io_ && io_->poll() != 0; }

@@ -129,8 +129,12 @@ class alignas(64) Worker {
   // A task this worker ran woke its sleeping waiter (wake_waiter). Owner only.
   void count_waiter_wakeup() noexcept { WorkerCounters::bump(counters_.waiter_wakeups); }
 
-  // This worker's io_uring ring, made on first use (owner thread only;
-  // throws std::system_error if io_uring cannot be set up). io.md.
+  // This worker's io_uring ring, made on first use (owner thread only).
+  // nullptr, with -errno in *err, if it cannot be made (EMFILE, ENOMEM,
+  // EPERM): the operation that needed it fails with that (io.md).
+  io::detail::IoRing* io_ring(int* err) noexcept;
+  // The same for callers with no error to return it in (tests): throws
+  // std::system_error naming the worker.
   io::detail::IoRing& io_ring();
   // This worker's ready I/O continuations (io/ready_queue.hpp).
   io::detail::ReadyQueue& io_ready() noexcept { return io_ready_; }

@@ -641,9 +641,10 @@ class PARKWAY_API Listener : public detail::Descriptor {
 // Connections from a multishot accept (one armed operation delivers many).
 // co_await next() yields each; EMFILE/ENFILE and other errors are values,
 // and the next call re-arms the accept. While armed it accepts whether or
-// not next() is called: its queue is not bounded, and each connection in
-// it holds a descriptor (a server that stops taking at a limit uses the
-// one-shot accept(), which leaves the rest in the listener's backlog). One coroutine at a time awaits it
+// not next() is called; past 64 connections queued and untaken it pauses,
+// so that later ones wait in the listener's backlog, and the next call
+// that finds the queue empty arms it again (a burst the kernel accepts at
+// once, a backlog's worth, may pass the 64). One coroutine at a time awaits it
 // (a second is refused with std::logic_error while the first waits, is
 // about to resume with its connection, or has found one queued and not
 // yet returned it from its co_await); one destroyed while it waits is

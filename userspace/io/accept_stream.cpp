@@ -6,10 +6,12 @@
 // state is under a small lock. The accept is armed on the ring of the
 // worker that first waits with nothing queued, and re-armed the same way
 // whenever it ended: a CQE without IORING_CQE_F_MORE (an error such as
-// EMFILE, a CQ overflow, a cancel). References: the stream's, each
-// awaiter's (from next() until the awaiter is destroyed, so an awaiter
-// may outlive the stream), the armed accept's (dropped by its last CQE),
-// the queued continuation's, a guard's and a posted cancel's.
+// EMFILE, a CQ overflow, a cancel). Past kMaxQueued connections untaken
+// the accept is paused: cancelled, and armed again by the next taker that
+// finds the queue empty. References: the stream's, each awaiter's (from
+// next() until the awaiter is destroyed, so an awaiter may outlive the
+// stream), the armed accept's (dropped by its last CQE), the queued
+// continuation's and re-arm's, a guard's and a posted cancel's.
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,6 +28,11 @@
 namespace parkway::io::detail {
 
 using ::parkway::detail::Worker;
+
+// Connections accepted and not taken past which the stream pauses its
+// accept, so that further ones wait in the listener's backlog (as behind
+// a one-shot accept) rather than each holding a descriptor here.
+constexpr std::size_t kMaxQueued = 64;
 
 struct AcceptQueue {
   int listen_fd = -1;
@@ -48,11 +55,20 @@ struct AcceptQueue {
   OpState* guard = nullptr;  // the waiting taker's guard, if its next() has one
   bool armed = false;
   bool closed = false;
+  // The pause's cancel was posted for the accept armed now: that
+  // accept's ECANCELED is nobody's error (accept_cqe).
+  bool pausing = false;
+  bool rearm_queued = false;  // `rearm` is in a ready queue
+  // The arm's generation, in the top byte of its user_data: a pause's
+  // cancel still in a mailbox when its accept ended for another reason
+  // (EMFILE) finds nothing in the next arm.
+  std::uint8_t gen = 0;
   IoRing* ring = nullptr;  // where the accept is armed
   struct Continuation : ::parkway::detail::Task {
     AcceptQueue* q;
-  } cont;
-  CancelRequest cancel;
+  } cont, rearm;
+  CancelRequest cancel;        // the close's (stream destroyed, Listener closed): aimed at the arm of now
+  CancelRequest pause_cancel;  // the pause's: aimed at the arm it paused
   StreamLink link;  // in the Listener's scope while armed
 
   void lock() noexcept {
@@ -67,7 +83,9 @@ struct AcceptQueue {
     release_scope(scope);
     delete this;
   }
-  std::uint64_t user_data() const noexcept { return reinterpret_cast<std::uint64_t>(this) | kTagAccept; }
+  std::uint64_t user_data() const noexcept {
+    return reinterpret_cast<std::uint64_t>(this) | (std::uint64_t(gen) << kAcceptGenShift) | kTagAccept;
+  }
 };
 
 namespace {
@@ -84,11 +102,37 @@ bool resume_taker(::parkway::detail::Task* t) noexcept {
   q->unref();
   return true;
 }
-// The request is done (its ASYNC_CANCEL completed): it may be posted again,
-// for a later arm of the accept.
+// The request is done (its ASYNC_CANCEL completed, or the ring's worker
+// left before it was submitted): it may be posted again, for a later arm
+// of the accept. It may run inside post_once, under the queue's or the
+// scope's lock: it takes neither.
 void release_cancel(CancelRequest* r) noexcept {
   r->posted.store(false, std::memory_order_release);
   static_cast<AcceptQueue*>(r->obj)->unref();
+}
+bool arm_for_waiter(AcceptQueue* q, IoRing& ring) noexcept;
+// Arms the accept again for a taker that began to wait while it was
+// armed and pausing (accept_cqe), on the ring of the worker that runs
+// this. A refusal (the listener closed, a shutdown, no ring) resumes the
+// taker with its error.
+bool rearm_for_taker(::parkway::detail::Task* t) noexcept {
+  AcceptQueue* q = static_cast<AcceptQueue::Continuation*>(t)->q;
+  int err = 0;
+  IoRing* ring = Worker::current()->io_ring(&err);
+  std::coroutine_handle<> h;
+  q->lock();
+  q->rearm_queued = false;
+  if (q->waiter && !q->armed && q->ready.empty() && !q->closed) {
+    if (err) q->ready.push_back(err);
+    if (err || !arm_for_waiter(q, *ring)) {  // arm_for_waiter queued its own error
+      h = std::exchange(q->waiter, {});
+      q->handed = h;  // until its await_resume: the error queued is its own
+    }
+  }
+  q->unlock();
+  if (h) ::parkway::detail::resume_from_outside(h);
+  q->unref();
+  return true;
 }
 void retain_for_cancel(CancelRequest* r) noexcept {
   static_cast<AcceptQueue*>(r->obj)->refs.fetch_add(1, std::memory_order_relaxed);
@@ -219,30 +263,84 @@ void accept_left_kernel(AcceptQueue* q) noexcept {
   s->unlock();
   if (fd >= 0) ::close(fd);
 }
+// Under q's lock, nothing armed, a taker waiting: arms the accept on
+// `ring`. False if refused (the listener closed, or the ring refused the
+// submission), with the error queued for the taker.
+bool arm_for_waiter(AcceptQueue* q, IoRing& ring) noexcept {
+  // A new generation: a pause's cancel aimed at the last arm, if still
+  // on its way, finds nothing in this one. The close's cancel is aimed
+  // at this one (posted only while it is armed, read by the ring's owner
+  // after the post).
+  ++q->gen;
+  q->cancel.target = q->user_data();
+  // Published before it is submitted, so that a close from now on
+  // cancels it and keeps the number open until its last CQE; refused
+  // if the close came first.
+  q->ring = &ring;
+  q->cancel.ring = &ring;
+  if (!publish_armed(q)) {
+    q->ready.push_back(-ECANCELED);
+    return false;
+  }
+  // Its get_sqe may reap this ring, and so take the locks of other
+  // queues armed on it: none is being armed (io.md, "The accept
+  // stream"), and q, armed nowhere, has no CQE to reap.
+  if (const int rc = ring.submit_multishot_accept(q->listen_fd, q->user_data()); rc < 0) {
+    accept_left_kernel(q);
+    q->ready.push_back(rc);
+    return false;
+  }
+  q->armed = true;
+  q->refs.fetch_add(1, std::memory_order_relaxed);  // the armed accept's
+  return true;
+}
 }  // namespace
 
 void accept_cqe(void* queue, int res, std::uint32_t flags, IoRing& ring) noexcept {
   auto* q = static_cast<AcceptQueue*>(queue);
   const bool ended = (flags & IORING_CQE_F_MORE) == 0;
   q->lock();
+  // Ended by the pause's cancel (or by a close's or the shutdown's that
+  // came with it, which the re-arm finds): nobody's error.
+  const bool paused = ended && res == -ECANCELED && q->pausing;
   if (q->closed) {
     if (res >= 0) ::close(res);
     if (ended && q->waiter) q->ready.push_back(-ECANCELED);  // the stream was destroyed under its taker
-  } else if (!(ended && res == -ECANCELED && !q->waiter)) {
+  } else if (!paused && !(ended && res == -ECANCELED && !q->waiter)) {
     q->ready.push_back(res);  // a connection, or an error the taker sees
   }
+  bool pause = false;
   if (ended) {
     q->armed = false;
+    q->pausing = false;
     accept_left_kernel(q);
     ring.multishot_ended();
+  } else if (!q->closed && !q->pausing && !q->waiter && q->ready.size() >= kMaxQueued &&
+             !q->pause_cancel.posted.load(std::memory_order_acquire)) {
+    // Nobody takes them: stop accepting until a taker finds the queue
+    // empty (its next() arms again). A pause's cancel still on its way
+    // to an earlier arm leaves this one unpaused for now.
+    pause = q->pausing = true;
+    q->pause_cancel.target = q->user_data();
+    q->pause_cancel.ring = &ring;
   }
   const bool resume = q->waiter && !q->ready.empty();
   if (resume) {
     q->resuming = std::exchange(q->waiter, {});
   }
   if (resume) q->refs.fetch_add(1, std::memory_order_relaxed);  // the continuation's (resume_taker)
+  // A taker that began to wait while the paused accept was still armed
+  // armed nothing: arm it again for the taker, from a task (not inside
+  // this reap, whose ring a submission may reap).
+  const bool rearm = paused && q->waiter && !q->closed && !q->rearm_queued;
+  if (rearm) {
+    q->rearm_queued = true;
+    q->refs.fetch_add(1, std::memory_order_relaxed);  // the re-arm's (rearm_for_taker)
+  }
   q->unlock();
+  if (pause) post_once(&q->pause_cancel);  // the armed accept's reference keeps q
   if (resume) ring.push(&q->cont);
+  if (rearm) ring.push(&q->rearm);
   if (ended) q->unref();  // the armed accept's reference
 }
 
@@ -260,10 +358,13 @@ AcceptStream Listener::stream() {
   q->scope->refs.fetch_add(1, std::memory_order_relaxed);
   q->cont.invoke = &detail::resume_taker;
   q->cont.q = q;
-  q->cancel.release = &detail::release_cancel;
-  q->cancel.retain = &detail::retain_for_cancel;
-  q->cancel.obj = q;
-  q->cancel.target = q->user_data();
+  q->rearm.invoke = &detail::rearm_for_taker;
+  q->rearm.q = q;
+  for (detail::CancelRequest* c : {&q->cancel, &q->pause_cancel}) {
+    c->release = &detail::release_cancel;
+    c->retain = &detail::retain_for_cancel;
+    c->obj = q;
+  }
   q->link.req = &q->cancel;
   return AcceptStream(q);
 }
@@ -316,11 +417,10 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
     throw std::logic_error("parkway::io::AcceptStream::next: not on a parkway worker");
   // A worker that cannot make its ring fails the call as a value, as
   // any operation does (op.cpp, OpBase::await_suspend).
-  detail::IoRing* ring_or_null = nullptr;
-  try {
-    ring_or_null = &w->io_ring();
-  } catch (const std::system_error& e) {
-    early = e.code().value() > 0 ? -e.code().value() : -EIO;
+  int ring_err = 0;
+  detail::IoRing* ring_or_null = w->io_ring(&ring_err);
+  if (!ring_or_null) {
+    early = ring_err;
     return false;
   }
   detail::IoRing& ring = *ring_or_null;
@@ -373,33 +473,11 @@ bool AcceptStream::Next::await_suspend(std::coroutine_handle<> h) {
   }
   q->waiter = h;
   this->h = h;
-  if (!q->armed) {
-    // Published before it is submitted, so that a close from now on
-    // cancels it and keeps the number open until its last CQE; refused
-    // if the close came first.
-    q->ring = &ring;
-    q->cancel.ring = &ring;
-    if (!detail::publish_armed(q)) {
-      q->waiter = {};
-      q->ready.push_back(-ECANCELED);
-      q->claimer = this;
-      q->unlock();
-      return false;
-    }
-    // Its get_sqe may reap this ring, and so take the locks of other
-    // queues armed on it: none is being armed (io.md, "The accept
-    // stream"), and q, armed nowhere, has no CQE to reap.
-    int rc = ring.submit_multishot_accept(q->listen_fd, q->user_data());
-    if (rc < 0) {
-      detail::accept_left_kernel(q);
-      q->waiter = {};
-      q->ready.push_back(rc);
-      q->claimer = this;
-      q->unlock();
-      return false;
-    }
-    q->armed = true;
-    q->refs.fetch_add(1, std::memory_order_relaxed);  // the armed accept's
+  if (!q->armed && !detail::arm_for_waiter(q, ring)) {  // its error queued
+    q->waiter = {};
+    q->claimer = this;
+    q->unlock();
+    return false;
   }
   q->unlock();
   return true;

@@ -263,11 +263,10 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
   // the scheduler's choice, so an exception here would strike a loop
   // that handles every error as a value (the guide's accept loop under
   // EMFILE) at any co_await, and end it.
-  IoRing* ring;
-  try {
-    ring = &w->io_ring();
-  } catch (const std::system_error& e) {
-    res_ = e.code().value() > 0 ? -e.code().value() : -EIO;
+  int ring_err = 0;
+  IoRing* ring = w->io_ring(&ring_err);
+  if (!ring) {
+    res_ = ring_err;
     return false;
   }
   OpState* st = new_op_state();

@@ -45,6 +45,11 @@ enum : std::uint64_t {
   kTagInternal = 5,    // shutdown's cancel-everything (no object)
   kTagIgnore = 6,      // the ring's destructor cancelling its own wait
   kTagMask = 7,
+  // An accept's user_data carries the arm's generation in its top byte
+  // (user addresses end below 2^56 with 5-level paging too), so that a
+  // cancel aimed at one arm finds nothing in the next (accept_stream.cpp).
+  kAcceptGenShift = 56,
+  kAcceptAddressMask = (std::uint64_t(1) << kAcceptGenShift) - 1,
 };
 
 // A request to cancel an operation on its ring's owner, posted from any

@@ -144,7 +144,8 @@ static std::size_t first_setup_try() noexcept {
   return first;
 }
 
-IoRing::IoRing(Worker& w) : w_(w), stop_(w.runtime().stop), ready_(w.io_ready()) {
+IoRing::IoRing(Worker& w, int* err) noexcept : w_(w), stop_(w.runtime().stop), ready_(w.io_ready()) {
+  *err = 0;
   const Options& o = w.runtime().opts;
   int rc = -EINVAL;
   for (std::size_t t = first_setup_try(); t < std::size(kSetupTries); ++t) {
@@ -164,28 +165,29 @@ IoRing::IoRing(Worker& w) : w_(w), stop_(w.runtime().stop), ready_(w.io_ready())
     }
     if (rc != -EINVAL) break;  // not a missing feature: ENOMEM, EPERM, ENOSYS ...
   }
-  if (rc < 0)
-    throw std::system_error(-rc, std::generic_category(),
-                            "parkway::io: io_uring_queue_init on worker " + std::to_string(w.index()));
+  if (rc < 0) {
+    *err = rc;
+    return;
+  }
   mode_ = process_wake_mode(&ring_);
   if (mode_ == WakeMode::kEventfd) {
     // [D1] The eventfd that wakes this worker when it sleeps in the ring,
     // made with the ring, on this thread, so before any of its ring parks'
     // [P0] (seq_cst) announces kParkedRing: a waker whose RMW reads that
-    // finds it. No descriptor for it is the ring's error, thrown from the
-    // co_await that needed the ring, not an abort at the first park.
+    // finds it. No descriptor for it is the ring's error, the result of
+    // the operation that needed the ring, not an abort at the first park.
     ParkWord& pw = ::parkway::detail::park_word(w.park_id());
     if (pw.doorbell.load(std::memory_order_relaxed) < 0) {
       const int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
       if (fd < 0) {
-        const int err = errno;
+        *err = -errno;
         io_uring_queue_exit(&ring_);
-        throw std::system_error(err, std::generic_category(),
-                                "parkway::io: eventfd for worker " + std::to_string(w.index()) + "'s ring wake");
+        return;
       }
       pw.doorbell.store(fd, std::memory_order_release);
     }
   }
+  made_ = true;
 }
 
 namespace {
@@ -200,6 +202,7 @@ void release_requests(CancelRequest* r) noexcept {
 }  // namespace
 
 IoRing::~IoRing() {
+  if (!made_) return;  // its constructor failed: no ring, and nobody saw it
   // No new cancel requests from here on; release those still posted.
   CancelRequest* r = mailbox_.exchange(kMailboxClosed, std::memory_order_acq_rel);
   if (r != kMailboxClosed) release_requests(r);
@@ -596,7 +599,7 @@ void IoRing::on_cqe(const io_uring_cqe* cqe) noexcept {
       // The multishot accept's last CQE ends the operation its submit
       // traced (submit_multishot_accept).
       if ((cqe->flags & IORING_CQE_F_MORE) == 0) ::parkway::detail::trace::on_io_complete(cqe->res);
-      accept_cqe(reinterpret_cast<void*>(ud & ~kTagMask), cqe->res, cqe->flags, *this);
+      accept_cqe(reinterpret_cast<void*>(ud & kAcceptAddressMask & ~kTagMask), cqe->res, cqe->flags, *this);
       return;
     case kTagRingWait:
       armed_ = false;  // [R4] woken (or EAGAIN: the word had changed); re-armed at the next ring park

@@ -38,9 +38,11 @@ enum class WakeMode : std::uint8_t {
 
 class IoRing {
  public:
-  // Creates the ring on the calling thread, which must be w's. Throws
-  // std::system_error naming the worker if io_uring cannot be set up.
-  explicit IoRing(::parkway::detail::Worker& w);
+  // Creates the ring on the calling thread, which must be w's. If
+  // io_uring cannot be set up, *err is -errno (else 0) and the object is
+  // only fit to be destroyed. No exception: its caller is an operation's
+  // co_await, whose failures are values.
+  IoRing(::parkway::detail::Worker& w, int* err) noexcept;
   // Cancels the ring's own wait, drains the mailbox and closes the ring.
   // Operations of users must be over (the worker leaves only then).
   ~IoRing();
@@ -186,6 +188,7 @@ class IoRing {
   unsigned ops_ = 0;          // user operations in flight (multishot accepts included)
   bool armed_ = false;        // the ring's wait on the park word is in the kernel
   unsigned cancels_ = 0;      // ASYNC_CANCELs (requests and cancel-everything) in the kernel
+  bool made_ = false;  // the constructor succeeded
   bool defer_taskrun_ = false;
   bool recv_poll_first_ = true;  // Options::io_recv_poll_first
   bool wait_no_iowait_ = false;  // waits pass IORING_ENTER_NO_IOWAIT (Linux 6.15)
