@@ -271,6 +271,13 @@ bool OpBase::await_suspend(std::coroutine_handle<> h) {
   }
   OpState* st = new_op_state();
   st->waiter = h;
+  // A send or receive that may end with the kernel's -EAGAIN (its worker
+  // thread's blocking attempt on an O_NONBLOCK socket) goes in again
+  // (IoRing::on_cqe): the caller asked to wait, not to be told to retry.
+  if ((args_.opcode == IORING_OP_SEND || args_.opcode == IORING_OP_SENDMSG || args_.opcode == IORING_OP_RECV ||
+       args_.opcode == IORING_OP_RECVMSG) &&
+      !args_.owned && (args_.op_flags & MSG_DONTWAIT) == 0)
+    st->again_args = &args_;
   if (const int err = start_op(st, *ring, owner_scope_, cancel_scope_.get(), args_, opts_); err < 0) {
     res_ = err;
     return false;

@@ -132,7 +132,15 @@ struct OpState {
   ScopeLink links[3];                 // [0]: the descriptor's scope, [1]: the CancelSource's,
                                       // [2]: the awaiting coroutine's TaskGroup's (group_scope.cpp)
   CancelRequest cancel;
-  __kernel_timespec ts{};             // a sleep's
+  union {
+    __kernel_timespec ts{};  // a sleep's
+    // A send or receive (not MSG_DONTWAIT; never a sleep): its awaiter's
+    // arguments, which live until the co_await ends, so that the reaper
+    // can submit it again when the kernel ends it with -EAGAIN (a request
+    // its worker thread issued on an O_NONBLOCK socket, IoRing::on_cqe).
+    // Null (ts zeroed) for every other operation.
+    const OpArgs* again_args;
+  };
   // A receive that owns its result (io::recv_owned): the block its bytes
   // were copied into at the reap (the awaiter takes it; freed with the
   // state otherwise), and what the reaper needs to submit it again when

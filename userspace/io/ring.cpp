@@ -580,6 +580,19 @@ void IoRing::on_cqe(const io_uring_cqe* cqe) noexcept {
       // here, as a close still runs after that cancel (io.md).
       if (st->closes && res == -ECANCELED) [[unlikely]]
         res = ::close(st->owned_fd) == 0 ? 0 : -errno;
+      // A send or receive on an O_NONBLOCK socket that the kernel handed
+      // to its worker thread (a second EAGAIN after its poll fired: a
+      // wake-up with no room, or bytes another reader took) is issued
+      // there without MSG_DONTWAIT, and the socket's O_NONBLOCK makes it
+      // fail with -EAGAIN, which it posts. Nothing moved: it is held like
+      // an owned receive that found the pool empty and goes in again
+      // (submit_owned_recv_again), unless a cancel, its deadline or the
+      // shutdown reached it meanwhile.
+      if (res == -EAGAIN && st->again_args != nullptr) [[unlikely]] {
+        st->again_next = held_;
+        held_ = st;
+        return;
+      }
       if (st->owned_len != 0) [[unlikely]] {
         res = settle_owned_recv(st, res, cqe->flags);
         if (res == kNotYet) return;
@@ -698,7 +711,10 @@ int IoRing::settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcep
     pool_.give_back(bid);
     return res;
   }
-  if (res == -ENOBUFS && !st->received) {  // held until the CQ is drained (submit_receives_held)
+  // held until the CQ is drained (submit_receives_held); -EAGAIN: a
+  // receive the kernel's worker thread tried on the O_NONBLOCK socket
+  // (on_cqe), with or without the pool
+  if ((res == -ENOBUFS && !st->received) || (res == -EAGAIN && (st->owned_flags & MSG_DONTWAIT) == 0)) {
     st->again_next = held_;
     held_ = st;
     return kNotYet;
@@ -755,8 +771,17 @@ int IoRing::submit_owned_recv_again(OpState* st) noexcept {
   // outcome of the receive's: its caller never sees it).
   io_uring_sqe* sqe = get_sqe_without_reap();
   if (!sqe) return -EBUSY;
-  w_.count_io_recv_pool_empty();
-  prep_pool_recv(sqe, st);
+  if (const OpArgs* a = st->again_args) {  // a send or receive that ended with -EAGAIN (on_cqe)
+    io_uring_prep_rw(a->opcode, sqe, a->fd, reinterpret_cast<const void*>(a->addr), a->len, a->off);
+    sqe->rw_flags = int(a->op_flags);
+    sqe->flags |= a->sqe_flags;  // as submit() made it
+    if (a->addr2) sqe->addr2 = a->addr2;
+  } else if (st->received) {  // an owned receive without the pool that ended with -EAGAIN
+    io_uring_prep_recv(sqe, st->owned_fd, st->received, st->owned_len, int(st->owned_flags));
+  } else {
+    w_.count_io_recv_pool_empty();
+    prep_pool_recv(sqe, st);
+  }
   if (st->recv_polls_first) queue_behind(sqe);
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
   ++submitted_;
