@@ -891,6 +891,11 @@ TEST(Response, MimeTypes) {
   EXPECT_EQ(mime_type("m.wasm"), "application/wasm");
   EXPECT_EQ(mime_type("f.woff2"), "font/woff2");
   EXPECT_EQ(mime_type("archive.tar.gz"), "application/gzip");
+  EXPECT_EQ(mime_type("live/index.m3u8"), "application/vnd.apple.mpegurl");
+  EXPECT_EQ(mime_type("seg001.ts"), "video/mp2t");
+  EXPECT_EQ(mime_type("clip.MOV"), "video/quicktime");
+  EXPECT_EQ(mime_type("subs.vtt"), "text/vtt; charset=utf-8");
+  EXPECT_EQ(mime_type("song.m4a"), "audio/mp4");
   EXPECT_EQ(mime_type("README"), "application/octet-stream");
   EXPECT_EQ(mime_type(".bashrc"), "application/octet-stream");
   EXPECT_EQ(mime_type("dir.d/file"), "application/octet-stream");
