@@ -83,12 +83,13 @@ no_connection_errors() {
     ok "$1"
   fi
 }
-# stop_server NAME PID: SIGTERM, then a check that it exits 0 within 8 s.
+# stop_server NAME PID [SIGNAL]: SIGTERM (or SIGNAL), then a check that it exits 0
+# within 8 s.
 # Sets STOPPED=1 when it is gone.
 stop_server() {
   local rc=timeout
   STOPPED=0
-  kill -TERM "$2"
+  kill -"${3:-TERM}" "$2"
   for _ in $(seq 80); do
     if ! kill -0 "$2" 2>/dev/null; then wait "$2"; rc=$?; STOPPED=1; break; fi
     sleep 0.1
@@ -698,6 +699,55 @@ else
   stop_server "--fib-pool server: SIGTERM -> exit 0" "$PID3"
   [ "$STOPPED" = 1 ] && PID3=
   sanitizer_clean "--fib-pool server stderr: no sanitizer report" "$TMP/err3"
+fi
+
+# ---- the access log's bytes: what went, not what was announced ------------------------
+# A client that reads the head and a few bytes of a 16 MiB file, then
+# resets the connection: its line has the status and fewer bytes than the
+# file's (it had the whole length, logged before the send).
+LOGROOT=$TMP/logroot
+mkdir -p "$LOGROOT"
+head -c $((16 << 20)) /dev/zero > "$LOGROOT/big.bin"
+start_server "access-log bytes" "$TMP/outlb" "$TMP/errlb" "$BIN" --port 0 --workers 2 --root "$LOGROOT" --access-log
+if [ -n "$SPORT" ]; then
+  py - "$SPORT" <<'PYEOF'
+import socket, struct, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+s.recv(1000)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset
+s.close()
+PYEOF
+  curl -s -o /dev/null "http://127.0.0.1:$SPORT/big.bin"  # whole: its line has every byte
+  for _ in $(seq 50); do [ "$(grep -c '"GET /big.bin' "$TMP/errlb")" -ge 2 ] && break; sleep 0.1; done
+  check "access log: a download cut short logs the bytes sent, not the file's length" \
+    bash -c 'n=$(grep -m1 "\"GET /big.bin HTTP/1.1\" 200 " "$1" | sed -E "s/.* //"); [ -n "$n" ] && [ "$n" -lt $((16 << 20)) ]' _ "$TMP/errlb"
+  check "access log: a whole download logs the file's length" grep -q '"GET /big.bin HTTP/1.1" 200 16777216$' "$TMP/errlb"
+  stop_server "access-log bytes server: SIGTERM -> exit 0" "$SPID"
+fi
+
+# ---- a root that a deploy switches --------------------------------------------------------
+# --root names a symlink to a release; a deploy points it at the next one
+# (ln -sfn, then mv -T: atomic) and deletes the old one. The server serves
+# the new release within a second or so, not the old one (then 404s).
+SWAP=$TMP/swap
+mkdir -p "$SWAP/rel1" "$SWAP/rel2"
+printf 'release 1\n' > "$SWAP/rel1/version.txt"
+printf 'release 2\n' > "$SWAP/rel2/version.txt"
+ln -s rel1 "$SWAP/current"
+start_server "switched root" "$TMP/outsw" "$TMP/errsw" "$BIN" --port 0 --workers 2 --root "$SWAP/current"
+if [ -n "$SPORT" ]; then
+  r=$(curl -s "http://127.0.0.1:$SPORT/version.txt")
+  check "switched root: the first release served" test "$r" = "release 1"
+  ln -s rel2 "$SWAP/current.new" && mv -T "$SWAP/current.new" "$SWAP/current" && rm -r "$SWAP/rel1"
+  for _ in $(seq 30); do
+    r=$(curl -s "http://127.0.0.1:$SPORT/version.txt")
+    [ "$r" = "release 2" ] && break
+    sleep 0.1
+  done
+  check "switched root: the next release served within 3 s of the switch" test "$r" = "release 2"
+  stop_server "switched root server: SIGQUIT (nginx's graceful stop) -> exit 0" "$SPID" QUIT
 fi
 
 # ---- permissions ---------------------------------------------------------------------------

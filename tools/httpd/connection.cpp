@@ -33,17 +33,22 @@
 #include "connection.hpp"
 
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <linux/sockios.h>  // SIOCOUTQ
+#include <linux/tcp.h>      // TCP_NOTSENT_LOWAT, TCP_INFO and the kernel's tcp_info (tcpi_bytes_acked)
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -80,6 +85,20 @@ constexpr std::size_t kMaxBatched = 64 * 1024;
 // reports room once half of it has gone, so each wait is for this
 // much / 2 of progress.
 constexpr int kNotSentLowat = 128 * 1024;
+
+// Bytes this socket has taken from us so far: those the peer acknowledged
+// and those still queued (sent or not). The difference over a send_file
+// that failed is how much of the file went, for the access log.
+std::optional<std::uint64_t> bytes_taken(int fd) {
+  tcp_info ti{};
+  socklen_t len = sizeof ti;
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+      len < offsetof(tcp_info, tcpi_bytes_acked) + sizeof ti.tcpi_bytes_acked)
+    return std::nullopt;
+  int queued = 0;
+  if (::ioctl(fd, SIOCOUTQ, &queued) != 0) return std::nullopt;
+  return ti.tcpi_bytes_acked + std::uint64_t(queued);
+}
 
 class Connection {
  public:
@@ -122,7 +141,9 @@ class Connection {
   std::string request_line() const;
   // One access-log line for r: the peer, the time (UTC), the request
   // line, the status and the body's bytes.
-  void log(const std::string& request_line, const Response& r) const;
+  // `sent`: the body's bytes that went out, when not all of them did.
+  void log(const std::string& request_line, const Response& r,
+           std::optional<std::uint64_t> sent = std::nullopt) const;
   // Whether r is the connection's last answer (see its definition).
   bool is_last_answer(const Response& r);
 
@@ -141,6 +162,7 @@ class Connection {
   std::size_t begin_ = 0, end_ = 0;  // unconsumed bytes: buf_[begin_, end_)
   std::string out_;                  // responses waiting for the next flush
   int error_status_ = 0;             // a body error: the status to answer
+  std::uint64_t file_sent_ = 0;      // of the last write_response's file body (access log only)
   bool peer_closed_ = false;         // a read saw EOF or a reset
   bool wr_shut_ = false;             // our side is shut down (shutdown(SHUT_WR))
   bool linger_ = false;              // closing after an answer while the client may still send
@@ -252,11 +274,21 @@ void Connection::append_answer(const Response& r, bool last) {
 // segment.
 Task<bool> Connection::write_response(Response& r, bool last) {
   append_answer(r, last);
+  file_sent_ = 0;
   if (!r.file.is_open()) co_return true;
   const bool head_sent = co_await flush(/*last=*/false, /*more=*/true);
   if (!head_sent) co_return false;
   io::OpOptions o{.timeout = st_.config.idle_timeout, .cancel = &st_.abort};
+  // For the access log: what the socket had taken before the file.
+  const std::optional<std::uint64_t> before =
+      st_.config.access_log ? bytes_taken(sock_.fd()) : std::nullopt;
   auto n = co_await sock_.send_file(r.file, r.file_offset, r.file_length, o);
+  if (n) {
+    file_sent_ = *n;
+  } else if (before) {  // failed part-way: how far it went
+    const std::optional<std::uint64_t> after = bytes_taken(sock_.fd());
+    file_sent_ = after && *after >= *before ? std::min<std::uint64_t>(*after - *before, r.file_length) : 0;
+  }
   co_return n && *n == r.file_length;  // short: the file shrank, and the length is a lie now
 }
 
@@ -298,10 +330,10 @@ std::string Connection::request_line() const {
   return line;
 }
 
-void Connection::log(const std::string& request_line, const Response& r) const {
+void Connection::log(const std::string& request_line, const Response& r, std::optional<std::uint64_t> sent) const {
   if (!st_.config.access_log) return;
   const bool head = parser_ && parser_->method_id() == Method::Head;
-  const std::uint64_t bytes = head ? 0 : r.file.is_open() ? r.file_length : r.body.size();
+  const std::uint64_t bytes = head ? 0 : sent ? *sent : r.file.is_open() ? r.file_length : r.body.size();
   // Common Log Format's time: [07/Dec/2026:09:06:24 +0000] (the C
   // locale's month names).
   char when[40];
@@ -378,8 +410,8 @@ Task<bool> Connection::answer_buffered() {
     bool answered = false, last = false;
     if (r.status >= 400 && parser().expect_continue() && parser().body_kind() != BodyKind::None && begin_ == end_) {
       last = is_last_answer(r);
-      log(line, r);
       const bool written = co_await write_response(r, last);
+      log(line, r, r.file.is_open() ? std::optional<std::uint64_t>(file_sent_) : std::nullopt);
       if (!written) co_return false;
       const bool sent = co_await flush(last);
       if (!sent) co_return false;
@@ -410,8 +442,10 @@ Task<bool> Connection::answer_buffered() {
     }
     if (!answered) {
       last = is_last_answer(r);
-      log(line, r);
       const bool written = co_await write_response(r, last);
+      // Logged once sent, with the bytes of a file body that went out
+      // (a client that left, a file that shrank: not the whole length).
+      log(line, r, r.file.is_open() ? std::optional<std::uint64_t>(file_sent_) : std::nullopt);
       if (!written) co_return false;
     }
     if (out_.size() >= kMaxBatched) {

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <charconv>
 #include <ctime>
@@ -259,12 +260,15 @@ bool read_cached(int fd, std::uint64_t first, std::uint64_t length, std::string&
 // `p`: the target's path, resolved (and valid).
 Task<Response> file_response(const RequestParser& req, PathResult p, bool head,
                              const HandlerConfig& cfg) {
+  // The root as it is now (held for this request).
+  const std::shared_ptr<const int> root = cfg.root_dir ? cfg.root_dir->current() : nullptr;
+  const int root_fd = root ? *root : cfg.root_fd;
   // openat2 is synchronous (the ring has no RESOLVE_BENEATH open): a path
   // lookup under the root, no wait on a peer.
-  int fd = open_for_serving(cfg.root_fd, p.relative);
+  int fd = open_for_serving(root_fd, p.relative);
   // A directory one may search but not list (mode 711) does not open for
   // reading; its index.html may still be served.
-  const bool searchable_dir = fd == -EACCES && is_directory_beneath(cfg.root_fd, p.relative);
+  const bool searchable_dir = fd == -EACCES && is_directory_beneath(root_fd, p.relative);
   if (fd < 0 && !searchable_dir) {
     co_return open_error_response(fd, head);
   }
@@ -284,7 +288,7 @@ Task<Response> file_response(const RequestParser& req, PathResult p, bool head,
       co_return text_response(301, "Moved Permanently\n", head, extra);
     }
     p.relative += p.relative.empty() ? "index.html" : "/index.html";
-    fd = open_for_serving(cfg.root_fd, p.relative);
+    fd = open_for_serving(root_fd, p.relative);
     if (fd < 0) {
       co_return open_error_response(fd, head);
     }
@@ -397,6 +401,64 @@ Route route(const RequestParser& req) {
 }
 
 }  // namespace
+
+int open_root(const char* path) {
+  int fd = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 && errno == EACCES && ::faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) == 0)
+    fd = ::open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  return fd;
+}
+
+namespace {
+std::shared_ptr<const int> fd_handle(int fd) {
+  return std::shared_ptr<const int>(new int(fd), [](const int* p) {
+    ::close(*p);
+    delete p;
+  });
+}
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+RootDir::RootDir(std::string path, int fd) : path_(std::move(path)), fd_(fd_handle(fd)) {
+  struct stat sb;
+  if (::fstat(fd, &sb) == 0) {
+    dev_ = sb.st_dev;
+    ino_ = sb.st_ino;
+  }
+  next_check_ns_.store(steady_ns() + 1'000'000'000, std::memory_order_relaxed);
+}
+
+std::shared_ptr<const int> RootDir::current() {
+  const std::int64_t now = steady_ns();
+  if (now >= next_check_ns_.load(std::memory_order_relaxed) && !checking_.exchange(true, std::memory_order_acquire)) {
+    refresh(now);
+    checking_.store(false, std::memory_order_release);
+  }
+  return fd_.load(std::memory_order_acquire);
+}
+
+// One worker at a time (checking_): a stat of the path (a cached lookup,
+// once a second), and an open only when it names another directory. A
+// path that is gone or not a directory for now keeps the root served.
+void RootDir::refresh(std::int64_t now) {
+  next_check_ns_.store(now + 1'000'000'000, std::memory_order_relaxed);
+  struct stat sb;
+  if (::stat(path_.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode)) return;
+  if (sb.st_dev == dev_ && sb.st_ino == ino_) return;
+  const int fd = open_root(path_.c_str());
+  if (fd < 0) return;
+  struct stat now_sb;
+  if (::fstat(fd, &now_sb) != 0) {
+    ::close(fd);
+    return;
+  }
+  dev_ = now_sb.st_dev;
+  ino_ = now_sb.st_ino;
+  fd_.store(fd_handle(fd), std::memory_order_release);
+}
 
 std::uint64_t parallel_fib(int n, const io::CancelSource* stop) {
   if (n < kParallelFibMin) return serial_fib(n);

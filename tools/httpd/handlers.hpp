@@ -7,8 +7,11 @@
 // (connection.hpp) writes it, and decides then whether it is its last.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <sys/types.h>
 
 #include "http_parser.hpp"
 #include "parkway/coro.hpp"
@@ -29,8 +32,34 @@ struct Response {
   bool closes = false;        // the connection ends after it, whatever the request asked (a stopped /fib)
 };
 
+// The document root as the command line named it, looked up again at most
+// once a second: a root that a deploy replaces (a symlink switched to a new
+// release, a directory renamed over) is served as it is now, as nginx
+// does, not as it was at startup (which served the old release, and 404
+// for everything once it was deleted). A descriptor handed out stays open
+// while its holder lives, so a request under way keeps its root.
+class RootDir {
+ public:
+  RootDir(std::string path, int fd);  // fd: path opened at startup (owned from here)
+  std::shared_ptr<const int> current();
+
+ private:
+  void refresh(std::int64_t now_ns);
+  std::string path_;
+  std::atomic<std::shared_ptr<const int>> fd_;
+  std::atomic<std::int64_t> next_check_ns_{0};
+  std::atomic<bool> checking_{false};
+  dev_t dev_ = 0;  // of fd_'s directory (written by the one checking)
+  ino_t ino_ = 0;
+};
+
+// Opens a document root: for reading, or as a path only when it may be
+// searched but not listed (mode 711). -1 with errno on failure.
+int open_root(const char* path);
+
 struct HandlerConfig {
   int root_fd = -1;  // the document root (O_DIRECTORY); -1: no static files
+  RootDir* root_dir = nullptr;  // when set, the root's current descriptor (root_fd: startup's, not used)
   // Set both to compute /fib/N on a runtime of its own (the server's workers
   // then only wait for it): the baseline a server without work stealing
   // between its I/O and its compute would be.

@@ -4,8 +4,9 @@
 //                 [--access-log] [--header-timeout S] [--body-timeout S]
 //                 [--idle-timeout S] [--shutdown-timeout S] [--fib-pool N]
 //
-// The main thread blocks SIGTERM and SIGINT (the workers inherit the mask)
-// and a coroutine reads them from a signalfd through the ring. Shutdown:
+// The main thread blocks SIGTERM, SIGINT and SIGQUIT (nginx's graceful
+// stop; the workers inherit the mask) and a coroutine reads them from a
+// signalfd through the ring. Shutdown:
 // stop accepting and close the listening socket (connections still in its
 // backlog are reset, new ones refused), close keep-alive connections
 // waiting for their next request, give the others --shutdown-timeout
@@ -51,9 +52,9 @@ const char kUsage[] =
     "  --body-timeout S    seconds a request body may take to arrive after its head\n"
     "                      (default 10)\n"
     "  --idle-timeout S    seconds a keep-alive connection may stay idle (default 30)\n"
-    "  --shutdown-timeout S  on SIGTERM or SIGINT, seconds busy connections may take to\n"
-    "                      finish the request in hand (default 5; a second signal\n"
-    "                      ends it at once)\n"
+    "  --shutdown-timeout S  on SIGTERM, SIGINT or SIGQUIT, seconds busy connections\n"
+    "                      may take to finish the request in hand (default 5; a\n"
+    "                      second signal ends it at once)\n"
     "  --fib-pool N        compute /fib/N on a separate pool of N threads, not on the\n"
     "                      server's workers (a baseline for measurements; without it,\n"
     "                      /fib runs on the workers)\n";
@@ -117,7 +118,7 @@ Task<void> accept_loop(io::Listener& l, httpd::ServerState& st, std::shared_ptr<
   a->done.store(true, std::memory_order_release);
 }
 
-// The next SIGTERM or SIGINT on `sigfd`: true when one came, false when
+// The next SIGTERM, SIGINT or SIGQUIT on `sigfd`: true when one came, false when
 // the read failed (cancelled at the runtime's end).
 Task<bool> next_signal(int sigfd) {
   signalfd_siginfo si{};
@@ -128,7 +129,7 @@ Task<bool> next_signal(int sigfd) {
   }
 }
 
-// Runs the server until SIGTERM or SIGINT arrives on `sigfd`, then shuts
+// Runs the server until SIGTERM, SIGINT or SIGQUIT arrives on `sigfd`, then shuts
 // down: no new connections, idle ones closed, busy ones given the grace
 // period (--shutdown-timeout), which a second signal ends at once.
 Task<void> run_server(io::Listener& l, httpd::ServerState& st, int sigfd) {
@@ -197,19 +198,22 @@ int main(int argc, char** argv) {
   }
   if (port < 0) usage_error("--port is required");
 
+  // Declared before the runtime, so it outlives every connection.
+  std::unique_ptr<httpd::RootDir> root_dir;
   if (root) {
-    int fd = ::open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     // A root one may search but not list (mode 711) serves its files, as
     // such a directory under the root does: opened as a path only (files
     // are opened beneath it, never it). One that may not be searched
     // either is refused here, at startup, not with a 403 for every request.
-    if (fd < 0 && errno == EACCES && ::faccessat(AT_FDCWD, root, X_OK, AT_EACCESS) == 0)
-      fd = ::open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    const int fd = httpd::open_root(root);
     st->config.handler.root_fd = fd;
     if (st->config.handler.root_fd < 0) {
       std::fprintf(stderr, "parkway-httpd: --root %s: %s\n", root, std::strerror(errno));
       return 1;
     }
+    // Looked up again once a second (a deploy that switches a symlink).
+    root_dir = std::make_unique<httpd::RootDir>(root, fd);
+    st->config.handler.root_dir = root_dir.get();
   }
   auto addr = io::Address::parse(bind_addr, std::uint16_t(port));
   if (!addr) usage_error("--bind: not an IP address");
@@ -223,6 +227,7 @@ int main(int argc, char** argv) {
   sigemptyset(&mask);
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGQUIT);
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
   // A blocking signalfd: its read goes through the ring, which waits for
   // a signal by polling (a non-blocking one could fail with EAGAIN there).
@@ -260,6 +265,6 @@ int main(int argc, char** argv) {
   }
   st->log.stop();  // the runtime, and every connection with it, has ended
   ::close(sigfd);
-  if (st->config.handler.root_fd >= 0) ::close(st->config.handler.root_fd);
+  // The root's descriptors are root_dir's, closed with it.
   return 0;
 }
