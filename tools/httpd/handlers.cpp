@@ -260,9 +260,9 @@ bool read_cached(int fd, std::uint64_t first, std::uint64_t length, std::string&
 // `p`: the target's path, resolved (and valid).
 Task<Response> file_response(const RequestParser& req, PathResult p, bool head,
                              const HandlerConfig& cfg) {
-  // The root as it is now (held for this request).
-  const std::shared_ptr<const int> root = cfg.root_dir ? cfg.root_dir->current() : nullptr;
-  const int root_fd = root ? *root : cfg.root_fd;
+  // The root as it is now: every lookup under it comes before this
+  // coroutine's first co_await (RootDir::fd).
+  const int root_fd = cfg.root_dir ? cfg.root_dir->fd() : cfg.root_fd;
   // openat2 is synchronous (the ring has no RESOLVE_BENEATH open): a path
   // lookup under the root, no wait on a peer.
   int fd = open_for_serving(root_fd, p.relative);
@@ -431,13 +431,22 @@ RootDir::RootDir(std::string path, int fd) : path_(std::move(path)), fd_(fd_hand
   next_check_ns_.store(steady_ns() + 1'000'000'000, std::memory_order_relaxed);
 }
 
-std::shared_ptr<const int> RootDir::current() {
+int RootDir::fd() {
   const std::int64_t now = steady_ns();
   if (now >= next_check_ns_.load(std::memory_order_relaxed) && !checking_.exchange(true, std::memory_order_acquire)) {
     refresh(now);
     checking_.store(false, std::memory_order_release);
   }
-  return fd_.load(std::memory_order_acquire);
+  thread_local const RootDir* owner = nullptr;
+  thread_local std::uint64_t held_generation = 0;
+  thread_local std::shared_ptr<const int> held;
+  const std::uint64_t g = generation_.load(std::memory_order_acquire);
+  if (owner != this || held_generation != g || !held) {
+    held = fd_.load(std::memory_order_acquire);
+    held_generation = g;
+    owner = this;
+  }
+  return *held;
 }
 
 // One worker at a time (checking_): a stat of the path (a cached lookup,
@@ -458,6 +467,7 @@ void RootDir::refresh(std::int64_t now) {
   dev_ = now_sb.st_dev;
   ino_ = now_sb.st_ino;
   fd_.store(fd_handle(fd), std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_release);
 }
 
 std::uint64_t parallel_fib(int n, const io::CancelSource* stop) {

@@ -41,12 +41,16 @@ struct Response {
 class RootDir {
  public:
   RootDir(std::string path, int fd);  // fd: path opened at startup (owned from here)
-  std::shared_ptr<const int> current();
+  // The root's descriptor now, for lookups made before the caller's next
+  // co_await: the calling thread keeps a reference on it until it asks
+  // again after the root changed (no shared count touched per request).
+  int fd();
 
  private:
   void refresh(std::int64_t now_ns);
   std::string path_;
   std::atomic<std::shared_ptr<const int>> fd_;
+  std::atomic<std::uint64_t> generation_{0};  // bumped when fd_ is replaced
   std::atomic<std::int64_t> next_check_ns_{0};
   std::atomic<bool> checking_{false};
   dev_t dev_ = 0;  // of fd_'s directory (written by the one checking)
