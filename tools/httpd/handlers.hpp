@@ -36,8 +36,9 @@ struct Response {
 // once a second: a root that a deploy replaces (a symlink switched to a new
 // release, a directory renamed over) is served as it is now, as nginx
 // does, not as it was at startup (which served the old release, and 404
-// for everything once it was deleted). A descriptor handed out stays open
-// while its holder lives, so a request under way keeps its root.
+// for everything once it was deleted). A request makes its lookups under
+// the root before its first co_await, with the descriptor its thread
+// holds a reference on, so a root replaced meanwhile stays open for them.
 class RootDir {
  public:
   RootDir(std::string path, int fd);  // fd: path opened at startup (owned from here)

@@ -17,7 +17,6 @@
 #include <cerrno>
 #include <deque>
 #include <stdexcept>
-#include <system_error>
 #include <utility>
 
 #include "io/op_state.hpp"

@@ -9,7 +9,6 @@
 #include <new>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 #include <utility>
 
 #include "chaos.hpp"
