@@ -727,6 +727,19 @@ PYEOF
   stop_server "access-log bytes server: SIGTERM -> exit 0" "$SPID"
 fi
 
+# ---- a kernel that refuses io_uring ---------------------------------------------------------
+# Under a seccomp filter that fails io_uring_setup with EPERM (a
+# container's profile), the server says so and exits 1 before its startup
+# line: every one of its operations would fail, the signal's read too.
+timeout 10 "$PY" -S "$HERE/httpd/without_io_uring.py" "$BIN" --port 0 >"$TMP/outnu" 2>"$TMP/errnu"; rc=$?
+if [ "$rc" = 3 ]; then
+  skipped "no io_uring: the refusal and no startup line" "$(cat "$TMP/errnu")"
+else
+  check "no io_uring: exit 1, not a server that serves nothing (exit $rc)" test "$rc" = 1
+  check "no io_uring: the error names io_uring, no startup line" \
+    bash -c 'grep -q "parkway-httpd: io_uring: .*Operation not permitted" "$1" && ! grep -q listening "$2"' _ "$TMP/errnu" "$TMP/outnu"
+fi
+
 # ---- a root that a deploy switches --------------------------------------------------------
 # --root names a symlink to a release; a deploy points it at the next one
 # (ln -sfn, then mv -T: atomic) and deletes the old one. The server serves

@@ -118,6 +118,9 @@ Task<void> accept_loop(io::Listener& l, httpd::ServerState& st, std::shared_ptr<
   a->done.store(true, std::memory_order_release);
 }
 
+// An operation on a worker's ring, which that worker makes first.
+Task<io::Result<void>> first_ring() { co_return co_await io::sleep_for(std::chrono::nanoseconds(1)); }
+
 // The next SIGTERM, SIGINT or SIGQUIT on `sigfd`: true when one came, false when
 // the read failed (cancelled at the runtime's end).
 Task<bool> next_signal(int sigfd) {
@@ -252,6 +255,15 @@ int main(int argc, char** argv) {
     if (pool) {
       st->config.handler.fib_pool = &*pool;
       st->config.handler.server = &rt;
+    }
+    // A kernel or container may refuse io_uring (kernel.io_uring_disabled,
+    // a seccomp profile): said here, before the startup line, rather than
+    // by every operation of the server's.
+    if (auto ring = parkway::sync_wait(rt, first_ring()); !ring) {
+      std::fprintf(stderr,
+                   "parkway-httpd: io_uring: %s (kernel.io_uring_disabled or a seccomp filter may refuse it)\n",
+                   ring.error().message().c_str());
+      return 1;
     }
     std::printf("parkway-httpd: listening on %s (%ld workers%s)\n", listener->local_address().to_string().c_str(),
                 workers, pool ? ", /fib on a separate pool" : "");
