@@ -2282,6 +2282,74 @@ TEST(Io, AReceiveWithDontwaitTakesTheBytesThere) {
   EXPECT_EQ(none, -EAGAIN);
 }
 
+namespace {
+// Whether the kernel ends a no-op with the result its SQE names
+// (IORING_NOP_INJECT_RESULT), which io::detail::g_inject_kernel_eagain
+// relies on.
+bool kernel_injects_nop_results() {
+  io_uring ring;
+  if (io_uring_queue_init(2, &ring, 0) != 0) return false;
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+  io_uring_prep_nop(sqe);
+  sqe->rw_flags = int(io::detail::kNopInjectResult);
+  sqe->len = static_cast<unsigned>(-EAGAIN);
+  io_uring_cqe* cqe = nullptr;
+  bool ok = io_uring_submit_and_wait(&ring, 1) == 1 && io_uring_peek_cqe(&ring, &cqe) == 0 && cqe->res == -EAGAIN;
+  io_uring_queue_exit(&ring);
+  return ok;
+}
+struct AgainResults {
+  int sent = 0, received = 0, owned = 0, timed_out = 0;
+};
+// `peer` writes 3 bytes before each receive.
+Task<AgainResults> send_recv_after_kernel_eagain(int fd, int peer) {
+  io::Socket s(::dup(fd));
+  AgainResults r;
+  const char hello[] = "hello";
+  auto w = co_await s.send(std::as_bytes(std::span(hello, 5)));
+  r.sent = w ? int(*w) : -w.error().value();
+  std::byte b[8];
+  if (::write(peer, "abc", 3) != 3) std::abort();
+  auto n = co_await s.recv(b);
+  r.received = n ? int(*n) : -n.error().value();
+  if (::write(peer, "def", 3) != 3) std::abort();
+  auto o = co_await io::recv_owned(fd, 8);
+  r.owned = o ? int(o->size()) : -o.error().value();
+  auto t = co_await s.recv(b, {.timeout = std::chrono::milliseconds(20)});
+  r.timed_out = t ? int(*t) : -t.error().value();
+  co_return r;
+}
+}  // namespace
+
+// A send or receive that the kernel's worker thread ends with EAGAIN on
+// the non-blocking socket (io.md, "EAGAIN from the kernel's worker
+// thread") goes in again: its co_await gets the bytes, or its deadline's
+// ETIMEDOUT, never EAGAIN. The kernel's EAGAIN is made by a no-op that
+// ends with it, submitted in the operation's place.
+TEST(Io, ASendOrReceiveTheKernelEndsWithEagainGoesInAgain) {
+  pwtest::Watchdog wd("Io.ASendOrReceiveTheKernelEndsWithEagainGoesInAgain", 60);
+  if (!kernel_injects_nop_results())
+    GTEST_SKIP() << "this kernel cannot end a no-op with a given result (IORING_NOP_INJECT_RESULT, Linux 6.10)";
+  for (const unsigned pool : {128u, 0u}) {  // owned receives through the ring's pool, and without it
+    SCOPED_TRACE(pool);
+    parkway::Runtime rt(parkway::Options{.workers = 1, .io_send_first = false,  // the send on the ring
+                                         .io_recv_pool_buffers = pool});
+    Pair p;
+    io::detail::g_inject_kernel_eagain.store(4);
+    const AgainResults r = parkway::sync_wait(rt, send_recv_after_kernel_eagain(p.a, p.b));
+    EXPECT_EQ(io::detail::g_inject_kernel_eagain.exchange(0), 0);
+    EXPECT_EQ(r.sent, 5);
+    EXPECT_EQ(r.received, 3);
+    EXPECT_EQ(r.owned, 3);
+    EXPECT_EQ(r.timed_out, -ETIMEDOUT);
+    EXPECT_EQ(rt.stats().total.io_kernel_again, 4u);
+    EXPECT_EQ(rt.stats().total.io_recv_pool_empty, 0u);
+    char got[8] = {};
+    EXPECT_EQ(::read(p.b, got, sizeof got), 5);
+    EXPECT_STREQ(got, "hello");
+  }
+}
+
 // A receive on a descriptor that is no socket fails with ENOTSOCK at
 // once, even with nothing to read on it.
 TEST(Io, AReceiveOnAPipeFailsAtOnce) {

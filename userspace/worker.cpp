@@ -41,6 +41,7 @@ WorkerStats WorkerCounters::snapshot() const noexcept {
   s.io_sendfile = io_sendfile.load(std::memory_order_relaxed);
   s.io_recv_pool_empty = io_recv_pool_empty.load(std::memory_order_relaxed);
   s.slice_yields = slice_yields.load(std::memory_order_relaxed);
+  s.io_kernel_again = io_kernel_again.load(std::memory_order_relaxed);
   return s;
 }
 

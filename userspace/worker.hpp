@@ -30,7 +30,7 @@ class RuntimeImpl;
 struct WorkerCounters {
   std::atomic<std::uint64_t> spawned{0}, executed{0}, steals{0}, failed_steals{0}, injected{0},
       parks{0}, wakeups{0}, waiter_wakeups{0}, steal_fences{0}, park_fences{0}, io_ops{0}, ring_parks{0}, io_sent_now{0}, io_read_now{0}, io_sendfile{0},
-      io_recv_pool_empty{0}, slice_yields{0};
+      io_recv_pool_empty{0}, slice_yields{0}, io_kernel_again{0};
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
 #if defined(__x86_64__) && !defined(PARKWAY_TSAN)
     // One unlocked add to memory instead of load, add, store: only the
@@ -179,6 +179,7 @@ class alignas(64) Worker {
   }
   void count_io_read_now() noexcept { WorkerCounters::bump(counters_.io_read_now); }
   void count_io_sendfile() noexcept { WorkerCounters::bump(counters_.io_sendfile); }
+  void count_io_kernel_again() noexcept { WorkerCounters::bump(counters_.io_kernel_again); }
   void count_io_recv_pool_empty() noexcept { WorkerCounters::bump(counters_.io_recv_pool_empty); }
 
   static Worker* current() noexcept { return tls_current; }

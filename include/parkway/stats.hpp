@@ -35,9 +35,12 @@ struct WorkerStats {
   std::uint64_t io_sendfile = 0;   // sendfile(2) calls of io::send_file that sent bytes (the file's
                                    // pages went to the socket without a copy through user memory)
   std::uint64_t io_recv_pool_empty = 0;  // owned receives (io::recv_owned) that found the ring's buffer
-                                         // pool empty and were submitted again
+                                         // pool empty, held to be submitted again
   std::uint64_t slice_yields = 0;  // times it gave up its CPU at the end of its kernel slice, between
                                    // two tasks (Options::worker_slice_us; docs/design/parking.md)
+  std::uint64_t io_kernel_again = 0;  // sends and receives the kernel's worker thread ended with
+                                      // EAGAIN on the non-blocking socket, submitted again
+                                      // (docs/design/io.md, "EAGAIN from the kernel's worker thread")
 
   WorkerStats& operator+=(const WorkerStats& o) noexcept {
     spawned += o.spawned; executed += o.executed; steals += o.steals;
@@ -52,6 +55,7 @@ struct WorkerStats {
     io_sendfile += o.io_sendfile;
     io_recv_pool_empty += o.io_recv_pool_empty;
     slice_yields += o.slice_yields;
+    io_kernel_again += o.io_kernel_again;
     return *this;
   }
 };

@@ -28,6 +28,8 @@
 
 namespace parkway::io::detail {
 
+std::atomic<int> g_inject_kernel_eagain{0};
+
 using ::parkway::detail::ParkWord;
 using ::parkway::detail::Worker;
 
@@ -315,6 +317,13 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
   st->recv_polls_first = recv_poll_first_ && a.socket && (a.opcode == IORING_OP_RECV || a.opcode == IORING_OP_RECVMSG) &&
                          (a.op_flags & (MSG_DONTWAIT | MSG_OOB)) == 0;
   if (st->recv_polls_first) queue_behind(sqe);
+  const bool again = st->again_args != nullptr || (a.owned && (a.op_flags & MSG_DONTWAIT) == 0);
+  if (again && g_inject_kernel_eagain.load(std::memory_order_relaxed) > 0) [[unlikely]] {
+    g_inject_kernel_eagain.fetch_sub(1, std::memory_order_relaxed);
+    io_uring_prep_nop(sqe);  // (and no POLL_FIRST)
+    sqe->rw_flags = int(kNopInjectResult);  // the no-op's flags share the field
+    sqe->len = static_cast<unsigned>(-EAGAIN);
+  }
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(st) | kTagOp);
   urgent_ |= peer_waits_for(a.opcode);
   st->ring = this;
@@ -589,6 +598,7 @@ void IoRing::on_cqe(const io_uring_cqe* cqe) noexcept {
       // (submit_owned_recv_again), unless a cancel, its deadline or the
       // shutdown reached it meanwhile.
       if (res == -EAGAIN && st->again_args != nullptr) [[unlikely]] {
+        w_.count_io_kernel_again();
         st->again_next = held_;
         held_ = st;
         return;
@@ -715,6 +725,8 @@ int IoRing::settle_owned_recv(OpState* st, int res, std::uint32_t flags) noexcep
   // receive the kernel's worker thread tried on the O_NONBLOCK socket
   // (on_cqe), with or without the pool
   if ((res == -ENOBUFS && !st->received) || (res == -EAGAIN && (st->owned_flags & MSG_DONTWAIT) == 0)) {
+    if (res == -EAGAIN) w_.count_io_kernel_again();
+    else w_.count_io_recv_pool_empty();
     st->again_next = held_;
     held_ = st;
     return kNotYet;
@@ -779,7 +791,6 @@ int IoRing::submit_owned_recv_again(OpState* st) noexcept {
   } else if (st->received) {  // an owned receive without the pool that ended with -EAGAIN
     io_uring_prep_recv(sqe, st->owned_fd, st->received, st->owned_len, int(st->owned_flags));
   } else {
-    w_.count_io_recv_pool_empty();
     prep_pool_recv(sqe, st);
   }
   if (st->recv_polls_first) queue_behind(sqe);

@@ -213,4 +213,15 @@ class IoRing {
 // process: PARKWAY_IO_WAKE=eventfd forces the fallback.
 WakeMode process_wake_mode(io_uring* probe_ring) noexcept;
 
+// Fault injection for tests of "EAGAIN from the kernel's worker thread"
+// (io.md), which no load makes happen on demand: while positive, the next
+// send or receive that would go in again after such an EAGAIN (OpState::
+// again_args, or an owned receive) is submitted first as a no-op the
+// kernel ends with -EAGAIN
+// (IORING_NOP_INJECT_RESULT, kNopInjectResult), and the count goes
+// down by one. Zero (always, outside tests) costs a relaxed load per such
+// submission. A kernel without the flag ends the no-op with -EINVAL.
+inline constexpr unsigned kNopInjectResult = 1u << 0;
+extern std::atomic<int> g_inject_kernel_eagain;
+
 }  // namespace parkway::io::detail
