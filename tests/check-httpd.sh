@@ -745,9 +745,10 @@ fi
 # (ln -sfn, then mv -T: atomic) and deletes the old one. The server serves
 # the new release within a second or so, not the old one (then 404s).
 SWAP=$TMP/swap
-mkdir -p "$SWAP/rel1" "$SWAP/rel2"
+mkdir -p "$SWAP/rel1" "$SWAP/rel2" "$SWAP/rel3"
 printf 'release 1\n' > "$SWAP/rel1/version.txt"
 printf 'release 2\n' > "$SWAP/rel2/version.txt"
+printf 'release 3\n' > "$SWAP/rel3/version.txt"
 ln -s rel1 "$SWAP/current"
 start_server "switched root" "$TMP/outsw" "$TMP/errsw" "$BIN" --port 0 --workers 2 --root "$SWAP/current"
 if [ -n "$SPORT" ]; then
@@ -760,6 +761,20 @@ if [ -n "$SPORT" ]; then
     sleep 0.1
   done
   check "switched root: the next release served within 3 s of the switch" test "$r" = "release 2"
+  # SIGHUP (nginx's reload, a systemd unit's ExecReload) looks the root up
+  # at once: the first request after the server's note of it gets the
+  # next release. SIGUSR1 (nginx's reopening of its logs) is only noted.
+  kill -USR1 "$SPID"
+  for _ in $(seq 30); do grep -q "SIGUSR1" "$TMP/errsw" && break; sleep 0.1; done
+  check "switched root: SIGUSR1 noted on stderr" grep -q "parkway-httpd: SIGUSR1: no log file to reopen" "$TMP/errsw"
+  r=$(curl -s "http://127.0.0.1:$SPORT/version.txt")
+  check "switched root: still serving after SIGUSR1" test "$r" = "release 2"
+  ln -s rel3 "$SWAP/current.new" && mv -T "$SWAP/current.new" "$SWAP/current" && rm -r "$SWAP/rel2"
+  kill -HUP "$SPID"
+  for _ in $(seq 30); do grep -q "SIGHUP" "$TMP/errsw" && break; sleep 0.1; done
+  check "switched root: SIGHUP noted on stderr" grep -q "parkway-httpd: SIGHUP: the root is looked up again" "$TMP/errsw"
+  r=$(curl -s "http://127.0.0.1:$SPORT/version.txt")
+  check "switched root: after SIGHUP the next request gets the next release ($r)" test "$r" = "release 3"
   stop_server "switched root server: SIGQUIT (nginx's graceful stop) -> exit 0" "$SPID" QUIT
 fi
 

@@ -46,6 +46,8 @@ class RootDir {
   // co_await: the calling thread keeps a reference on it until it asks
   // again after the root changed (no shared count touched per request).
   int fd();
+  // Has the next fd() look the path up again, not a second later (SIGHUP).
+  void look_up_now() noexcept { next_check_ns_.store(0, std::memory_order_relaxed); }
 
  private:
   void refresh(std::int64_t now_ns);

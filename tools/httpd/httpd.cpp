@@ -5,8 +5,12 @@
 //                 [--idle-timeout S] [--shutdown-timeout S] [--fib-pool N]
 //
 // The main thread blocks SIGTERM, SIGINT and SIGQUIT (nginx's graceful
-// stop; the workers inherit the mask) and a coroutine reads them from a
-// signalfd through the ring. Shutdown:
+// stop), SIGHUP and SIGUSR1 (the workers inherit the mask) and a
+// coroutine reads them from a signalfd through the ring. SIGHUP, the
+// reload of nginx's and of a systemd unit's ExecReload, looks the root up
+// again at once (the options are read at startup only); SIGUSR1, nginx's
+// reopening of its logs, has nothing to reopen (the access log is
+// stderr); each says so on stderr and the server goes on. Shutdown:
 // stop accepting and close the listening socket (connections still in its
 // backlog are reset, new ones refused), close keep-alive connections
 // waiting for their next request, give the others --shutdown-timeout
@@ -26,6 +30,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -54,7 +59,8 @@ const char kUsage[] =
     "  --idle-timeout S    seconds a keep-alive connection may stay idle (default 30)\n"
     "  --shutdown-timeout S  on SIGTERM, SIGINT or SIGQUIT, seconds busy connections\n"
     "                      may take to finish the request in hand (default 5; a\n"
-    "                      second signal ends it at once)\n"
+    "                      second signal ends it at once; SIGHUP looks the root\n"
+    "                      up again, SIGUSR1 is ignored: both say so on stderr)\n"
     "  --fib-pool N        compute /fib/N on a separate pool of N threads, not on the\n"
     "                      server's workers (a baseline for measurements; without it,\n"
     "                      /fib runs on the workers)\n";
@@ -121,14 +127,30 @@ Task<void> accept_loop(io::Listener& l, httpd::ServerState& st, std::shared_ptr<
 // An operation on a worker's ring, which that worker makes first.
 Task<io::Result<void>> first_ring() { co_return co_await io::sleep_for(std::chrono::nanoseconds(1)); }
 
+// `line` on stderr through the ring, from a task of its own: a stderr pipe
+// nobody reads (a stalled log collector) holds that write, not a worker
+// or the wait for the next signal.
+Task<void> note(std::string line) { (void)co_await io::write(2, std::as_bytes(std::span(line)), -1); }
+
 // The next SIGTERM, SIGINT or SIGQUIT on `sigfd`: true when one came, false when
-// the read failed (cancelled at the runtime's end).
-Task<bool> next_signal(int sigfd) {
+// the read failed (cancelled at the runtime's end). A SIGHUP or SIGUSR1
+// before it is answered (the file's comment) and the wait goes on.
+Task<bool> next_signal(int sigfd, httpd::RootDir* root) {
   signalfd_siginfo si{};
   for (;;) {
     auto n = co_await io::read(sigfd, {reinterpret_cast<std::byte*>(&si), sizeof si}, -1);
-    if (n && *n == sizeof si) co_return true;
     if (!n && n.error() != std::errc::interrupted) co_return false;
+    if (!n || *n != sizeof si) continue;
+    if (si.ssi_signo == SIGHUP) {
+      if (root) root->look_up_now();
+      parkway::detach(note(std::string("parkway-httpd: SIGHUP: ") +
+                           (root ? "the root is looked up again" : "no root to look up again") +
+                           "; options are read at startup only\n"));
+    } else if (si.ssi_signo == SIGUSR1) {
+      parkway::detach(note("parkway-httpd: SIGUSR1: no log file to reopen (the access log is stderr)\n"));
+    } else {
+      co_return true;
+    }
   }
 }
 
@@ -141,13 +163,13 @@ Task<void> run_server(io::Listener& l, httpd::ServerState& st, int sigfd) {
   std::atomic<bool>& accept_done = accepting->done;
   parkway::detach(accept_loop(l, st, accepting));
 
-  co_await next_signal(sigfd);
+  co_await next_signal(sigfd, st.config.handler.root_dir);
 
   stop.cancel();     // no new connections
   st.idle.cancel();  // connections between requests close now
   // A second signal ends the grace period at once.
   parkway::detach([](int fd, httpd::ServerState* s) -> Task<void> {
-    if (co_await next_signal(fd)) s->abort.cancel();
+    if (co_await next_signal(fd, s->config.handler.root_dir)) s->abort.cancel();
   }(sigfd, &st));
   const auto deadline = std::chrono::steady_clock::now() + st.config.shutdown_timeout;
   auto in_grace = [&] { return std::chrono::steady_clock::now() < deadline && !st.abort.cancelled(); };
@@ -231,6 +253,8 @@ int main(int argc, char** argv) {
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGINT);
   sigaddset(&mask, SIGQUIT);
+  sigaddset(&mask, SIGHUP);
+  sigaddset(&mask, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
   // A blocking signalfd: its read goes through the ring, which waits for
   // a signal by polling (a non-blocking one could fail with EAGAIN there).
