@@ -778,6 +778,84 @@ if [ -n "$SPORT" ]; then
   stop_server "switched root server: SIGQUIT (nginx's graceful stop) -> exit 0" "$SPID" QUIT
 fi
 
+# ---- open-file cache -----------------------------------------------------------------------
+# Each worker keeps the files it served open for a second (--file-cache,
+# tools/httpd/open_file_cache.hpp): a file written in place is served as
+# written at once; a path renamed over, deleted or a directory's index
+# replaced is served as it is now within a second or so; an answer from
+# a cached descriptor of a file too large for the answer's own send
+# (send_file) is the file's bytes and leaves no descriptor behind; the
+# cache holds at most --file-cache descriptors a worker; --file-cache 0
+# opens every file.
+FC=$TMP/filecache
+mkdir -p "$FC/sub"
+printf 'first\n' > "$FC/a.txt"
+printf 'index one\n' > "$FC/sub/index.html"
+head -c 200000 /dev/urandom > "$FC/big.bin"
+for i in $(seq 20); do printf 'file %s\n' "$i" > "$FC/f$i.txt"; done
+# fc_wait URL WANT: fetches URL until its body is WANT, for at most 3 s; the last body in $r.
+fc_wait() {
+  for _ in $(seq 30); do r=$(curl -s "$1"); [ "$r" = "$2" ] && return 0; sleep 0.1; done
+  return 1
+}
+start_server "open-file cache" "$TMP/outfc" "$TMP/errfc" "$BIN" --port 0 --workers 1 --root "$FC" --file-cache 8
+if [ -n "$SPORT" ]; then
+  U=http://127.0.0.1:$SPORT
+  r=$(curl -s "$U/a.txt")
+  check "open-file cache: served" test "$r" = "first"
+  printf 'FIRST\n' > "$FC/a.txt"
+  r=$(curl -s "$U/a.txt")
+  check "open-file cache: written in place, same length: served as written at once ($r)" test "$r" = "FIRST"
+  printf 'a longer second version\n' > "$FC/a.txt"
+  r=$(curl -s "$U/a.txt")
+  check "open-file cache: written in place, longer: served whole at once ($r)" test "$r" = "a longer second version"
+  printf 'renamed over\n' > "$FC/a.new" && mv "$FC/a.new" "$FC/a.txt"
+  check "open-file cache: a file renamed over the path served within 3 s" fc_wait "$U/a.txt" "renamed over"
+  rm "$FC/a.txt"
+  code=0
+  for _ in $(seq 30); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "$U/a.txt"); [ "$code" = 404 ] && break; sleep 0.1
+  done
+  check "open-file cache: a deleted file is a 404 within 3 s ($code)" test "$code" = 404
+  r=$(curl -s "$U/sub/")
+  check "open-file cache: a directory's index served" test "$r" = "index one"
+  printf 'index two\n' > "$FC/sub/i.new" && mv "$FC/sub/i.new" "$FC/sub/index.html"
+  check "open-file cache: a directory's index replaced served within 3 s" fc_wait "$U/sub/" "index two"
+  want=$(md5sum < "$FC/big.bin")
+  got1=$(curl -s "$U/big.bin" | md5sum); got2=$(curl -s "$U/big.bin" | md5sum)
+  check "open-file cache: a 200 KB file sent twice, the same bytes both times" test "$got1 $got2" = "$want $want"
+  for i in $(seq 20); do curl -s -o /dev/null "$U/f$i.txt"; done
+  r=$(curl -s "$U/f20.txt")
+  check "open-file cache: twenty files in turn, the last served right" test "$r" = "file 20"
+  # Descriptors of regular files the server holds: at most 8 cached (one
+  # worker), none left from the sends of big.bin.
+  held=$(find "/proc/$SPID/fd" -lname "$FC/*" 2>/dev/null | wc -l)
+  check "open-file cache: at most 8 files held open ($held)" test "$held" -le 8
+  stop_server "open-file cache server: SIGTERM -> exit 0" "$SPID"
+fi
+# Under a descriptor limit of 96 with 2 workers, the default 64 a worker
+# comes down to 96 / 8 / 2 = 6.
+start_server "open-file cache, 96 descriptors" "$TMP/outfc1" "$TMP/errfc1" \
+  bash -c 'ulimit -n 96 && exec "$@"' _ "$BIN" --port 0 --workers 2 --root "$FC"
+if [ -n "$SPORT" ]; then
+  for i in $(seq 20); do curl -s -o /dev/null "http://127.0.0.1:$SPORT/f$i.txt"; done
+  held=$(find "/proc/$SPID/fd" -lname "$FC/*" 2>/dev/null | wc -l)
+  check "open-file cache: at most 2 x 6 files held open under 96 descriptors ($held)" test "$held" -le 12
+  stop_server "open-file cache, 96 descriptors server: SIGTERM -> exit 0" "$SPID"
+fi
+start_server "no open-file cache" "$TMP/outfc0" "$TMP/errfc0" "$BIN" --port 0 --workers 1 --root "$FC" --file-cache 0
+if [ -n "$SPORT" ]; then
+  U=http://127.0.0.1:$SPORT
+  printf 'one\n' > "$FC/b.txt"
+  r1=$(curl -s "$U/b.txt")
+  printf 'two\n' > "$FC/b.new" && mv "$FC/b.new" "$FC/b.txt"
+  r2=$(curl -s "$U/b.txt")
+  check "--file-cache 0: a file renamed over the path served at once ($r1, $r2)" test "$r1 $r2" = "one two"
+  held=$(find "/proc/$SPID/fd" -lname "$FC/*" 2>/dev/null | wc -l)
+  check "--file-cache 0: no file held open ($held)" test "$held" = 0
+  stop_server "no open-file cache server: SIGTERM -> exit 0" "$SPID"
+fi
+
 # ---- permissions ---------------------------------------------------------------------------
 # A directory that may be searched but not read (no read bit for anyone)
 # serves its index.html and redirects its name without the slash, as a

@@ -17,6 +17,7 @@
 
 #include "http_path.hpp"
 #include "http_response.hpp"
+#include "open_file_cache.hpp"
 #include "parkway/task_group.hpp"
 
 namespace httpd {
@@ -256,49 +257,99 @@ bool read_cached(int fd, std::uint64_t first, std::uint64_t length, std::string&
   return false;
 }
 
+// The open in file_response: an open that fails for want of descriptors
+// closes the open-file cache's first (every worker's) and is tried again.
+int open_serving_retry(int root_fd, std::string_view relative, bool cache_on) {
+  int fd = open_for_serving(root_fd, relative);
+  if (cache_on && (fd == -EMFILE || fd == -ENFILE)) {
+    OpenFileCache::out_of_descriptors();
+    fd = open_for_serving(root_fd, relative);
+  }
+  return fd;
+}
+
+std::int64_t monotonic_ns() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 // A file (or a directory's index.html) under the root.
 // `p`: the target's path, resolved (and valid).
 Task<Response> file_response(const RequestParser& req, PathResult p, bool head,
                              const HandlerConfig& cfg) {
   // The root as it is now: every lookup under it comes before this
-  // coroutine's first co_await (RootDir::fd).
-  const int root_fd = cfg.root_dir ? cfg.root_dir->fd() : cfg.root_fd;
-  // openat2 is synchronous (the ring has no RESOLVE_BENEATH open): a path
-  // lookup under the root, no wait on a peer.
-  int fd = open_for_serving(root_fd, p.relative);
-  // A directory one may search but not list (mode 711) does not open for
-  // reading; its index.html may still be served.
-  const bool searchable_dir = fd == -EACCES && is_directory_beneath(root_fd, p.relative);
-  if (fd < 0 && !searchable_dir) {
-    co_return open_error_response(fd, head);
+  // coroutine's first co_await (RootDir::fd), and so does every use of
+  // the calling worker's open-file cache.
+  std::uint64_t root_generation = 0;
+  const int root_fd = cfg.root_dir ? cfg.root_dir->fd(&root_generation) : cfg.root_fd;
+  const bool cache_on = cfg.file_cache != 0;
+  const RootKey root_key{cfg.root_dir, root_fd, root_generation};
+  thread_local std::string key;  // the path with its trailing slash: "/sub/" is not "/sub"
+  std::int64_t now_ns = 0;
+  io::File f;  // a file opened here and not cached
+  int fd = -1;  // the file served: f's, or the cache's
+  std::string_view resolved = p.relative;  // what the file was opened by
+  io::Result<io::FileInfo> info = io::FileInfo{};
+  const OpenFileCache::Entry* cached = nullptr;
+  if (cache_on) {
+    key.assign(p.relative);
+    if (p.trailing_slash) key += '/';
+    now_ns = monotonic_ns();
+    cached = OpenFileCache::find(root_key, key, now_ns);
   }
-  io::File f;
-  io::Result<io::FileInfo> info = io::FileInfo{.mode = S_IFDIR};
-  if (!searchable_dir) {
-    f = io::File(fd);
-    info = stat_open_file(f.fd());
-  }
-  const std::uint32_t first_mode = info ? info->mode : 0;
-  if (info && S_ISDIR(info->mode)) {
-    // "/sub" is answered by a redirect to "/sub/", as other servers do: a
-    // page served at "/sub" would have its relative links resolved
-    // against "/" by the browser.
-    if (!p.trailing_slash && !p.relative.empty()) {
-      const std::string extra = "Location: " + directory_location(p.relative, req.target()) + "\r\n";
-      co_return text_response(301, "Moved Permanently\n", head, extra);
-    }
-    p.relative += p.relative.empty() ? "index.html" : "/index.html";
-    fd = open_for_serving(root_fd, p.relative);
-    if (fd < 0) {
+  if (cached) {
+    fd = cached->fd;
+    resolved = cached->resolved;
+    info = stat_open_file(fd);
+    if (!info) co_return text_response(500, "stat failed\n", head);
+  } else {
+    // openat2 is synchronous (the ring has no RESOLVE_BENEATH open): a path
+    // lookup under the root, no wait on a peer.
+    fd = open_serving_retry(root_fd, p.relative, cache_on);
+    // A directory one may search but not list (mode 711) does not open for
+    // reading; its index.html may still be served.
+    const bool searchable_dir = fd == -EACCES && is_directory_beneath(root_fd, p.relative);
+    if (fd < 0 && !searchable_dir) {
       co_return open_error_response(fd, head);
     }
-    f = io::File(fd);
-    info = stat_open_file(f.fd());
+    info = io::FileInfo{.mode = S_IFDIR};
+    if (!searchable_dir) {
+      f = io::File(fd);
+      info = stat_open_file(f.fd());
+    }
+    const std::uint32_t first_mode = info ? info->mode : 0;
+    if (info && S_ISDIR(info->mode)) {
+      // "/sub" is answered by a redirect to "/sub/", as other servers do: a
+      // page served at "/sub" would have its relative links resolved
+      // against "/" by the browser.
+      if (!p.trailing_slash && !p.relative.empty()) {
+        const std::string extra = "Location: " + directory_location(p.relative, req.target()) + "\r\n";
+        co_return text_response(301, "Moved Permanently\n", head, extra);
+      }
+      p.relative += p.relative.empty() ? "index.html" : "/index.html";
+      resolved = p.relative;
+      fd = open_serving_retry(root_fd, p.relative, cache_on);
+      if (fd < 0) {
+        co_return open_error_response(fd, head);
+      }
+      f = io::File(fd);
+      info = stat_open_file(f.fd());
+    }
+    if (!info) co_return text_response(500, "stat failed\n", head);
+    // "/a.txt/" names a directory that is not there (a file before a slash).
+    if (!S_ISREG(info->mode) || (p.trailing_slash && !S_ISDIR(first_mode)))
+      co_return text_response(404, "Not Found\n", head);
+    fd = f.fd();
+    // A regular file: cached without O_NONBLOCK (it only kept an open of
+    // a FIFO from waiting), as send_file's reads on the ring need.
+    if (cache_on && ::fcntl(fd, F_SETFL, 0) == 0) {
+      if (const auto* e = OpenFileCache::put(root_key, key, fd, p.relative, now_ns, cfg.file_cache)) {
+        (void)f.release();  // the cache's now
+        resolved = e->resolved;
+      }
+    }
   }
-  if (!info) co_return text_response(500, "stat failed\n", head);
-  // "/a.txt/" names a directory that is not there (a file before a slash).
-  if (!S_ISREG(info->mode) || (p.trailing_slash && !S_ISDIR(first_mode)))
-    co_return text_response(404, "Not Found\n", head);
 
   const std::uint64_t size = info->size;
   // A modification time in the future is announced as now (RFC 9110
@@ -306,7 +357,7 @@ Task<Response> file_response(const RequestParser& req, PathResult p, bool head,
   const std::time_t now = std::time(nullptr);
   const std::time_t last_modified = std::min(std::time_t(info->mtime_sec), now);
   ResponseHead h;
-  h.content_type = mime_type(p.relative);
+  h.content_type = mime_type(resolved);
   h.last_modified = last_modified;
   h.accept_ranges = true;
   if (precondition_failed(req, last_modified))
@@ -342,9 +393,15 @@ Task<Response> file_response(const RequestParser& req, PathResult p, bool head,
   }
   Response r = head_only(h, length);
   if (head || length == 0) co_return r;
-  if (length <= kInlineBodyMax && read_cached(f.fd(), first, length, r.body)) co_return r;
-  if (::fcntl(f.fd(), F_SETFL, 0) != 0) co_return text_response(500, "fcntl failed\n", head);
-  r.file = std::move(f);
+  if (length <= kInlineBodyMax && read_cached(fd, first, length, r.body)) co_return r;
+  if (f.fd() >= 0) {
+    if (::fcntl(f.fd(), F_SETFL, 0) != 0) co_return text_response(500, "fcntl failed\n", head);
+    r.file = std::move(f);
+  } else {  // the cache's descriptor: the answer sends from a copy of it
+    const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) co_return open_error_response(-errno, head);
+    r.file = io::File(copy);
+  }
   r.file_offset = first;
   r.file_length = length;
   co_return r;
@@ -416,10 +473,6 @@ std::shared_ptr<const int> fd_handle(int fd) {
     delete p;
   });
 }
-std::int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 }  // namespace
 
 RootDir::RootDir(std::string path, int fd) : path_(std::move(path)), fd_(fd_handle(fd)) {
@@ -428,11 +481,11 @@ RootDir::RootDir(std::string path, int fd) : path_(std::move(path)), fd_(fd_hand
     dev_ = sb.st_dev;
     ino_ = sb.st_ino;
   }
-  next_check_ns_.store(steady_ns() + 1'000'000'000, std::memory_order_relaxed);
+  next_check_ns_.store(monotonic_ns() + 1'000'000'000, std::memory_order_relaxed);
 }
 
-int RootDir::fd() {
-  const std::int64_t now = steady_ns();
+int RootDir::fd(std::uint64_t* generation) {
+  const std::int64_t now = monotonic_ns();
   if (now >= next_check_ns_.load(std::memory_order_relaxed) && !checking_.exchange(true, std::memory_order_acquire)) {
     refresh(now);
     checking_.store(false, std::memory_order_release);
@@ -446,6 +499,7 @@ int RootDir::fd() {
     held_generation = g;
     owner = this;
   }
+  if (generation) *generation = held_generation;
   return *held;
 }
 

@@ -45,7 +45,7 @@ class RootDir {
   // The root's descriptor now, for lookups made before the caller's next
   // co_await: the calling thread keeps a reference on it until it asks
   // again after the root changed (no shared count touched per request).
-  int fd();
+  int fd(std::uint64_t* generation = nullptr);  // and the generation of the descriptor returned
   // Has the next fd() look the path up again, not a second later (SIGHUP).
   void look_up_now() noexcept { next_check_ns_.store(0, std::memory_order_relaxed); }
 
@@ -66,6 +66,9 @@ int open_root(const char* path);
 
 struct HandlerConfig {
   int root_fd = -1;  // the document root (O_DIRECTORY); -1: no static files
+  // Descriptors of files served in the last second kept open per worker,
+  // at most this many (open_file_cache.hpp); 0: every answer opens its file.
+  unsigned file_cache = 0;
   RootDir* root_dir = nullptr;  // when set, the root's current descriptor (root_fd: startup's, not used)
   // Set both to compute /fib/N on a runtime of its own (the server's workers
   // then only wait for it): the baseline a server without work stealing

@@ -40,7 +40,8 @@ TEST_SUITES += test-http-parser
 #   make test-httpd-asan   the same checks against a server and library built
 #                          with -fsanitize=address,undefined (build/asan);
 #                          any sanitizer report on the server's stderr fails
-HTTPD_SRV_SRCS := $(HTTPD_DIR)/connection.cpp $(HTTPD_DIR)/handlers.cpp $(HTTPD_DIR)/httpd.cpp
+HTTPD_SRV_SRCS := $(HTTPD_DIR)/connection.cpp $(HTTPD_DIR)/handlers.cpp $(HTTPD_DIR)/open_file_cache.cpp \
+                  $(HTTPD_DIR)/httpd.cpp
 HTTPD_SRV_OBJS := $(patsubst $(HTTPD_DIR)/%.cpp,$(BUILD)/tools/httpd/obj/srv/%.o,$(HTTPD_SRV_SRCS))
 HTTPD_BIN      := $(BUILD)/parkway-httpd
 
