@@ -105,18 +105,28 @@ for s in "${suites[@]}"; do
 done
 echo "=== all suites took $(( $(date +%s) - T0 )) s"
 # What failed, again at the end, where a reader of a long log (or of only
-# its last lines) finds it: each failed suite's failure lines and the few
-# lines after each (an assertion's values, a sanitizer report's first
-# frames), at most 40 lines a suite; where none is marked (a crash), the
-# log's last 15 lines.
+# its last lines) finds it. A sanitizer report: the test that was running,
+# the report's headings and the first 8 frames of each of its stacks (the
+# top frames are often libstdc++'s or liburing's, the caller further
+# down), at most 60 lines a suite. Other failures: each failure line and
+# the few after it (an assertion's values), at most 40 lines a suite.
+# Where nothing is marked (a crash), the log's last 15 lines.
+san_reports() {
+  awk '/^\[ RUN      \] / { run = $0 }
+       /WARNING: ThreadSanitizer|ERROR: (Address|Leak)Sanitizer/ { rep = 1; print "  while " (run == "" ? "no test ran" : run) }
+       rep { if ($0 ~ /^ *#[0-9]+ /) { if (++fr <= 8) print } else { fr = 0; if ($0 != "") print } }
+       /^SUMMARY: / { rep = 0 }' "$1" | head -n 60
+}
 for s in "${bad[@]}"; do
   echo "=== what failed in $s:"
-  marks='^\[  FAILED  \] [A-Za-z_0-9/]+\.|Failure$|WARNING: ThreadSanitizer|ERROR: (Address|Leak)Sanitizer|runtime error:|^WATCHDOG|^FAIL\b|^not ok\b|Traceback'
+  san='WARNING: ThreadSanitizer|ERROR: (Address|Leak)Sanitizer'
+  marks='^\[  FAILED  \] [A-Za-z_0-9/]+\.|Failure$|runtime error:|^WATCHDOG|^FAIL\b|^not ok\b|Traceback'
+  found=0
+  if grep -a -q -E "$san" "$W/$s.log" 2>/dev/null; then san_reports "$W/$s.log"; found=1; fi
   if grep -a -q -E "$marks" "$W/$s.log" 2>/dev/null; then
-    grep -a -E -A4 "$marks" "$W/$s.log" | head -n 40
-  else
-    tail -n 15 "$W/$s.log" 2>/dev/null
+    grep -a -E -A4 "$marks" "$W/$s.log" | head -n 40; found=1
   fi
+  [ $found -eq 0 ] && tail -n 15 "$W/$s.log" 2>/dev/null
 done
 [ ${#bad[@]} -ne 0 ] && echo "failed suites: ${bad[*]}"
 echo "$tp passed, $tf failed, $ts skipped"
