@@ -33,18 +33,9 @@
 
 #include <atomic>
 
-namespace parkway::detail {
+#include "tsan.hpp"  // PARKWAY_TSAN
 
-// ThreadSanitizer (g++ defines __SANITIZE_THREAD__, clang has the
-// feature test): it sees only C++ atomics, so inline-asm shortcuts that
-// stand for one are off under it.
-#if defined(__SANITIZE_THREAD__)
-#define PARKWAY_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define PARKWAY_TSAN 1
-#endif
-#endif
+namespace parkway::detail {
 
 // A full StoreLoad barrier. On x86 a locked RMW of the own stack line is
 // cheaper than mfence; elsewhere the C++ fence.

@@ -24,6 +24,7 @@
 #include "parker.hpp"
 #include "probes.hpp"
 #include "runtime_impl.hpp"
+#include "tsan.hpp"
 #include "worker.hpp"
 
 namespace parkway::io::detail {
@@ -146,6 +147,38 @@ static std::size_t first_setup_try() noexcept {
   return first;
 }
 
+// A ring's mappings. liburing maps a ring's SQ, CQ and SQEs with raw
+// system calls, and unmaps them so, unseen by ThreadSanitizer, which keeps
+// the shadow of a ring that is gone. A worker that took its park word
+// before a detached worker of another runtime left (the registry's lock,
+// its only ordering with that worker, came too early) may then map its
+// ring where the old one was; TSAN took its first CQ-head store for a
+// race with the old worker's last read. The kernel orders the munmap
+// before the mmap that reuses the address. So, under TSAN only
+// (tsan.hpp), an owner releases each page of its ring's mappings after
+// its last access, and a new ring acquires each page of its own: an
+// ordering between two rings that shared a page, and no other. Checked by
+// IoShutdown.ARingMappedWhereADetachedWorkersRingWasRacesWithNothing.
+namespace {
+template <void (*Sync)(void*) noexcept>
+void each_mapped_page([[maybe_unused]] io_uring& ring) noexcept {
+#if defined(PARKWAY_TSAN)
+  auto pages = [](void* p, std::size_t bytes) {
+    auto* b = static_cast<char*>(p);
+    for (std::size_t off = 0; off < bytes; off += 4096) Sync(b + off);
+  };
+  pages(ring.sq.ring_ptr, ring.sq.ring_sz);
+  if (ring.cq.ring_ptr != ring.sq.ring_ptr) pages(ring.cq.ring_ptr, ring.cq.ring_sz);
+  const std::size_t sqe_bytes = (ring.flags & IORING_SETUP_SQE128) ? 2 * sizeof(io_uring_sqe) : sizeof(io_uring_sqe);
+  pages(ring.sq.sqes, ring.sq.ring_entries * sqe_bytes);
+#endif
+}
+void exit_ring(io_uring* ring) noexcept {
+  each_mapped_page<::parkway::detail::tsan_release>(*ring);
+  io_uring_queue_exit(ring);
+}
+}  // namespace
+
 IoRing::IoRing(Worker& w, int* err) noexcept : w_(w), stop_(w.runtime().stop), ready_(w.io_ready()) {
   *err = 0;
   const Options& o = w.runtime().opts;
@@ -157,6 +190,7 @@ IoRing::IoRing(Worker& w, int* err) noexcept : w_(w), stop_(w.runtime().stop), r
     p.cq_entries = o.io_cq_entries ? o.io_cq_entries : std::min(4 * o.io_sq_entries, 65536u);
     rc = io_uring_queue_init_params(o.io_sq_entries, &ring_, &p);
     if (rc == 0) {
+      each_mapped_page<::parkway::detail::tsan_acquire>(ring_);
       defer_taskrun_ = (flags & IORING_SETUP_DEFER_TASKRUN) != 0;
       // IORING_RECVSEND_POLL_FIRST came with COOP_TASKRUN (Linux 5.19):
       // a ring set up without either refuses it.
@@ -183,7 +217,7 @@ IoRing::IoRing(Worker& w, int* err) noexcept : w_(w), stop_(w.runtime().stop), r
       const int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
       if (fd < 0) {
         *err = -errno;
-        io_uring_queue_exit(&ring_);
+        exit_ring(&ring_);
         return;
       }
       pw.doorbell.store(fd, std::memory_order_release);
@@ -216,7 +250,7 @@ IoRing::~IoRing() {
     // its descriptor (io.md, "Fork"). Its operations' states leak with
     // the child's copy of everything else the parent's tasks held.
     pool_.forget();
-    io_uring_queue_exit(&ring_);
+    exit_ring(&ring_);
     return;
   }
   // The ring's own wait must be over before the ring goes: cancel it and
@@ -237,7 +271,7 @@ IoRing::~IoRing() {
   if (ops_ != 0)
     std::fprintf(stderr, "parkway: worker %u closes its io_uring ring with %u operations in flight\n", w_.index(), ops_);
   pool_.destroy(&ring_);
-  io_uring_queue_exit(&ring_);
+  exit_ring(&ring_);
 }
 
 std::uint32_t IoRing::parked_value() const noexcept {

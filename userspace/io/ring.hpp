@@ -137,6 +137,8 @@ class IoRing {
   std::uint64_t stale_taskrun_hints() const noexcept { return stale_taskrun_hints_; }
   // Set up with DEFER_TASKRUN: completions wait for the owner's entry.
   bool defers_taskrun() const noexcept { return defer_taskrun_; }
+  // Where the kernel mapped this ring's CQ head (its mapping's address).
+  const void* cq_head_for_test() const noexcept { return ring_.cq.khead; }
   void raise_taskrun_flag_for_test() noexcept {
     __atomic_fetch_or(ring_.sq.kflags, unsigned(IORING_SQ_TASKRUN), __ATOMIC_SEQ_CST);
   }

@@ -14,7 +14,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "asymmetric_fence.hpp"  // PARKWAY_TSAN
+#include "tsan.hpp"  // PARKWAY_TSAN
 #include "trace/format.hpp"
 
 namespace parkway::detail {
