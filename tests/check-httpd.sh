@@ -942,6 +942,54 @@ if [ -n "$SPORT" ]; then
 fi
 kill "$HOLDLOG" 2>/dev/null; wait "$HOLDLOG" 2>/dev/null
 
+# The access log on a pipe someone made non-blocking (O_NONBLOCK belongs to
+# the open file, shared with whoever else holds it), whose reader starts
+# late: a write that finds the pipe full fails with EAGAIN. The log waits
+# for room and loses no line (it dropped the rest of its batch).
+mkfifo "$TMP/nbfifo"
+( exec 3<"$TMP/nbfifo"; sleep 2; cat <&3 >"$TMP/nblog" ) &
+NBREADER=$!
+start_server "non-blocking log" "$TMP/out6c" "$TMP/nbfifo" "$PY" -S -c 'import fcntl, os, sys
+fcntl.fcntl(2, fcntl.F_SETFL, fcntl.fcntl(2, fcntl.F_GETFL) | os.O_NONBLOCK)
+os.execv(sys.argv[1], sys.argv[1:])' "$BIN" --port 0 --workers 2 --access-log
+PID6=$SPID
+if [ -n "$SPORT" ]; then
+  q=$(head -c 2000 /dev/zero | tr '\0' b)  # 48 lines of 2 KB: more than the pipe's 64 KiB
+  r=$(for i in $(seq 48); do printf 'GET /plaintext?%s HTTP/1.1\r\nHost: t\r\n\r\n' "$q"; done |
+      py "$HERE/httpd/raw.py" "$SPORT" 3)
+  n=$(grep -o "HTTP/1.1 200 " <<<"$r" | wc -l)
+  check "access log to a non-blocking pipe read late: 48 pipelined requests answered (got $n)" test "$n" = 48
+  sleep 1.5  # the reader has begun
+  stop_server "access log to a non-blocking pipe read late: SIGTERM -> exit 0" "$PID6"
+  [ "$STOPPED" = 1 ] || kill -KILL "$PID6" 2>/dev/null; PID6=
+  for _ in $(seq 50); do kill -0 "$NBREADER" 2>/dev/null || break; sleep 0.1; done
+  n=$(grep -c '"GET /plaintext?bbbb' "$TMP/nblog" 2>/dev/null)
+  check "access log to a non-blocking pipe read late: all 48 lines written (got ${n:-0})" test "${n:-0}" = 48
+fi
+kill "$NBREADER" 2>/dev/null; wait "$NBREADER" 2>/dev/null
+
+# The access log to a file that reaches its size limit (RLIMIT_FSIZE,
+# SIGXFSZ ignored): writes fail with EFBIG. The lines they carried are
+# counted and reported at SIGTERM, which the file has room for again (it
+# was truncated; stderr appends): written and lost add up to every line.
+start_server "size-limited log" "$TMP/out6d" - bash -c 'trap "" XFSZ; ulimit -f 16; exec "$@" 2>>"$0"' \
+  "$TMP/fszlog" "$BIN" --port 0 --workers 2 --access-log
+PID6=$SPID
+if [ -n "$SPORT" ]; then
+  q=$(head -c 2000 /dev/zero | tr '\0' c)  # 48 lines of 2 KB: more than the 16 KiB limit
+  r=$(for i in $(seq 48); do printf 'GET /plaintext?%s HTTP/1.1\r\nHost: t\r\n\r\n' "$q"; done |
+      py "$HERE/httpd/raw.py" "$SPORT" 3)
+  n=$(grep -o "HTTP/1.1 200 " <<<"$r" | wc -l)
+  check "access log past its file's size limit: 48 pipelined requests answered (got $n)" test "$n" = 48
+  sleep 1  # the log's writes have failed
+  k=$(tr -cd '\n' <"$TMP/fszlog" | wc -c)
+  : >"$TMP/fszlog"
+  stop_server "access log past its file's size limit: SIGTERM -> exit 0" "$PID6"
+  [ "$STOPPED" = 1 ] || kill -KILL "$PID6" 2>/dev/null; PID6=
+  check "access log past its file's size limit: $k lines written, the other $((48 - k)) reported lost" \
+    grep -q "^parkway-httpd: access log: $((48 - k)) lines lost (write: File too large)\$" "$TMP/fszlog"
+fi
+
 # A second signal ends the grace period at once: a request whose body
 # never comes would hold a 60 s grace period.
 start_server "grace" "$TMP/out7" "$TMP/err7" "$BIN" --port 0 --workers 1 --shutdown-timeout 60 --body-timeout 60

@@ -35,6 +35,7 @@
 #include <netinet/in.h>
 #include <linux/sockios.h>  // SIOCOUTQ
 #include <linux/tcp.h>      // TCP_NOTSENT_LOWAT, TCP_INFO and the kernel's tcp_info (tcpi_bytes_acked)
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
@@ -599,7 +600,9 @@ struct AccessLog::Shared {
   std::mutex m;
   std::condition_variable cv, drained;
   std::string pending;
-  std::uint64_t dropped = 0;
+  std::uint64_t dropped = 0;  // lines refused: the reader was too slow
+  std::uint64_t lost = 0;     // lines whose write failed
+  int lost_errno = 0;         // the last such failure
   bool stopping = false, writing = false, reported = false;
 };
 
@@ -620,9 +623,25 @@ void AccessLog::start() {
       }
       for (std::size_t at = 0; at < out.size();) {  // blocks on a slow reader: this thread alone
         const ssize_t n = ::write(STDERR_FILENO, out.data() + at, out.size() - at);
-        if (n > 0) at += std::size_t(n);
-        else if (n < 0 && errno == EINTR) continue;
-        else break;  // EPIPE (SIGPIPE is ignored), or no stderr: the lines are lost
+        if (n > 0) {
+          at += std::size_t(n);
+        } else if (n < 0 && errno == EINTR) {
+          continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+          // A stderr that another holder of the open file made
+          // non-blocking: wait for room, as a blocking write would.
+          pollfd p{STDERR_FILENO, POLLOUT, 0};
+          (void)::poll(&p, 1, -1);
+        } else {
+          // EPIPE (SIGPIPE is ignored), ENOSPC, EIO, no stderr: the rest
+          // of the batch is lost, counted for stop()'s report.
+          const int e = n < 0 ? errno : EIO;
+          const auto lines = std::count(out.begin() + std::ptrdiff_t(at), out.end(), '\n');
+          std::lock_guard lk(s->m);
+          s->lost += std::uint64_t(lines);
+          s->lost_errno = e;
+          break;
+        }
       }
       out.clear();
     }
@@ -654,9 +673,13 @@ void AccessLog::stop() noexcept {
   // The reader may never read again: the exit does not wait for it.
   const bool drained =
       s_->drained.wait_for(lk, std::chrono::seconds(1), [&] { return s_->pending.empty() && !s_->writing; });
-  if (drained && s_->dropped != 0)  // a reader still stalled would block this write too
+  if (!drained) return;  // a reader still stalled would block these writes too
+  if (s_->dropped != 0)
     std::fprintf(stderr, "parkway-httpd: access log: %llu lines dropped (its reader was too slow)\n",
                  static_cast<unsigned long long>(s_->dropped));
+  if (s_->lost != 0)  // stderr may work again (a disk with room): else this line is lost too
+    std::fprintf(stderr, "parkway-httpd: access log: %llu lines lost (write: %s)\n",
+                 static_cast<unsigned long long>(s_->lost), std::strerror(s_->lost_errno));
 }
 
 Task<void> serve_connection(io::Socket s, ServerState& state) {

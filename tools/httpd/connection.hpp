@@ -29,6 +29,8 @@ struct ServerConfig {
 // bounded buffer: a log reader that stops reading costs the lines that do
 // not fit (counted, and reported at the end), never a worker blocked in
 // write(2) (which stopped every worker, and with them SIGTERM's handling).
+// A stderr made non-blocking is waited on, like a blocking one; lines whose
+// write fails (a closed pipe, a full disk) are counted and reported too.
 class AccessLog {
  public:
   void start();                  // the writer thread; before the first line
