@@ -763,7 +763,8 @@ if [ -n "$SPORT" ]; then
   check "switched root: the next release served within 3 s of the switch" test "$r" = "release 2"
   # SIGHUP (nginx's reload, a systemd unit's ExecReload) looks the root up
   # at once: the first request after the server's note of it gets the
-  # next release. SIGUSR1 (nginx's reopening of its logs) is only noted.
+  # next release. SIGUSR1 (nginx's reopening of its logs) is only noted
+  # here, with no log file to reopen.
   kill -USR1 "$SPID"
   for _ in $(seq 30); do grep -q "SIGUSR1" "$TMP/errsw" && break; sleep 0.1; done
   check "switched root: SIGUSR1 noted on stderr" grep -q "parkway-httpd: SIGUSR1: no log file to reopen" "$TMP/errsw"
@@ -991,6 +992,47 @@ if [ -n "$SPORT" ]; then
   check "access log past its file's size limit: $((k + k2)) lines written, the other $((48 - k - k2)) reported lost" \
     grep -q "^parkway-httpd: access log: $((48 - k - k2)) lines lost (write: File too large)\$" "$TMP/fszlog"
 fi
+
+# The access log to a file (--access-log-file), rotated as logrotate does:
+# the file renamed, then SIGUSR1. The lines before the signal stay in the
+# renamed file, the lines after go to a new one under the path; stderr
+# gets no line. A reopen that fails (the directory moved away) says so,
+# and the lines go on to the file open before. A path that cannot be
+# opened at startup is refused, named, before the server listens.
+LOGDIR=$TMP/logs; mkdir -p "$LOGDIR"
+start_server "file log" "$TMP/out6e" "$TMP/err6e" "$BIN" --port 0 --workers 2 --access-log-file "$LOGDIR/access.log"
+PID6=$SPID
+if [ -n "$SPORT" ]; then
+  getq() { printf 'GET /plaintext?%s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' "$1" | py "$HERE/httpd/raw.py" "$SPORT" 3 >/dev/null; }
+  getq before1; getq before2; getq before3
+  for _ in $(seq 30); do [ "$(grep -c 'plaintext?before' "$LOGDIR/access.log" 2>/dev/null)" = 3 ] && break; sleep 0.1; done
+  mv "$LOGDIR/access.log" "$LOGDIR/access.log.1"
+  kill -USR1 "$PID6"
+  for _ in $(seq 30); do grep -q "SIGUSR1" "$TMP/err6e" && break; sleep 0.1; done
+  check "file log: SIGUSR1 reopens it, and says so" grep -qF "parkway-httpd: SIGUSR1: the access log $LOGDIR/access.log is reopened" "$TMP/err6e"
+  getq after1; getq after2
+  for _ in $(seq 30); do [ "$(grep -c 'plaintext?after' "$LOGDIR/access.log" 2>/dev/null)" = 2 ] && break; sleep 0.1; done
+  check "file log: the renamed file has the 3 lines before the signal, and no other" \
+    test "$(grep -c 'plaintext?before' "$LOGDIR/access.log.1"):$(grep -c 'plaintext?after' "$LOGDIR/access.log.1")" = 3:0
+  check "file log: the new file has the 2 lines after it, and no other" \
+    test "$(grep -c 'plaintext?after' "$LOGDIR/access.log"):$(grep -c 'plaintext?before' "$LOGDIR/access.log")" = 2:0
+  mv "$LOGDIR" "$TMP/logs.moved"
+  kill -USR1 "$PID6"
+  for _ in $(seq 30); do grep -q "cannot reopen" "$TMP/err6e" && break; sleep 0.1; done
+  check "file log: a reopen that fails says so, and why" \
+    grep -qF "parkway-httpd: SIGUSR1: cannot reopen the access log $LOGDIR/access.log: No such file or directory; its lines go on to the file open before" "$TMP/err6e"
+  getq later1
+  for _ in $(seq 30); do grep -q 'plaintext?later1' "$TMP/logs.moved/access.log" 2>/dev/null && break; sleep 0.1; done
+  check "file log: after a failed reopen the lines go on to the file open before" grep -q '"GET /plaintext?later1 HTTP/1.1" 200 ' "$TMP/logs.moved/access.log"
+  stop_server "file log: SIGTERM -> exit 0" "$PID6"
+  [ "$STOPPED" = 1 ] || kill -KILL "$PID6" 2>/dev/null; PID6=
+  check "file log: no access line on stderr" bash -c '! grep -q "plaintext?" "$1"' _ "$TMP/err6e"
+fi
+"$BIN" --port 0 --access-log-file "$TMP/no-such-dir/access.log" >"$TMP/out6f" 2>"$TMP/err6f"
+rc=$?
+check "file log: a path that cannot be opened: exit 1, named, not listening (exit $rc)" bash -c \
+  '[ "$1" = 1 ] && grep -qF -- "parkway-httpd: --access-log-file $2/no-such-dir/access.log: No such file or directory" "$3" && ! grep -q listening "$4"' \
+  _ "$rc" "$TMP" "$TMP/err6f" "$TMP/out6f"
 
 # A second signal ends the grace period at once: a request whose body
 # never comes would hold a 60 s grace period.

@@ -35,6 +35,7 @@
 #include <netinet/in.h>
 #include <linux/sockios.h>  // SIOCOUTQ
 #include <linux/tcp.h>      // TCP_NOTSENT_LOWAT, TCP_INFO and the kernel's tcp_info (tcpi_bytes_acked)
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -52,6 +53,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "http_response.hpp"
 
@@ -604,25 +606,64 @@ struct AccessLog::Shared {
   std::uint64_t lost = 0;     // lines whose write failed
   int lost_errno = 0;         // the last such failure
   bool stopping = false, writing = false, reported = false;
+  bool reopen = false;        // open `path` again before the next batch
+  std::string path;           // the log file; empty: stderr
+  int fd = STDERR_FILENO;     // the writer thread's alone once it runs
 };
 
-void AccessLog::start() {
-  if (s_) return;
-  s_ = std::make_shared<Shared>();
-  std::thread([s = s_] {
+namespace {
+
+int open_log_file(const std::string& path) {
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+}
+
+// A note on stderr from the log's thread: one write, and no wait (a
+// stderr nobody reads must not stall the log).
+void log_note(const std::string& text) noexcept { (void)!::write(STDERR_FILENO, text.data(), text.size()); }
+
+// SIGUSR1's reopen, on the log's thread: the lines from here on go to a
+// file the path names now (one a log rotation renamed is left to it). A
+// path that cannot be opened leaves the lines going to the file before.
+void reopen_log_file(AccessLog::Shared& s) {
+  const int fd = open_log_file(s.path);
+  if (fd < 0) {
+    log_note("parkway-httpd: SIGUSR1: cannot reopen the access log " + s.path + ": " + std::strerror(errno) +
+             "; its lines go on to the file open before\n");
+    return;
+  }
+  ::close(s.fd);
+  s.fd = fd;
+  log_note("parkway-httpd: SIGUSR1: the access log " + s.path + " is reopened\n");
+}
+
+}  // namespace
+
+int AccessLog::start(const char* path) {
+  if (s_) return 0;
+  auto s = std::make_shared<Shared>();
+  if (path) {
+    s->path = path;
+    s->fd = open_log_file(s->path);
+    if (s->fd < 0) return errno;
+  }
+  s_ = s;
+  std::thread([s] {
     std::string out;
     for (;;) {
+      bool reopen = false;
       {
         std::unique_lock lk(s->m);
         s->writing = false;
         s->drained.notify_all();
-        s->cv.wait(lk, [&] { return !s->pending.empty() || s->stopping; });
-        if (s->pending.empty()) return;
+        s->cv.wait(lk, [&] { return !s->pending.empty() || s->stopping || s->reopen; });
+        reopen = std::exchange(s->reopen, false);
+        if (s->pending.empty() && !reopen) break;  // stopping, and everything written
         out.swap(s->pending);
         s->writing = true;
       }
+      if (reopen) reopen_log_file(*s);  // the lines not yet written go to the new file
       for (std::size_t at = 0; at < out.size();) {  // blocks on a slow reader: this thread alone
-        const ssize_t n = ::write(STDERR_FILENO, out.data() + at, out.size() - at);
+        const ssize_t n = ::write(s->fd, out.data() + at, out.size() - at);
         if (n > 0) {
           at += std::size_t(n);
         } else if (n < 0 && errno == EINTR) {
@@ -630,7 +671,7 @@ void AccessLog::start() {
         } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
           // A stderr that another holder of the open file made
           // non-blocking: wait for room, as a blocking write would.
-          pollfd p{STDERR_FILENO, POLLOUT, 0};
+          pollfd p{s->fd, POLLOUT, 0};
           (void)::poll(&p, 1, -1);
         } else {
           // EPIPE (SIGPIPE is ignored), ENOSPC, EIO, no stderr: the rest
@@ -645,7 +686,18 @@ void AccessLog::start() {
       }
       out.clear();
     }
+    if (!s->path.empty()) ::close(s->fd);
   }).detach();
+  return 0;
+}
+
+bool AccessLog::to_file() const noexcept { return s_ && !s_->path.empty(); }
+
+void AccessLog::reopen() noexcept {
+  if (!to_file()) return;
+  std::lock_guard lk(s_->m);
+  s_->reopen = true;
+  s_->cv.notify_one();
 }
 
 void AccessLog::write(std::string_view line) noexcept {
@@ -677,7 +729,7 @@ void AccessLog::stop() noexcept {
   if (s_->dropped != 0)
     std::fprintf(stderr, "parkway-httpd: access log: %llu lines dropped (its reader was too slow)\n",
                  static_cast<unsigned long long>(s_->dropped));
-  if (s_->lost != 0)  // stderr may work again (a disk with room): else this line is lost too
+  if (s_->lost != 0)  // on stderr, which may be the log itself: seen only if it works again
     std::fprintf(stderr, "parkway-httpd: access log: %llu lines lost (write: %s)\n",
                  static_cast<unsigned long long>(s_->lost), std::strerror(s_->lost_errno));
 }

@@ -22,24 +22,33 @@ struct ServerConfig {
   std::chrono::seconds body_timeout{10};    // and then the whole body within this
   std::chrono::seconds idle_timeout{30};    // keep-alive wait for the next request
   std::chrono::seconds shutdown_timeout{5};  // SIGTERM: busy connections may finish within it
-  bool access_log = false;                  // one line per response on stderr
+  bool access_log = false;                  // one line per response (AccessLog)
 };
 
-// The access log's lines go to stderr from a thread of its own, through a
-// bounded buffer: a log reader that stops reading costs the lines that do
+// The access log's lines go to stderr, or to a file, from a thread of its
+// own, through a bounded buffer: a log reader that stops reading costs the lines that do
 // not fit (counted, and reported at the end), never a worker blocked in
 // write(2) (which stopped every worker, and with them SIGTERM's handling).
 // A stderr made non-blocking is waited on, like a blocking one; lines whose
 // write fails (a closed pipe, a full disk) are counted and reported too.
 class AccessLog {
  public:
-  void start();                  // the writer thread; before the first line
+  // The writer thread; before the first line. The lines go to the file
+  // `path` names (appended to, made if missing), or to stderr without
+  // one. 0, or the errno of the file's open.
+  int start(const char* path = nullptr);
   void write(std::string_view line) noexcept;
+  // SIGUSR1 (log rotation: the file was renamed): the lines from here on
+  // go to a file the path names now. A path that cannot be opened says so
+  // on stderr, and the lines go on to the file before. Only with a file.
+  void reopen() noexcept;
+  bool to_file() const noexcept;
   void stop() noexcept;          // writes what is left, waiting at most 1 s for the reader
   ~AccessLog() { stop(); }
 
- private:
   struct Shared;
+
+ private:
   std::shared_ptr<Shared> s_;    // shared with the writer thread, which may outlive this
 };
 

@@ -1,7 +1,8 @@
 // httpd.cpp -- parkway-httpd: an HTTP/1.1 server on the parkway runtime.
 //
 //   parkway-httpd --port N [--bind ADDR] [--root DIR] [--workers N]
-//                 [--access-log] [--header-timeout S] [--body-timeout S]
+//                 [--access-log] [--access-log-file PATH]
+//                 [--header-timeout S] [--body-timeout S]
 //                 [--idle-timeout S] [--shutdown-timeout S] [--fib-pool N]
 //                 [--file-cache N]
 //
@@ -10,8 +11,9 @@
 // coroutine reads them from a signalfd through the ring. SIGHUP, the
 // reload of nginx's and of a systemd unit's ExecReload, looks the root up
 // again at once (the options are read at startup only); SIGUSR1, nginx's
-// reopening of its logs, has nothing to reopen (the access log is
-// stderr); each says so on stderr and the server goes on. Shutdown:
+// reopening of its logs (what logrotate sends once it has renamed them),
+// reopens the --access-log-file, and has nothing to reopen without one;
+// each says so on stderr and the server goes on. Shutdown:
 // stop accepting and close the listening socket (connections still in its
 // backlog are reset, new ones refused), close keep-alive connections
 // waiting for their next request, give the others --shutdown-timeout
@@ -48,7 +50,8 @@ namespace {
 
 const char kUsage[] =
     "usage: parkway-httpd --port N [--bind ADDR] [--root DIR] [--workers N]\n"
-    "                     [--access-log] [--header-timeout S] [--body-timeout S]\n"
+    "                     [--access-log] [--access-log-file PATH]\n"
+    "                     [--header-timeout S] [--body-timeout S]\n"
     "                     [--idle-timeout S] [--shutdown-timeout S] [--fib-pool N]\n"
     "                     [--file-cache N]\n"
     "  --port N            TCP port (0: any free port, printed at startup)\n"
@@ -57,6 +60,9 @@ const char kUsage[] =
     "  --workers N         worker threads (default: one per CPU)\n"
     "  --access-log        log each response on stderr (from a thread of its own:\n"
     "                      lines a stalled reader leaves no room for are dropped)\n"
+    "  --access-log-file PATH  log each response to the file PATH (appended to,\n"
+    "                      made if missing) instead; SIGUSR1 opens PATH again\n"
+    "                      (after a log rotation renamed the file)\n"
     "  --header-timeout S  seconds a request head may take to arrive (default 10)\n"
     "  --body-timeout S    seconds a request body may take to arrive after its head\n"
     "                      (default 10)\n"
@@ -64,7 +70,8 @@ const char kUsage[] =
     "  --shutdown-timeout S  on SIGTERM, SIGINT or SIGQUIT, seconds busy connections\n"
     "                      may take to finish the request in hand (default 5; a\n"
     "                      second signal ends it at once; SIGHUP looks the root\n"
-    "                      up again, SIGUSR1 is ignored: both say so on stderr)\n"
+    "                      up again, SIGUSR1 reopens the access log's file: both\n"
+    "                      say so on stderr)\n"
     "  --file-cache N      files each worker keeps open for a second after serving\n"
     "                      them, so that their next answers skip the path's lookup\n"
     "                      (default 64, at most an eighth of the descriptor limit\n"
@@ -145,7 +152,8 @@ Task<void> note(std::string line) { (void)co_await io::write(2, std::as_bytes(st
 // The next SIGTERM, SIGINT or SIGQUIT on `sigfd`: true when one came, false when
 // the read failed (cancelled at the runtime's end). A SIGHUP or SIGUSR1
 // before it is answered (the file's comment) and the wait goes on.
-Task<bool> next_signal(int sigfd, httpd::RootDir* root) {
+Task<bool> next_signal(int sigfd, httpd::ServerState& st) {
+  httpd::RootDir* root = st.config.handler.root_dir;
   signalfd_siginfo si{};
   for (;;) {
     auto n = co_await io::read(sigfd, {reinterpret_cast<std::byte*>(&si), sizeof si}, -1);
@@ -157,7 +165,11 @@ Task<bool> next_signal(int sigfd, httpd::RootDir* root) {
                            (root ? "the root is looked up again" : "no root to look up again") +
                            "; options are read at startup only\n"));
     } else if (si.ssi_signo == SIGUSR1) {
-      parkway::detach(note("parkway-httpd: SIGUSR1: no log file to reopen (the access log is stderr)\n"));
+      if (st.log.to_file())
+        st.log.reopen();  // the log's thread opens it and says so
+      else
+        parkway::detach(note(std::string("parkway-httpd: SIGUSR1: no log file to reopen (") +
+                             (st.config.access_log ? "the access log is stderr" : "no access log") + ")\n"));
     } else {
       co_return true;
     }
@@ -173,13 +185,13 @@ Task<void> run_server(io::Listener& l, httpd::ServerState& st, int sigfd) {
   std::atomic<bool>& accept_done = accepting->done;
   parkway::detach(accept_loop(l, st, accepting));
 
-  co_await next_signal(sigfd, st.config.handler.root_dir);
+  co_await next_signal(sigfd, st);
 
   stop.cancel();     // no new connections
   st.idle.cancel();  // connections between requests close now
   // A second signal ends the grace period at once.
   parkway::detach([](int fd, httpd::ServerState* s) -> Task<void> {
-    if (co_await next_signal(fd, s->config.handler.root_dir)) s->abort.cancel();
+    if (co_await next_signal(fd, *s)) s->abort.cancel();
   }(sigfd, &st));
   const auto deadline = std::chrono::steady_clock::now() + st.config.shutdown_timeout;
   auto in_grace = [&] { return std::chrono::steady_clock::now() < deadline && !st.abort.cancelled(); };
@@ -204,6 +216,7 @@ int main(int argc, char** argv) {
   long port = -1, workers = long(parkway::online_cpus()), fib_pool = 0, file_cache = 64;
   const char* bind_addr = "127.0.0.1";
   const char* root = nullptr;
+  const char* log_file = nullptr;
   auto st = std::make_unique<httpd::ServerState>();
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
@@ -219,6 +232,11 @@ int main(int argc, char** argv) {
     else if (a == "--root") root = value();
     else if (a == "--workers") workers = number_arg(value(), 1, parkway::kMaxWorkers, "--workers: expected 1..4096");
     else if (a == "--access-log") st->config.access_log = true;
+    else if (a == "--access-log-file") {
+      log_file = value();
+      if (!*log_file) usage_error("--access-log-file: expected a path");
+      st->config.access_log = true;
+    }
     else if (a == "--header-timeout")
       st->config.header_timeout = std::chrono::seconds(number_arg(value(), 1, 86400, "--header-timeout: expected 1..86400"));
     else if (a == "--body-timeout")
@@ -280,6 +298,14 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // After the mask: the log's thread must not take the signals either.
+  if (st->config.access_log) {
+    if (const int e = st->log.start(log_file); e != 0) {
+      std::fprintf(stderr, "parkway-httpd: --access-log-file %s: %s\n", log_file, std::strerror(e));
+      return 1;
+    }
+  }
+
   auto listener = io::Listener::bind(*addr);
   if (!listener) {
     std::fprintf(stderr, "parkway-httpd: listen on %s: %s\n", addr->to_string().c_str(),
@@ -308,7 +334,6 @@ int main(int argc, char** argv) {
     std::printf("parkway-httpd: listening on %s (%ld workers%s)\n", listener->local_address().to_string().c_str(),
                 workers, pool ? ", /fib on a separate pool" : "");
     std::fflush(stdout);
-    if (st->config.access_log) st->log.start();
     parkway::sync_wait(rt, run_server(*listener, *st, sigfd));
     listener->close();
   } catch (const std::exception& e) {  // a runtime that could not start its threads
