@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdio>
@@ -613,27 +614,29 @@ struct AccessLog::Shared {
 
 namespace {
 
-int open_log_file(const std::string& path) {
+int open_log_file(const std::string& path) noexcept {
   return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
-
-// A note on stderr from the log's thread: one write, and no wait (a
-// stderr nobody reads must not stall the log).
-void log_note(const std::string& text) noexcept { (void)!::write(STDERR_FILENO, text.data(), text.size()); }
 
 // SIGUSR1's reopen, on the log's thread: the lines from here on go to a
 // file the path names now (one a log rotation renamed is left to it). A
 // path that cannot be opened leaves the lines going to the file before.
-void reopen_log_file(AccessLog::Shared& s) {
-  const int fd = open_log_file(s.path);
-  if (fd < 0) {
-    log_note("parkway-httpd: SIGUSR1: cannot reopen the access log " + s.path + ": " + std::strerror(errno) +
-             "; its lines go on to the file open before\n");
-    return;
+// Either is noted on stderr in one write that does not wait (a stderr
+// nobody reads must not stall the log) and allocates nothing.
+void reopen_log_file(AccessLog::Shared& s) noexcept {
+  char note[PATH_MAX + 160];
+  int n;
+  if (const int fd = open_log_file(s.path); fd < 0) {
+    n = std::snprintf(note, sizeof note,
+                      "parkway-httpd: SIGUSR1: cannot reopen the access log %s: %s; its lines go on to the file "
+                      "open before\n",
+                      s.path.c_str(), std::strerror(errno));
+  } else {
+    ::close(s.fd);
+    s.fd = fd;
+    n = std::snprintf(note, sizeof note, "parkway-httpd: SIGUSR1: the access log %s is reopened\n", s.path.c_str());
   }
-  ::close(s.fd);
-  s.fd = fd;
-  log_note("parkway-httpd: SIGUSR1: the access log " + s.path + " is reopened\n");
+  if (n > 0) (void)!::write(STDERR_FILENO, note, std::min(std::size_t(n), sizeof note - 1));
 }
 
 }  // namespace
