@@ -434,6 +434,14 @@ void PW_OP(pw_enqueue, struct task_struct *p, u64 enq_flags)
 	preempted = !(enq_flags & SCX_ENQ_WAKEUP) || (enq_flags & SCX_ENQ_REENQ);
 	state = worker_state(p, tc);
 	key = task_key(pr, state, preempted, 0, slice);
+	/* A higher class took the CPU, not p's own use of it: p keeps its
+	 * turn, queued with the tasks now starting. Behind its program's
+	 * clock, a task taken off just after its dispatch (the softlockup
+	 * watchdog's stop task, every 4 s) lost that turn unseen and waited
+	 * a whole second round: 16 s between two of a spinner's turns in VM
+	 * case 10, against a bound of 10.6 s. */
+	if ((enq_flags & SCX_ENQ_REENQ) && key > floor)
+		key = floor;
 	if (state == PARKWAY_W_BUSY && preempted) {
 		if (tc && !tc->busy_queued) {
 			tc->busy_queued = true;
