@@ -610,43 +610,37 @@ struct AccessLog::Shared {
   bool reopen = false;        // open `path` again before the next batch
   std::string path;           // the log file; empty: stderr
   int fd = STDERR_FILENO;     // the writer thread's alone once it runs
-};
 
-namespace {
+  int open_file() const noexcept { return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644); }
 
-int open_log_file(const std::string& path) noexcept {
-  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-}
-
-// SIGUSR1's reopen, on the log's thread: the lines from here on go to a
-// file the path names now (one a log rotation renamed is left to it). A
-// path that cannot be opened leaves the lines going to the file before.
-// Either is noted on stderr in one write that does not wait (a stderr
-// nobody reads must not stall the log) and allocates nothing.
-void reopen_log_file(AccessLog::Shared& s) noexcept {
-  char note[PATH_MAX + 160];
-  int n;
-  if (const int fd = open_log_file(s.path); fd < 0) {
-    n = std::snprintf(note, sizeof note,
-                      "parkway-httpd: SIGUSR1: cannot reopen the access log %s: %s; its lines go on to the file "
-                      "open before\n",
-                      s.path.c_str(), std::strerror(errno));
-  } else {
-    ::close(s.fd);
-    s.fd = fd;
-    n = std::snprintf(note, sizeof note, "parkway-httpd: SIGUSR1: the access log %s is reopened\n", s.path.c_str());
+  // SIGUSR1's reopen, on the log's thread: the lines from here on go to a
+  // file the path names now (one a log rotation renamed is left to it). A
+  // path that cannot be opened leaves the lines going to the file before.
+  // Either is noted on stderr in one write that does not wait (a stderr
+  // nobody reads must not stall the log) and allocates nothing.
+  void reopen_file() noexcept {
+    char note[PATH_MAX + 160];
+    int n;
+    if (const int nfd = open_file(); nfd < 0) {
+      n = std::snprintf(note, sizeof note,
+                        "parkway-httpd: SIGUSR1: cannot reopen the access log %s: %s; its lines go on to the file "
+                        "open before\n",
+                        path.c_str(), std::strerror(errno));
+    } else {
+      ::close(fd);
+      fd = nfd;
+      n = std::snprintf(note, sizeof note, "parkway-httpd: SIGUSR1: the access log %s is reopened\n", path.c_str());
+    }
+    if (n > 0) (void)!::write(STDERR_FILENO, note, std::min(std::size_t(n), sizeof note - 1));
   }
-  if (n > 0) (void)!::write(STDERR_FILENO, note, std::min(std::size_t(n), sizeof note - 1));
-}
-
-}  // namespace
+};
 
 int AccessLog::start(const char* path) {
   if (s_) return 0;
   auto s = std::make_shared<Shared>();
   if (path) {
     s->path = path;
-    s->fd = open_log_file(s->path);
+    s->fd = s->open_file();
     if (s->fd < 0) return errno;
   }
   s_ = s;
@@ -664,7 +658,7 @@ int AccessLog::start(const char* path) {
         out.swap(s->pending);
         s->writing = true;
       }
-      if (reopen) reopen_log_file(*s);  // the lines not yet written go to the new file
+      if (reopen) s->reopen_file();  // the lines not yet written go to the new file
       for (std::size_t at = 0; at < out.size();) {  // blocks on a slow reader: this thread alone
         const ssize_t n = ::write(s->fd, out.data() + at, out.size() - at);
         if (n > 0) {

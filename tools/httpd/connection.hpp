@@ -26,9 +26,10 @@ struct ServerConfig {
 };
 
 // The access log's lines go to stderr, or to a file, from a thread of its
-// own, through a bounded buffer: a log reader that stops reading costs the lines that do
-// not fit (counted, and reported at the end), never a worker blocked in
-// write(2) (which stopped every worker, and with them SIGTERM's handling).
+// own, through a bounded buffer: a log reader that stops reading costs the
+// lines that do not fit (counted, and reported at the end), never a worker
+// blocked in write(2) (which stopped every worker, and with them SIGTERM's
+// handling).
 // A stderr made non-blocking is waited on, like a blocking one; lines whose
 // write fails (a closed pipe, a full disk) are counted and reported too.
 class AccessLog {
@@ -46,9 +47,8 @@ class AccessLog {
   void stop() noexcept;          // writes what is left, waiting at most 1 s for the reader
   ~AccessLog() { stop(); }
 
-  struct Shared;
-
  private:
+  struct Shared;
   std::shared_ptr<Shared> s_;    // shared with the writer thread, which may outlive this
 };
 
