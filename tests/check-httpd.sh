@@ -908,6 +908,14 @@ fi
 
 # ---- signals and start-up errors -----------------------------------------------------------
 get6() { printf 'GET /plaintext HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | py "$HERE/httpd/raw.py" "$SPORT" 3; }
+# pipeline48 C: 48 pipelined GETs of /plaintext on one connection, each with
+# a 2 KB query of the letter C, so that their access lines (96 KB) overfill
+# a pipe's 64 KiB; prints how many were answered 200.
+pipeline48() {
+  local q; q=$(head -c 2000 /dev/zero | tr '\0' "$1")
+  for _ in $(seq 48); do printf 'GET /plaintext?%s HTTP/1.1\r\nHost: t\r\n\r\n' "$q"; done |
+    py "$HERE/httpd/raw.py" "$SPORT" 3 | grep -o "HTTP/1.1 200 " | wc -l
+}
 
 # The access log on a pipe whose reader is gone: its writes fail (EPIPE),
 # the server goes on answering (no SIGPIPE).
@@ -931,10 +939,7 @@ HOLDLOG=$!
 start_server "stalled-log" "$TMP/out6b" "$TMP/logfifo" "$BIN" --port 0 --workers 2 --access-log
 PID6=$SPID
 if [ -n "$SPORT" ]; then
-  q=$(head -c 2000 /dev/zero | tr '\0' a)  # 2 KB lines: 40 of them fill the pipe's 64 KiB
-  r=$(for i in $(seq 48); do printf 'GET /plaintext?%s HTTP/1.1\r\nHost: t\r\n\r\n' "$q"; done |
-      py "$HERE/httpd/raw.py" "$SPORT" 3)
-  n=$(grep -o "HTTP/1.1 200 " <<<"$r" | wc -l)
+  n=$(pipeline48 a)
   check "access log to a pipe nobody reads: 48 pipelined requests answered (got $n)" test "$n" = 48
   r=$(get6)
   check "access log to a pipe nobody reads: a new connection answered" status_is "$r" 200
@@ -955,10 +960,7 @@ fcntl.fcntl(2, fcntl.F_SETFL, fcntl.fcntl(2, fcntl.F_GETFL) | os.O_NONBLOCK)
 os.execv(sys.argv[1], sys.argv[1:])' "$BIN" --port 0 --workers 2 --access-log
 PID6=$SPID
 if [ -n "$SPORT" ]; then
-  q=$(head -c 2000 /dev/zero | tr '\0' b)  # 48 lines of 2 KB: more than the pipe's 64 KiB
-  r=$(for i in $(seq 48); do printf 'GET /plaintext?%s HTTP/1.1\r\nHost: t\r\n\r\n' "$q"; done |
-      py "$HERE/httpd/raw.py" "$SPORT" 3)
-  n=$(grep -o "HTTP/1.1 200 " <<<"$r" | wc -l)
+  n=$(pipeline48 b)
   check "access log to a non-blocking pipe read late: 48 pipelined requests answered (got $n)" test "$n" = 48
   sleep 1.5  # the reader has begun
   stop_server "access log to a non-blocking pipe read late: SIGTERM -> exit 0" "$PID6"
@@ -977,10 +979,7 @@ start_server "size-limited log" "$TMP/out6d" - bash -c 'trap "" XFSZ; ulimit -f 
   "$TMP/fszlog" "$BIN" --port 0 --workers 2 --access-log
 PID6=$SPID
 if [ -n "$SPORT" ]; then
-  q=$(head -c 2000 /dev/zero | tr '\0' c)  # 48 lines of 2 KB: more than the 16 KiB limit
-  r=$(for i in $(seq 48); do printf 'GET /plaintext?%s HTTP/1.1\r\nHost: t\r\n\r\n' "$q"; done |
-      py "$HERE/httpd/raw.py" "$SPORT" 3)
-  n=$(grep -o "HTTP/1.1 200 " <<<"$r" | wc -l)
+  n=$(pipeline48 c)
   check "access log past its file's size limit: 48 pipelined requests answered (got $n)" test "$n" = 48
   sleep 1  # the log's writes have failed
   k=$(tr -cd '\n' <"$TMP/fszlog" | wc -c)
