@@ -2299,12 +2299,16 @@ bool kernel_injects_nop_results() {
   return ok;
 }
 struct AgainResults {
-  int sent = 0, received = 0, owned = 0, timed_out = 0;
+  int slept = -1, sent = 0, received = 0, owned = 0, timed_out = 0;
 };
-// `peer` writes 3 bytes before each receive.
+// `peer` writes 3 bytes before each receive. The sleep first is no send
+// or receive: the injection passes it by (its timespec shares its bytes
+// with a send's or receive's arguments, OpState::again_args).
 Task<AgainResults> send_recv_after_kernel_eagain(int fd, int peer) {
   io::Socket s(::dup(fd));
   AgainResults r;
+  auto z = co_await io::sleep_for(std::chrono::milliseconds(1));
+  r.slept = z ? 0 : z.error().value();
   const char hello[] = "hello";
   auto w = co_await s.send(std::as_bytes(std::span(hello, 5)));
   r.sent = w ? int(*w) : -w.error().value();
@@ -2338,6 +2342,7 @@ TEST(Io, ASendOrReceiveTheKernelEndsWithEagainGoesInAgain) {
     io::detail::g_inject_kernel_eagain.store(4);
     const AgainResults r = parkway::sync_wait(rt, send_recv_after_kernel_eagain(p.a, p.b));
     EXPECT_EQ(io::detail::g_inject_kernel_eagain.exchange(0), 0);
+    EXPECT_EQ(r.slept, 0);
     EXPECT_EQ(r.sent, 5);
     EXPECT_EQ(r.received, 3);
     EXPECT_EQ(r.owned, 3);

@@ -404,10 +404,11 @@ PARKWAY_API detail::SizeOp send(int fd, std::span<const std::byte> buf, OpOption
 // that wait long between messages; a busy stream does better with recv
 // into a buffer of its own (docs/design/io.md, "Receives that take
 // memory when bytes arrive"). Besides recv's errors: ENOMEM (no block
-// for bytes already taken from the socket: close it) and EBUSY (the
-// kernel refused its resubmission after the ring's pool ran empty, its
-// CQ overflowing; the bytes are still in the socket). fd must stay open
-// until the co_await returns (a Socket's close takes care of that).
+// for bytes already taken from the socket: close it). A receive that
+// found the ring's pool empty goes in again once buffers are back, and
+// waits on if the kernel cannot take it yet (its SQ full while its CQ
+// overflows): the caller sees neither. fd must stay open until the
+// co_await returns (a Socket's close takes care of that).
 PARKWAY_API detail::OwnedRecvOp recv_owned(int fd, std::size_t max, OpOptions o = {}, int flags = 0);
 // Reads/writes at a file offset (-1: the file's current position). An
 // offset below -1, or one at which the operation would pass byte 2^63 - 1

@@ -113,15 +113,20 @@ bool arm_for_waiter(AcceptQueue* q, IoRing& ring) noexcept;
 // Arms the accept again for a taker that began to wait while it was
 // armed and pausing (accept_cqe), on the ring of the worker that runs
 // this. A refusal (the listener closed, a shutdown, no ring) resumes the
-// taker with its error.
+// taker with its error. So does a stream destroyed since the pause ended
+// the accept (its destructor posted no cancel: nothing was armed), and a
+// run off a worker (a bounded shutdown's drain, which takes the deque's
+// tasks when the ready queue was full): ECANCELED.
 bool rearm_for_taker(::parkway::detail::Task* t) noexcept {
   AcceptQueue* q = static_cast<AcceptQueue::Continuation*>(t)->q;
-  int err = 0;
-  IoRing* ring = Worker::current()->io_ring(&err);
+  Worker* w = Worker::current();
+  int err = w ? 0 : -ECANCELED;
+  IoRing* ring = w ? w->io_ring(&err) : nullptr;
   std::coroutine_handle<> h;
   q->lock();
   q->rearm_queued = false;
-  if (q->waiter && !q->armed && q->ready.empty() && !q->closed) {
+  if (q->waiter && !q->armed && q->ready.empty()) {
+    if (q->closed) err = -ECANCELED;
     if (err) q->ready.push_back(err);
     if (err || !arm_for_waiter(q, *ring)) {  // arm_for_waiter queued its own error
       h = std::exchange(q->waiter, {});

@@ -138,7 +138,9 @@ struct OpState {
     // arguments, which live until the co_await ends, so that the reaper
     // can submit it again when the kernel ends it with -EAGAIN (a request
     // its worker thread issued on an O_NONBLOCK socket, IoRing::on_cqe).
-    // Null (ts zeroed) for every other operation.
+    // Null for every other operation but a sleep, whose ts fills these
+    // bytes: never read for a sleep (IoRing::submit; a sleep's CQE is
+    // never -EAGAIN, which on_cqe reads it for).
     const OpArgs* again_args;
   };
   // A receive that owns its result (io::recv_owned): the block its bytes

@@ -351,7 +351,9 @@ int IoRing::submit(OpState* st, const OpArgs& a, const OpOptions& o) noexcept {
   st->recv_polls_first = recv_poll_first_ && a.socket && (a.opcode == IORING_OP_RECV || a.opcode == IORING_OP_RECVMSG) &&
                          (a.op_flags & (MSG_DONTWAIT | MSG_OOB)) == 0;
   if (st->recv_polls_first) queue_behind(sqe);
-  const bool again = st->again_args != nullptr || (a.owned && (a.op_flags & MSG_DONTWAIT) == 0);
+  // A sleep's timespec shares its bytes with again_args: not read for one.
+  const bool again = (a.opcode != IORING_OP_TIMEOUT && st->again_args != nullptr) ||
+                     (a.owned && (a.op_flags & MSG_DONTWAIT) == 0);
   if (again && g_inject_kernel_eagain.load(std::memory_order_relaxed) > 0) [[unlikely]] {
     g_inject_kernel_eagain.fetch_sub(1, std::memory_order_relaxed);
     io_uring_prep_nop(sqe);  // (and no POLL_FIRST)
