@@ -549,6 +549,65 @@ TEST(Runtime, GroupMadeAfterOwnWorkerDestructionIsRefusedFromOutside) {
   EXPECT_EQ(ran.load(), 1);
 }
 
+// parallel_for without a runtime, on a worker of a runtime destroyed on
+// its own worker, runs in that worker's pool as a TaskGroup's spawns do
+// (Runtime::current() is nullptr there). It ran on the default runtime
+// before, starting that runtime's workers: every call saw one.
+TEST(Runtime, ParallelForAfterOwnWorkerDestructionRunsInThatPool) {
+  pwtest::Watchdog w("Runtime.ParallelForAfterOwnWorkerDestructionRunsInThatPool", 60);
+  auto rt = std::make_shared<parkway::Runtime>(parkway::Options{.workers = 2});
+  std::atomic<int> calls{0}, on_a_live_runtime{0};
+  std::atomic<bool> done{false};
+  parkway::Runtime* raw = rt.get();
+  (void)raw->submit([holder = std::move(rt), &calls, &on_a_live_runtime, &done]() mutable {
+    holder.reset();
+    parkway::parallel_for(0, 1000, 1, [&](std::size_t) {
+      calls.fetch_add(1);
+      if (parkway::Runtime::current() != nullptr) on_a_live_runtime.fetch_add(1);
+    });
+    done.store(true);
+  });
+  while (!done.load()) std::this_thread::yield();
+  EXPECT_EQ(calls.load(), 1000);
+  EXPECT_EQ(on_a_live_runtime.load(), 0) << "calls ran on another (the default) runtime";
+}
+
+// The same call in a task that shutdown(deadline) left running, once the
+// Runtime is destroyed: the shutdown drops its pieces and the call throws
+// RuntimeShutdown (docs/guide.md, "Shutdown with a deadline"). It ran the
+// whole loop on the default runtime before.
+TEST(Runtime, ParallelForInATaskLeftRunningByABoundedShutdownThrows) {
+  pwtest::Watchdog w("Runtime.ParallelForInATaskLeftRunningByABoundedShutdownThrows", 60);
+  std::atomic<bool> started{false}, destroyed{false}, done{false};
+  std::atomic<int> outcome{0};  // 1: returned, 2: RuntimeShutdown, 3: another exception
+  std::atomic<int> on_a_live_runtime{0};
+  {
+    parkway::Runtime rt(parkway::Options{.workers = 1});
+    (void)rt.submit([&] {
+      started.store(true);
+      while (!destroyed.load()) std::this_thread::sleep_for(1ms);
+      try {
+        parkway::parallel_for(0, 1000, 1, [&](std::size_t) {
+          if (parkway::Runtime::current() != nullptr) on_a_live_runtime.fetch_add(1);
+        });
+        outcome.store(1);
+      } catch (const parkway::RuntimeShutdown&) {
+        outcome.store(2);
+      } catch (...) {
+        outcome.store(3);
+      }
+      done.store(true);
+    });
+    while (!started.load()) std::this_thread::yield();
+    const parkway::ShutdownReport rep = rt.shutdown(std::chrono::steady_clock::now() + 10ms);
+    EXPECT_GE(rep.running, 1u);
+  }  // the worker is left running its task
+  destroyed.store(true);
+  while (!done.load()) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(outcome.load(), 2) << "1: the loop returned normally, 3: another exception";
+  EXPECT_EQ(on_a_live_runtime.load(), 0) << "calls ran on another (the default) runtime";
+}
+
 // A runtime made in the destroying task often gets the destroyed one's
 // address. A group bound to the new runtime must send its tasks there, not
 // onto the abandoned worker it was spawned from (50 of 50 rounds went to

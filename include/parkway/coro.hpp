@@ -64,12 +64,6 @@ namespace detail {
 // Schedules a runtime task on rt (the caller's deque if it is one of rt's
 // workers, else the injection queue; throws RuntimeShutdown when closed).
 PARKWAY_API void enqueue_on(Runtime& rt, Task* t);
-// The calling worker's runtime, or Runtime::default_runtime() outside any
-// pool; nullptr on a worker of a runtime that was destroyed while it ran a
-// task (shutdown(deadline) left it running, or its own worker destroyed
-// it): that worker's own pool takes the task (enqueue_on_calling_pool),
-// as it does a TaskGroup's.
-PARKWAY_API Runtime* runtime_for_spawn();
 // Schedules t on the calling worker's deque (a worker of a destroyed
 // runtime: runtime_for_spawn() returned nullptr).
 PARKWAY_API void enqueue_on_calling_pool(Task* t);

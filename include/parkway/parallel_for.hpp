@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <type_traits>
 #include <exception>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -74,13 +75,23 @@ void parallel_for_split(std::size_t b, std::size_t e, ForState<F>& s) noexcept {
 }
 
 // An index or grain given as a signed integer: a negative one would turn
-// into a size_t near 2^64 (an end of -1: a loop of 2^64 - 1 calls).
+// into a size_t near 2^64 (an end of -1: a loop of 2^64 - 1 calls). One of
+// a type wider than size_t (__int128) past size_t's range would be cut to
+// its low bits.
 template <class I>
 std::size_t for_index(I v, const char* what) {
   if constexpr (std::is_signed_v<I>) {
-    if (v < 0)
-      throw std::invalid_argument(std::string("parkway::parallel_for: ") + what + " is negative, got " +
-                                  std::to_string(static_cast<long long>(v)));
+    if (v < 0) {
+      std::string got;
+      if constexpr (sizeof(I) <= sizeof(long long)) got = ", got " + std::to_string(static_cast<long long>(v));
+      throw std::invalid_argument(std::string("parkway::parallel_for: ") + what + " is negative" + got);
+    }
+  }
+  if constexpr (sizeof(I) > sizeof(std::size_t)) {
+    if (v > static_cast<I>(std::numeric_limits<std::size_t>::max()))
+      throw std::invalid_argument(std::string("parkway::parallel_for: ") + what +
+                                  " is past the largest index, " +
+                                  std::to_string(std::numeric_limits<std::size_t>::max()));
   }
   return static_cast<std::size_t>(v);
 }
@@ -105,33 +116,49 @@ inline void check_range(std::size_t begin, std::size_t end, std::size_t grain) {
 // (as in Runtime::run). begin, end and grain are integers of any type; a
 // negative one throws std::invalid_argument, as a grain of 0 or begin >
 // end do.
-template <std::integral B, std::integral E, std::integral G, class F>
-void parallel_for(Runtime& rt, B first, E last, G step, F&& f) {
-  static_assert(std::is_invocable_v<std::remove_reference_t<F>&, std::size_t&>,  // as s.f(i) calls it: an lvalue index
+namespace detail {
+// Both parallel_for overloads: on rt, or (rt null) in the calling
+// worker's own pool, as a TaskGroup's spawns run there.
+template <class B, class E, class G, class F>
+void parallel_for_on(Runtime* rt, B first, E last, G step, F& f) {
+  static_assert(std::is_invocable_v<F&, std::size_t&>,  // as s.f(i) calls it: an lvalue index
                 "parkway::parallel_for: the callable must take the index, a std::size_t");
-  const std::size_t begin = detail::for_index(first, "begin");
-  const std::size_t end = detail::for_index(last, "end");
-  const std::size_t grain = detail::for_index(step, "grain");
-  detail::check_range(begin, end, grain);
+  const std::size_t begin = for_index(first, "begin");
+  const std::size_t end = for_index(last, "end");
+  const std::size_t grain = for_index(step, "grain");
+  check_range(begin, end, grain);
   if (begin == end) return;
-  detail::ForState<std::remove_reference_t<F>> s{f, grain};
+  ForState<F> s{f, grain};
   // The caller's group goes along (run() on another runtime submits the
   // loop as a task of no group): its cancellation stops the loop there
   // too. The caller waits for the loop, so the group outlives it.
-  TaskGroup* outer = detail::tls_group;
-  rt.run([&s, begin, end, outer] {
-    detail::GroupScope in(outer);
-    detail::parallel_for_split(begin, end, s);
-  });
+  TaskGroup* outer = tls_group;
+  auto loop = [&s, begin, end, outer] {
+    GroupScope in(outer);
+    parallel_for_split(begin, end, s);
+  };
+  if (rt)
+    rt->run(loop);
+  else
+    loop();
   if (s.error) std::rethrow_exception(s.error);
+}
+}  // namespace detail
+
+template <std::integral B, std::integral E, std::integral G, class F>
+void parallel_for(Runtime& rt, B first, E last, G step, F&& f) {
+  detail::parallel_for_on(&rt, first, last, step, f);
 }
 
 // As above, on the calling worker's runtime, or Runtime::default_runtime()
-// outside any pool.
+// outside any pool. On a worker of a runtime destroyed while it ran the
+// calling task (left running by shutdown(deadline), or the runtime
+// destroyed on its own worker), in that worker's pool: past the
+// shutdown's deadline the pieces are dropped and the call throws
+// RuntimeShutdown; it never starts the default runtime there.
 template <std::integral B, std::integral E, std::integral G, class F>
 void parallel_for(B begin, E end, G grain, F&& f) {
-  Runtime* rt = Runtime::current();
-  parallel_for(rt ? *rt : Runtime::default_runtime(), begin, end, grain, static_cast<F&&>(f));
+  detail::parallel_for_on(detail::runtime_for_spawn(), begin, end, grain, f);
 }
 
 }  // namespace parkway

@@ -21,6 +21,12 @@ namespace parkway {
 namespace detail {
 class RuntimeImpl;
 PARKWAY_API void enqueue_on(Runtime& rt, Task* t);
+// The calling worker's runtime, or Runtime::default_runtime() outside any
+// pool; nullptr on a worker of a runtime that was destroyed while it ran a
+// task (shutdown(deadline) left it running, or its own worker destroyed
+// it): that worker's own pool takes the task (spawn, detach: coro.hpp's
+// enqueue_on_calling_pool; parallel_for), as it does a TaskGroup's.
+PARKWAY_API Runtime* runtime_for_spawn();
 
 // What a task made of F returns. A callable that cannot be called with no
 // arguments gives void here rather than no type, so that submit() and
