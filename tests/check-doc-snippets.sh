@@ -5,7 +5,8 @@
 # exits 0.
 #
 # What a block is, by the HTML comment on the last non-blank line before
-# its fence (none: a program):
+# its fence (none: a program). A fence may be indented (a block in a list
+# item); its lines lose that indent.
 #
 #   (no comment)                 a whole translation unit. With a main(), it
 #                                is built and run (60 s limit; exit 0
@@ -49,19 +50,20 @@ for doc in "${docs[@]}"; do
   [ -f "$doc" ] || { echo "FAIL: $doc missing"; fail=$((fail + 1)); continue; }
   awk -v doc="$doc" -v dir="$work" '
     BEGIN { n = 0; while ((getline l < (dir "/count")) > 0) n = l; close(dir "/count") }
-    !inside && /^```cpp[ \t]*$/ {
-      inside = 1; n++; start = NR; out = sprintf("%s/%03d.src", dir, n)
+    !inside && /^ *```cpp[ \t]*$/ {
+      # A block in a list item is indented: its lines lose that indent.
+      inside = 1; n++; start = NR; out = sprintf("%s/%03d.src", dir, n); indent = index($0, "`") - 1
       kind = "program"
       if (last ~ /^<!-- *snippet: *[a-z]+ *-->$/) { kind = last; sub(/^<!-- *snippet: */, "", kind); sub(/ *-->$/, "", kind) }
       printf "" > out
       next
     }
-    inside && /^```[ \t]*$/ {
+    inside && /^ *```[ \t]*$/ {
       inside = 0; close(out); last = $0
       printf "%03d\t%s\t%d\t%s\n", n, doc, start, kind >> (dir "/index")
       next
     }
-    inside { print > out; next }
+    inside { print (substr($0, 1, indent) ~ /^ *$/ ? substr($0, indent + 1) : $0) > out; next }
     /[^ \t]/ { last = $0 }
     END {
       if (inside) printf "%03d\t%s\t%d\tunclosed\n", n, doc, start >> (dir "/index")

@@ -21,7 +21,12 @@
 // if it got a handle, resumes it. Exactly one of them sees the other.
 // Exceptions travel with the result: co_await / sync_wait rethrow them.
 // A Spawned<T> dropped without co_await waits for its child (helping if on
-// a worker), so a frame never outlives the scope that spawned it.
+// a worker), so a frame never outlives the scope that spawned it. Where a
+// coroutine can throw between a spawn and its join (the inline co_await
+// above), join on every path: keep the exception, co_await the Spawned,
+// rethrow (docs/guide.md, "Coroutines"). A Spawned dropped by the
+// unwinding waits with a helping wait, which can run, on the same stack, a
+// coroutine that then waits for the frame beneath it: nothing finishes.
 //
 // Cancellation: a coroutine belongs to the TaskGroup whose task spawned it
 // (spawn/sync_wait from inside a group's task; an inline co_await passes
