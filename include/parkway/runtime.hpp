@@ -46,7 +46,10 @@ using task_result_t = typename TaskResult<F>::type;
 
 // What Runtime::shutdown(deadline) left behind when it returned.
 struct ShutdownReport {
-  std::uint64_t dropped = 0;  // tasks dropped unstarted after the deadline (waiters told)
+  // Tasks dropped unstarted after a deadline (waiters told), by every
+  // bounded call so far: a second call while tasks still run counts the
+  // first one's again (unlike `unobserved`, which is the call's own).
+  std::uint64_t dropped = 0;
   unsigned running = 0;       // workers still inside a task (a snapshot; 0: all joined)
   // RuntimeShutdown exceptions that nobody will rethrow (a detached
   // coroutine stopped at a co_await or dropped unstarted, a dropped

@@ -116,7 +116,8 @@ class PARKWAY_API TaskGroup {
 
   // Returns once every spawned task that started has finished (those a
   // cancellation skipped never start). Rethrows the first exception a task
-  // threw; returns normally after cancel() if no task threw. Either way the
+  // threw (to one waiter: of threads that wait at once, the others return
+  // normally); returns normally after cancel() if no task threw. Either way the
   // group is no longer cancelled afterwards, and can be reused. Not from
   // inside one of the group's own tasks: the caller counts among the
   // tasks it waits for, so the wait would never end. Called from one
