@@ -16,9 +16,9 @@
 //   4. Drain: take every task this thread can reach (the injection
 //      queue, a steal from each deque) and invoke it here, which drops it,
 //      until the injection queue reads empty (a pop_batch that finds every
-//      announced child claimed by a worker returns nothing meanwhile).
-//      Workers blocked inside tasks cannot drop their own queues; this
-//      does it for them.
+//      announced child claimed by a worker returns nothing meanwhile), for
+//      at most kDrainMost. Workers blocked inside tasks cannot drop their
+//      own queues; this does it for them.
 //   5. Report: tasks dropped so far, and workers still inside a task
 //      (not quiet, not searching, once that count holds still). If none,
 //      join the workers (they are leaving); otherwise leave them running:
@@ -44,6 +44,14 @@ namespace {
 // that wait drains too (block_until); tasks held here in a batch would
 // be out of its reach, and the wait would never end.
 constexpr std::size_t kDrainBatch = 1;
+// The most time one drain takes tasks: running tasks that keep spawning
+// refill the deques as fast as it steals, and it returned only on a pass
+// that found every queue empty (2 workers each spawning 100,000 tasks a
+// round: no return in 40 s). What it leaves, the workers drop as they
+// take it (every task that starts in the drop state is dropped). Long
+// enough for a backlog nobody refills: a drop here costs 1-4 us (a steal
+// pays a heavy fence), so 50,000 queued tasks take 50-200 ms.
+constexpr auto kDrainMost = std::chrono::milliseconds(500);
 // After the drain: how long the running count must hold still, and the
 // most time spent waiting for that.
 constexpr auto kSettleStill = std::chrono::milliseconds(2);
@@ -103,7 +111,9 @@ std::uint64_t RuntimeImpl::drain_dropping() {
   // and the call that joins the workers may end the runtime's own count
   // meanwhile (cancel.cpp, runtime_dropping_here).
   g_cancel_live.fetch_add(1, std::memory_order_seq_cst);
-  for (bool any = true; any;) {
+  const auto until = std::chrono::steady_clock::now() + kDrainMost;
+  auto over = [until] { return std::chrono::steady_clock::now() >= until; };  // a clock read per task: each costs more
+  for (bool any = true; any && !over();) {
     any = false;
     std::size_t k = 0;
     while (Task* t = injection.pop_batch(kDrainBatch, &k)) {
@@ -115,10 +125,12 @@ std::uint64_t RuntimeImpl::drain_dropping() {
         ++n;
       }
       any = true;
+      if (over()) break;
     }
     for (auto& w : workers) {
       Task* t;
       for (;;) {
+        if (over()) break;
         Deque::Steal r = w->deque().steal(&t);
         if (r == Deque::Steal::kEmpty) break;
         if (r == Deque::Steal::kLost) {

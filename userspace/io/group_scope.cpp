@@ -25,14 +25,25 @@
 namespace parkway::io::detail {
 
 namespace {
-std::mutex g_mu;
-std::unordered_map<const TaskGroup*, OpScope*> g_scopes;  // under g_mu
+// Never destroyed: a worker that shutdown(deadline) left running, and
+// ~Runtime detached, may drop a task (and so cancel its group's I/O here)
+// while exit() runs the static destructors (a data race on the map under
+// ThreadSanitizer, and a freed map without it).
+std::mutex& scopes_mu() noexcept {
+  static std::mutex* m = new std::mutex;
+  return *m;
+}
+// Under scopes_mu().
+std::unordered_map<const TaskGroup*, OpScope*>& scopes() noexcept {
+  static auto* m = new std::unordered_map<const TaskGroup*, OpScope*>;
+  return *m;
+}
 }  // namespace
 
 bool group_scope_add(const TaskGroup* g, OpState* st) noexcept {
   if (g->is_cancelled()) return false;
   PW_CHAOS();  // a cancel may run here, before the entry exists
-  std::lock_guard<std::mutex> l(g_mu);
+  std::lock_guard<std::mutex> l(scopes_mu());
   // Again under the mutex: a cancel that ran between the look above and
   // the lock found no entry for this operation to cancel. cancel() marks
   // the group before it takes the mutex to walk the entries, so either
@@ -40,14 +51,14 @@ bool group_scope_add(const TaskGroup* g, OpState* st) noexcept {
   if (g->is_cancelled()) return false;
   OpScope* s;
   try {
-    OpScope*& slot = g_scopes[g];
+    OpScope*& slot = scopes()[g];
     if (!slot) {
       slot = new OpScope();
       slot->group = g;
     }
     s = slot;
   } catch (...) {  // no memory for the entry: the operation runs without the group's cancel
-    g_scopes.erase(g);
+    scopes().erase(g);
     return true;
   }
   if (!scope_add(s, st, 2)) return false;
@@ -61,7 +72,7 @@ bool group_scope_add(const TaskGroup* g, OpState* st) noexcept {
 // of the two comes second finds it out already.
 void group_scope_remove(OpState* st) noexcept {
   if (!st->in_group.load(std::memory_order_acquire)) return;
-  std::lock_guard<std::mutex> l(g_mu);
+  std::lock_guard<std::mutex> l(scopes_mu());
   if (!st->in_group.load(std::memory_order_relaxed)) return;
   st->in_group.store(false, std::memory_order_relaxed);
   OpScope* s = st->links[2].scope.load(std::memory_order_relaxed);
@@ -70,10 +81,10 @@ void group_scope_remove(OpState* st) noexcept {
   // and this one's, dropped next, may be the last.
   const TaskGroup* g = s->group;
   scope_remove(st, 2);
-  auto it = g_scopes.find(g);
+  auto it = scopes().find(g);
   // Found: the entry's reference keeps s alive.
-  if (it != g_scopes.end() && it->second == s && s->head == nullptr) {
-    g_scopes.erase(it);
+  if (it != scopes().end() && it->second == s && s->head == nullptr) {
+    scopes().erase(it);
     release_scope(s);
   }
 }
@@ -83,24 +94,24 @@ void group_scope_remove(OpState* st) noexcept {
 namespace parkway::detail {
 
 // Held across fork() (runtime.cpp's handlers): every cancellation takes
-// g_mu (cancel_group_io), so a child forked while another thread held it
+// scopes_mu() (cancel_group_io), so a child forked while another thread held it
 // would block on its first cancel or first exception in a TaskGroup.
-void lock_group_scopes_for_fork() noexcept { ::parkway::io::detail::g_mu.lock(); }
-void unlock_group_scopes_after_fork() noexcept { ::parkway::io::detail::g_mu.unlock(); }
+void lock_group_scopes_for_fork() noexcept { ::parkway::io::detail::scopes_mu().lock(); }
+void unlock_group_scopes_after_fork() noexcept { ::parkway::io::detail::scopes_mu().unlock(); }
 
 void cancel_group_io(const TaskGroup* g) noexcept {
   using namespace ::parkway::io::detail;
-  std::lock_guard<std::mutex> l(g_mu);
+  std::lock_guard<std::mutex> l(scopes_mu());
   // A cancel() that overlapped the group's wait() may come here after the
   // wait cleared the mark and the group went on to a new round: that
   // round's operations are not cancelled (their group_scope_add, under
   // this lock, came after the clearing, which this load then sees).
   if (!g->is_cancelled()) return;
-  for (auto it = g_scopes.begin(); it != g_scopes.end();) {
+  for (auto it = scopes().begin(); it != scopes().end();) {
     if (group_within(it->first, g)) {
       cancel_scope(it->second);
       release_scope(it->second);
-      it = g_scopes.erase(it);
+      it = scopes().erase(it);
     } else {
       ++it;
     }
