@@ -998,11 +998,11 @@ fi
 # gets no line. A reopen that fails (the directory moved away) says so,
 # and the lines go on to the file open before. A path that cannot be
 # opened at startup is refused, named, before the server listens.
+getq() { printf 'GET /plaintext?%s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' "$1" | py "$HERE/httpd/raw.py" "$SPORT" 3 >/dev/null; }
 LOGDIR=$TMP/logs; mkdir -p "$LOGDIR"
 start_server "file log" "$TMP/out6e" "$TMP/err6e" "$BIN" --port 0 --workers 2 --access-log-file "$LOGDIR/access.log"
 PID6=$SPID
 if [ -n "$SPORT" ]; then
-  getq() { printf 'GET /plaintext?%s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' "$1" | py "$HERE/httpd/raw.py" "$SPORT" 3 >/dev/null; }
   getq before1; getq before2; getq before3
   for _ in $(seq 30); do [ "$(grep -c 'plaintext?before' "$LOGDIR/access.log" 2>/dev/null)" = 3 ] && break; sleep 0.1; done
   mv "$LOGDIR/access.log" "$LOGDIR/access.log.1"
@@ -1026,6 +1026,34 @@ if [ -n "$SPORT" ]; then
   stop_server "file log: SIGTERM -> exit 0" "$PID6"
   [ "$STOPPED" = 1 ] || kill -KILL "$PID6" 2>/dev/null; PID6=
   check "file log: no access line on stderr" bash -c '! grep -q "plaintext?" "$1"' _ "$TMP/err6e"
+fi
+# The same rotation with stderr a pipe that is full (4 KiB, nobody reads
+# it: SIGHUP's notes filled it): the reopen's note would wait, and the
+# log's thread with it; the note is dropped and the lines go on to the new
+# file (a plain write blocked the thread, and every line after the
+# rotation was lost).
+LOGDIR2=$TMP/logs2; mkdir -p "$LOGDIR2"
+start_server "file log, stderr full" "$TMP/out6g" - "$PY" -S -c 'import fcntl, os, sys
+r, w = os.pipe()
+fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ
+os.set_inheritable(r, True)  # the server holds the read end and never reads it
+os.dup2(w, 2)
+os.execv(sys.argv[1], sys.argv[1:])' "$BIN" --port 0 --workers 2 --access-log-file "$LOGDIR2/access.log"
+PID6=$SPID
+if [ -n "$SPORT" ]; then
+  for _ in $(seq 80); do kill -HUP "$PID6"; sleep 0.005; done  # 80 notes of some 85 bytes: past 4 KiB
+  sleep 0.3
+  getq before1
+  for _ in $(seq 30); do grep -q 'plaintext?before1' "$LOGDIR2/access.log" 2>/dev/null && break; sleep 0.1; done
+  mv "$LOGDIR2/access.log" "$LOGDIR2/access.log.1"
+  kill -USR1 "$PID6"
+  sleep 0.3
+  getq after1; getq after2
+  for _ in $(seq 30); do [ "$(grep -c 'plaintext?after' "$LOGDIR2/access.log" 2>/dev/null)" = 2 ] && break; sleep 0.1; done
+  check "file log, stderr a full pipe: SIGUSR1 reopens it, the lines after it in the new file (got $(grep -c 'plaintext?after' "$LOGDIR2/access.log" 2>/dev/null))" \
+    test "$(grep -c 'plaintext?after' "$LOGDIR2/access.log" 2>/dev/null):$(grep -c 'plaintext?before1' "$LOGDIR2/access.log.1")" = 2:1
+  stop_server "file log, stderr full: SIGTERM -> exit 0" "$PID6"
+  [ "$STOPPED" = 1 ] || kill -KILL "$PID6" 2>/dev/null; PID6=
 fi
 "$BIN" --port 0 --access-log-file "$TMP/no-such-dir/access.log" >"$TMP/out6f" 2>"$TMP/err6f"
 rc=$?

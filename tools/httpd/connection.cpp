@@ -617,7 +617,9 @@ struct AccessLog::Shared {
   // file the path names now (one a log rotation renamed is left to it). A
   // path that cannot be opened leaves the lines going to the file before.
   // Either is noted on stderr in one write that does not wait (a stderr
-  // nobody reads must not stall the log) and allocates nothing.
+  // nobody reads must not stall the log: a plain write to its full pipe
+  // blocked this thread, and every line after the rotation was lost) and
+  // allocates nothing: a note stderr has no room for at once is dropped.
   void reopen_file() noexcept {
     char note[PATH_MAX + 160];
     int n;
@@ -631,7 +633,11 @@ struct AccessLog::Shared {
       fd = nfd;
       n = std::snprintf(note, sizeof note, "parkway-httpd: SIGUSR1: the access log %s is reopened\n", path.c_str());
     }
-    if (n > 0) (void)!::write(STDERR_FILENO, note, std::min(std::size_t(n), sizeof note - 1));
+    // Room for it now: a pipe that polls writable has a free page, and a
+    // note of at most PIPE_BUF bytes goes in whole without waiting.
+    pollfd p{STDERR_FILENO, POLLOUT, 0};
+    const std::size_t len = std::min({std::size_t(n > 0 ? n : 0), sizeof note - 1, std::size_t(PIPE_BUF)});
+    if (len > 0 && ::poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) != 0) (void)!::write(STDERR_FILENO, note, len);
   }
 };
 
