@@ -1607,7 +1607,7 @@ TEST(Cancel, ShutdownDeadlineReturnsWhileTasksKeepSpawning) {
   std::atomic<int> started{0}, ended{0};
   auto rt = std::make_unique<parkway::Runtime>(parkway::Options{.workers = 2});
   for (int i = 0; i < 2; ++i)
-    (void)rt->submit([&, fan] {
+    (void)rt->submit([&] {
       started.fetch_add(1);
       while (!release.load(std::memory_order_relaxed)) {
         parkway::TaskGroup g;
