@@ -558,8 +558,11 @@ case9() {
 			bad="$bad load-umask-$how"; kill "$lpid" 2>/dev/null; wait "$lpid"
 		fi
 	done
-	# A stopped loader (Ctrl-Z, SIGSTOP): `unload` still stops it.
-	if start_loader /tmp/p12.log; then
+	# A stopped loader (Ctrl-Z, SIGSTOP): `unload` still stops it. Stopped
+	# once it has said it is loaded: the state reads enabled before the
+	# loader writes its pid file, and a loader stopped in between is one
+	# still starting, which unload waits for (30 s) rather than stops.
+	if start_loader /tmp/p12.log && wait_for 10 grep -q 'scheduler loaded' /tmp/p12.log; then
 		kill -STOP $lpid
 		parkway sched unload >/tmp/p13.log 2>&1; urc=$?
 		st=$(state)
@@ -568,7 +571,7 @@ case9() {
 		log "unload of a stopped loader: exit $urc, state $st after it: $(tr '\n' ' ' </tmp/p13.log); loader exit $rc"
 		[ $urc -eq 0 ] && [ "$st" = disabled ] && [ $rc -eq 0 ] || bad="$bad unload-stopped-loader($urc,$st,$rc)"
 	else
-		bad="$bad load-12"
+		bad="$bad load-12"; kill "$lpid" 2>/dev/null; wait "$lpid"
 	fi
 	if [ -z "$bad" ]; then result PASS "foreign or open directory refused; one of two loads runs; nothing left behind (unload, SIGHUP, SIGPIPE); unload waits for a starting loader and for its leaving; a killed loader's pid named by nobody; umask 077; a stopped loader unloads"
 	else result FAIL "$bad"; fi
