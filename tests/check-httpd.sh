@@ -724,6 +724,28 @@ PYEOF
   check "access log: a download cut short logs the bytes sent, not the file's length" \
     bash -c 'n=$(grep -m1 "\"GET /big.bin HTTP/1.1\" 200 " "$1" | sed -E "s/.* //"); [ -n "$n" ] && [ "$n" -lt $((16 << 20)) ]' _ "$TMP/errlb"
   check "access log: a whole download logs the file's length" grep -q '"GET /big.bin HTTP/1.1" 200 16777216$' "$TMP/errlb"
+  # Pipelined answers batched for one send, to a client that reset while
+  # the /fib/34 among them was computed: their batch fails, and their
+  # lines say that none of their bodies went (they had the whole length,
+  # logged as each joined the batch). The answer before the /fib went
+  # out first, whole, before the reset.
+  py - "$SPORT" <<'PYEOF'
+import socket, struct, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /plaintext?before-fib HTTP/1.1\r\nHost: t\r\n\r\n"
+          b"GET /fib/34 HTTP/1.1\r\nHost: t\r\n\r\n"
+          b"GET /plaintext?after-fib HTTP/1.1\r\nHost: t\r\n\r\n")
+got = b""
+while b"Hello, World!" not in got:
+    got += s.recv(1000)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset
+s.close()
+PYEOF
+  for _ in $(seq 100); do grep -q 'plaintext?after-fib' "$TMP/errlb" && break; sleep 0.1; done
+  check "access log: an answer sent before the client reset logs its body's bytes" \
+    grep -q '"GET /plaintext?before-fib HTTP/1.1" 200 13$' "$TMP/errlb"
+  check "access log: answers batched for a client that reset log no bytes" \
+    bash -c 'grep -q "\"GET /fib/34 HTTP/1.1\" 200 0$" "$1" && grep -q "\"GET /plaintext?after-fib HTTP/1.1\" 200 0$" "$1"' _ "$TMP/errlb"
   stop_server "access-log bytes server: SIGTERM -> exit 0" "$SPID"
 fi
 

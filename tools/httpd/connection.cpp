@@ -55,6 +55,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "http_response.hpp"
 
@@ -90,9 +91,14 @@ constexpr std::size_t kMaxBatched = 64 * 1024;
 // much / 2 of progress.
 constexpr int kNotSentLowat = 128 * 1024;
 
-// Bytes this socket has taken from us so far: those the peer acknowledged
-// and those still queued (sent or not). The difference over a send_file
-// that failed is how much of the file went, for the access log.
+// The access log's request line for an answer to no request (one that
+// could not be parsed, or did not come in time).
+const std::string kNoRequestLine = "-";
+
+// Bytes this socket has taken from us since it was accepted: those the
+// peer acknowledged and those still queued (sent or not). After a send
+// that failed, this against the bytes the sends before it handed over
+// says how much of it went, for the access log.
 std::optional<std::uint64_t> bytes_taken(int fd) {
   tcp_info ti{};
   socklen_t len = sizeof ti;
@@ -114,9 +120,18 @@ class Connection {
     // as "(no address)".
     if (st.config.access_log) {
       const io::Address a = sock_.peer_address();
-      peer_ = std::make_unique<const std::string>(a.size() != 0 ? a.to_string() : "-");
+      log_ = std::make_unique<LogState>();
+      log_->peer = a.size() != 0 ? a.to_string() : "-";
     }
   }
+  // Answers batched and never sent (a frame destroyed, an exception): a
+  // line each, with no bytes.
+  ~Connection() {
+    if (log_)
+      for (const Unsent& u : log_->unsent) write_log_line(u.request_line, u.status, 0);
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
   io::Socket& socket() { return sock_; }
   // Frees the buffers and the parser; the options of the idle wait.
   io::OpOptions start_idle_wait();
@@ -139,23 +154,40 @@ class Connection {
   Task<bool> discard_body(Clock::time_point deadline, bool may_continue = true);
   void skip_empty_lines();
   // Batches r's head, with "Connection: close" if it is the connection's
-  // `last` answer, and its body in memory.
-  void append_answer(const Response& r, bool last);
-  Task<bool> write_response(Response& r, bool last);
+  // `last` answer, and its body in memory. An answer without a file body
+  // is logged (as request_line) by the flush that sends it; one with a
+  // file body by its caller, once the file has gone.
+  void append_answer(const Response& r, bool last, const std::string& request_line);
+  Task<bool> write_response(Response& r, bool last, const std::string& request_line);
   std::string request_line() const;
-  // One access-log line for r: the peer, the time (UTC), the request
-  // line, the status and the body's bytes.
-  // `sent`: the body's bytes that went out, when not all of them did.
-  void log(const std::string& request_line, const Response& r,
-           std::optional<std::uint64_t> sent = std::nullopt) const;
+  // One access-log line: the peer, the time (UTC), the request line, the
+  // status and the body's bytes that went out.
+  void write_log_line(const std::string& request_line, int status, std::uint64_t bytes) const;
+  // The line of a file answer, its body's bytes those of the last
+  // write_response that went (all of them, unless it failed part-way).
+  void log_file_answer(const std::string& request_line, const Response& r) const;
+  // After a send of out_ that ended (ok: all of it went), the lines of the
+  // answers it carried, each with the bytes of its body that went.
+  void log_sent(bool ok);
   // Whether r is the connection's last answer (see its definition).
   bool is_last_answer(const Response& r);
 
   io::Socket sock_;
   ServerState& st_;
-  // The client's address, for the access log (none when it is off: a
-  // pointer, so that an idle connection's frame grows by 8 bytes only).
-  std::unique_ptr<const std::string> peer_;
+  // The access log's state (none when it is off: a pointer, so that an
+  // idle connection's frame grows by 8 bytes only).
+  struct Unsent {  // an answer batched in out_, logged once its send ends
+    std::string request_line;
+    int status;
+    std::uint64_t body_begin;  // its body's place in the connection's output (bytes before it)
+    std::uint64_t body_size;   // 0 for a HEAD's
+  };
+  struct LogState {
+    std::string peer;  // the client's address
+    std::vector<Unsent> unsent;
+    std::uint64_t taken = 0;  // bytes the sends so far handed to the socket
+  };
+  std::unique_ptr<LogState> log_;
   std::unique_ptr<RequestParser> parser_;  // none while idle
   RequestParser& parser() {
     if (!parser_) parser_ = std::make_unique<RequestParser>(st_.config.limits);
@@ -216,6 +248,7 @@ Task<bool> Connection::flush(bool last, bool more) {
   if (last && st_.abort.cancelled()) o = {.timeout = std::chrono::milliseconds(500)};
   auto r = co_await sock_.send_all({reinterpret_cast<const std::byte*>(out_.data()), out_.size()}, o,
                                    more ? MSG_NOSIGNAL | MSG_MORE : MSG_NOSIGNAL);
+  if (log_) log_sent(bool(r));
   out_.clear();
   co_return bool(r);
 }
@@ -266,9 +299,13 @@ Task<bool> Connection::discard_body(Clock::time_point deadline, bool may_continu
   }
 }
 
-void Connection::append_answer(const Response& r, bool last) {
+void Connection::append_answer(const Response& r, bool last, const std::string& request_line) {
   out_.append(r.fields);
   out_.append(response_head_end(/*keep_alive=*/!last));
+  if (log_ && !r.file.is_open()) {
+    const bool head = parser_ && parser_->method_id() == Method::Head;
+    log_->unsent.push_back({request_line, r.status, log_->taken + out_.size(), head ? 0 : r.body.size()});
+  }
   out_.append(r.body);
 }
 
@@ -276,22 +313,21 @@ void Connection::append_answer(const Response& r, bool last) {
 // io::send_file (sendfile(2) when the file is cached), the batch sent
 // first with MSG_MORE, so that a head and a small body leave in one
 // segment.
-Task<bool> Connection::write_response(Response& r, bool last) {
-  append_answer(r, last);
+Task<bool> Connection::write_response(Response& r, bool last, const std::string& request_line) {
+  append_answer(r, last, request_line);
   file_sent_ = 0;
   if (!r.file.is_open()) co_return true;
   const bool head_sent = co_await flush(/*last=*/false, /*more=*/true);
   if (!head_sent) co_return false;
   io::OpOptions o{.timeout = st_.config.idle_timeout, .cancel = &st_.abort};
-  // For the access log: what the socket had taken before the file.
-  const std::optional<std::uint64_t> before =
-      st_.config.access_log ? bytes_taken(sock_.fd()) : std::nullopt;
   auto n = co_await sock_.send_file(r.file, r.file_offset, r.file_length, o);
   if (n) {
     file_sent_ = *n;
-  } else if (before) {  // failed part-way: how far it went
+    if (log_) log_->taken += *n;
+  } else if (log_) {  // failed part-way: how far it went
     const std::optional<std::uint64_t> after = bytes_taken(sock_.fd());
-    file_sent_ = after && *after >= *before ? std::min<std::uint64_t>(*after - *before, r.file_length) : 0;
+    file_sent_ = after && *after >= log_->taken ? std::min<std::uint64_t>(*after - log_->taken, r.file_length) : 0;
+    log_->taken += file_sent_;
   }
   co_return n && *n == r.file_length;  // short: the file shrank, and the length is a lie now
 }
@@ -334,10 +370,29 @@ std::string Connection::request_line() const {
   return line;
 }
 
-void Connection::log(const std::string& request_line, const Response& r, std::optional<std::uint64_t> sent) const {
-  if (!st_.config.access_log) return;
+void Connection::log_sent(bool ok) {
+  // A send that failed took some of out_ at most: what the socket has
+  // taken in all, against the bytes before each body, says how much of
+  // that body went (none, for a client that had reset).
+  std::uint64_t end = log_->taken + out_.size();
+  if (!ok) {
+    const std::optional<std::uint64_t> taken = bytes_taken(sock_.fd());
+    end = taken ? std::clamp(*taken, log_->taken, end) : log_->taken;
+  }
+  for (const Unsent& u : log_->unsent)
+    write_log_line(u.request_line, u.status,
+                   end <= u.body_begin ? 0 : std::min(end - u.body_begin, u.body_size));
+  log_->unsent.clear();
+  log_->taken = end;
+}
+
+void Connection::log_file_answer(const std::string& request_line, const Response& r) const {
+  if (!log_) return;
   const bool head = parser_ && parser_->method_id() == Method::Head;
-  const std::uint64_t bytes = head ? 0 : sent ? *sent : r.file.is_open() ? r.file_length : r.body.size();
+  write_log_line(request_line, r.status, head ? 0 : file_sent_);
+}
+
+void Connection::write_log_line(const std::string& request_line, int status, std::uint64_t bytes) const {
   // Common Log Format's time: [07/Dec/2026:09:06:24 +0000] (the C
   // locale's month names).
   char when[40];
@@ -346,9 +401,9 @@ void Connection::log(const std::string& request_line, const Response& r, std::op
   gmtime_r(&now, &tm);
   const std::size_t n = std::strftime(when, sizeof when, "[%d/%b/%Y:%H:%M:%S +0000]", &tm);
   std::string l;
-  l.reserve(peer_->size() + request_line.size() + 64);
-  l.append(*peer_).append(" ").append(when, n).append(" \"").append(request_line).append("\" ");
-  l.append(std::to_string(r.status)).append(" ").append(std::to_string(bytes)).append("\n");
+  l.reserve(log_->peer.size() + request_line.size() + 64);
+  l.append(log_->peer).append(" ").append(when, n).append(" \"").append(request_line).append("\" ");
+  l.append(std::to_string(status)).append(" ").append(std::to_string(bytes)).append("\n");
   st_.log.write(l);
 }
 
@@ -377,8 +432,7 @@ Task<bool> Connection::answer_buffered() {
       // A HEAD's answer has no content, errors' included (RFC 9110 9.3.2);
       // the method is known once its token is read, before the error.
       Response r = simple_response(p.http_status, parser().method() == "HEAD");
-      log("-", r);
-      append_answer(r, /*last=*/true);
+      append_answer(r, /*last=*/true, kNoRequestLine);
       co_await flush(/*last=*/true);
       linger_ = true;  // the rest of what the client sent is unread
       co_return false;
@@ -414,8 +468,8 @@ Task<bool> Connection::answer_buffered() {
     bool answered = false, last = false;
     if (r.status >= 400 && parser().expect_continue() && parser().body_kind() != BodyKind::None && begin_ == end_) {
       last = is_last_answer(r);
-      const bool written = co_await write_response(r, last);
-      log(line, r, r.file.is_open() ? std::optional<std::uint64_t>(file_sent_) : std::nullopt);
+      const bool written = co_await write_response(r, last, line);
+      if (r.file.is_open()) log_file_answer(line, r);
       if (!written) co_return false;
       const bool sent = co_await flush(last);
       if (!sent) co_return false;
@@ -437,8 +491,7 @@ Task<bool> Connection::answer_buffered() {
       if (error_status_ != 0) {
         // A HEAD's answer has no content, errors' included (RFC 9110 9.3.2)
         const Response e = simple_response(error_status_, parser().method_id() == Method::Head);
-        log(line, e);
-        append_answer(e, /*last=*/true);
+        append_answer(e, /*last=*/true, line);
         co_await flush(/*last=*/true);
         linger_ = true;
       }
@@ -446,10 +499,11 @@ Task<bool> Connection::answer_buffered() {
     }
     if (!answered) {
       last = is_last_answer(r);
-      const bool written = co_await write_response(r, last);
-      // Logged once sent, with the bytes of a file body that went out
-      // (a client that left, a file that shrank: not the whole length).
-      log(line, r, r.file.is_open() ? std::optional<std::uint64_t>(file_sent_) : std::nullopt);
+      const bool written = co_await write_response(r, last, line);
+      // A file body's line once it is sent, with its bytes that went out
+      // (a client that left, a file that shrank: not the whole length);
+      // the others' at the send of their batch (flush).
+      if (r.file.is_open()) log_file_answer(line, r);
       if (!written) co_return false;
     }
     if (out_.size() >= kMaxBatched) {
@@ -511,8 +565,7 @@ Task<bool> Connection::serve_until_idle() {
       if (peer_closed_ || Clock::now() < head_deadline_) co_return false;
       // A HEAD's answer has no content, errors' included (RFC 9110 9.3.2)
       const Response e = simple_response(408, is_head);
-      log("-", e);
-      append_answer(e, /*last=*/true);
+      append_answer(e, /*last=*/true, kNoRequestLine);
       co_await flush(/*last=*/true);
       linger_ = true;
       co_return false;
