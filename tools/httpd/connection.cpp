@@ -88,18 +88,23 @@ constexpr std::size_t kMaxBatched = 64 * 1024;
 // about a buffer's third per timeout was cut off while still reading.
 // With TCP_NOTSENT_LOWAT the socket holds at most this much unsent and
 // reports room once half of it has gone, so each wait is for this
-// much / 2 of progress.
+// much / 2 of progress (and a file body's send looks past a wait that
+// timed out to the client's acknowledgements: write_response).
 constexpr int kNotSentLowat = 128 * 1024;
 
 // The access log's request line for an answer to no request (one that
 // could not be parsed, or did not come in time).
 const std::string kNoRequestLine = "-";
 
-// Bytes this socket has taken from us since it was accepted: those the
-// peer acknowledged and those still queued (sent or not). After a send
-// that failed, this against the bytes the sends before it handed over
-// says how much of it went, for the access log.
-std::optional<std::uint64_t> bytes_taken(int fd) {
+// What a socket has done with our bytes since it was accepted: `acked`,
+// those the peer acknowledged (it acknowledges new bytes only as its
+// reader makes room); `taken`, those and the ones still queued (sent or
+// not). After a send that failed, `taken` against the bytes the sends
+// before it handed over says how much of it went.
+struct SocketProgress {
+  std::uint64_t acked, taken;
+};
+std::optional<SocketProgress> socket_progress(int fd) {
   tcp_info ti{};
   socklen_t len = sizeof ti;
   if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
@@ -107,7 +112,11 @@ std::optional<std::uint64_t> bytes_taken(int fd) {
     return std::nullopt;
   int queued = 0;
   if (::ioctl(fd, SIOCOUTQ, &queued) != 0) return std::nullopt;
-  return ti.tcpi_bytes_acked + std::uint64_t(queued);
+  return SocketProgress{ti.tcpi_bytes_acked, ti.tcpi_bytes_acked + std::uint64_t(queued)};
+}
+std::optional<std::uint64_t> bytes_taken(int fd) {
+  const std::optional<SocketProgress> p = socket_progress(fd);
+  return p ? std::optional<std::uint64_t>(p->taken) : std::nullopt;
 }
 
 class Connection {
@@ -319,17 +328,33 @@ Task<bool> Connection::write_response(Response& r, bool last, const std::string&
   if (!r.file.is_open()) co_return true;
   const bool head_sent = co_await flush(/*last=*/false, /*more=*/true);
   if (!head_sent) co_return false;
+  // The idle timeout is for a client that stopped reading, not for one
+  // that reads slowly: each wait for room in the socket has it, and a
+  // wait that times out goes on with the rest of the file if the client
+  // acknowledged bytes since the last look (a wait for room can need
+  // more than the timeout's worth of a slow reader's reading: the
+  // receiver opens its window a segment of 64 KiB at a time on loopback).
+  // So a client is cut once it has taken nothing for one to two idle
+  // timeouts. One TCP_INFO read per file body sent this way (bodies of
+  // more than 8 KiB, or not cached).
   io::OpOptions o{.timeout = st_.config.idle_timeout, .cancel = &st_.abort};
-  auto n = co_await sock_.send_file(r.file, r.file_offset, r.file_length, o);
-  if (n) {
-    file_sent_ = *n;
-    if (log_) log_->taken += *n;
-  } else if (log_) {  // failed part-way: how far it went
-    const std::optional<std::uint64_t> after = bytes_taken(sock_.fd());
-    file_sent_ = after && *after >= log_->taken ? std::min<std::uint64_t>(*after - log_->taken, r.file_length) : 0;
-    log_->taken += file_sent_;
+  std::optional<SocketProgress> mark = socket_progress(sock_.fd());
+  std::uint64_t done = 0;  // the file's bytes the socket took
+  for (;;) {
+    auto n = co_await sock_.send_file(r.file, r.file_offset + done, r.file_length - done, o);
+    if (n) {
+      done += *n;
+      break;
+    }
+    const std::optional<SocketProgress> now = mark ? socket_progress(sock_.fd()) : std::nullopt;
+    if (now && now->taken >= mark->taken)  // failed part-way: how far it went
+      done += std::min<std::uint64_t>(now->taken - mark->taken, r.file_length - done);
+    if (n.error() != std::errc::timed_out || !now || now->acked == mark->acked || done == r.file_length) break;
+    mark = now;
   }
-  co_return n && *n == r.file_length;  // short: the file shrank, and the length is a lie now
+  file_sent_ = done;
+  if (log_) log_->taken += done;
+  co_return done == r.file_length;  // short: the file shrank, and the length is a lie now
 }
 
 // Before an idle wait (nothing buffered, everything sent): free the
