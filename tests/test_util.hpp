@@ -53,12 +53,13 @@ inline constexpr int kSlow = 1;
 // Aborts the process with a message if not destroyed within `seconds`.
 class Watchdog {
  public:
-  Watchdog(const char* what, int seconds) : what_(what) {
+  // The message goes to the stderr of the construction (a copy of the
+  // descriptor), so that a test capturing stderr meanwhile still shows it.
+  Watchdog(const char* what, int seconds) : what_(what), err_(::dup(2)) {
     th_ = std::thread([this, seconds] {
       std::unique_lock<std::mutex> l(mu_);
       if (!cv_.wait_for(l, std::chrono::seconds(seconds), [this] { return done_; })) {
-        std::fprintf(stderr, "WATCHDOG: %s did not finish within %d s (hang?)\n", what_, seconds);
-        std::fflush(stderr);
+        ::dprintf(err_ >= 0 ? err_ : 2, "WATCHDOG: %s did not finish within %d s (hang?)\n", what_, seconds);
         std::_Exit(3);
       }
     });
@@ -70,10 +71,12 @@ class Watchdog {
     }
     cv_.notify_all();
     th_.join();
+    if (err_ >= 0) ::close(err_);
   }
 
  private:
   const char* what_;
+  const int err_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;

@@ -6,9 +6,12 @@
 // Because the registration and the decrements are RMWs of one word, either
 // the registration comes first (and the last done() sees it) or it sees a
 // zero count (and the waiter does not sleep). Tested by tests/test_taskgroup.cpp.
+#include <sched.h>
+
 #include <ctime>
 
 #include "chaos.hpp"
+#include "futex.hpp"
 #include "parker.hpp"
 #include "runtime_impl.hpp"
 #include "parkway/task.hpp"
@@ -150,6 +153,66 @@ void CompletionWord::wait_slow() noexcept {
   // Count is zero and nobody else touches the word until the owner spawns
   // again: drop the registration so the next wait starts clean.
   if (r == Reg::kRegistered) word_.fetch_and(kCountMask, std::memory_order_relaxed);
+}
+
+// A dropped Spawned's wait. A Spawned destroyed without a join (most
+// often by the unwinding of an exception between its spawn and its
+// co_await) waits for its child where it is, on the stack of the
+// coroutine being destroyed. A helping wait there (wait_slow) could take
+// another worker's task whose end resumes, by symmetric transfer and on
+// this stack, a coroutine that had joined it: an ancestor of the one
+// unwinding, which may then drop a Spawned of its own whose child waits
+// for the frame beneath it. Nothing finishes (coroutines.md, "A dropped
+// Spawned"). So this wait steals nothing: it runs its worker's deque,
+// newest first (in the fib shape, the dropped child itself if no thief
+// took it, and what the frames on this stack spawned, whose joiners are
+// on this stack: they have not joined, and nothing is resumed), its
+// ring's ready continuations (the dropped child's I/O, when it ran here)
+// and the injection queue (the way back of a child that moved to another
+// runtime). With none of these, it waits for the child, which a thief is
+// running: it spins, then yields, then sleeps 50 us at a time, without
+// parking (a parked worker is one a waker counts on to take new work).
+// Not an isolation of the child's subtree: other shapes still hang
+// (coroutines.md, "Limits"). Checked by
+// Coro.ADroppedSpawnedInAThrowingTreeWaitsForItsOwn (tests/test_coro.cpp).
+void CompletionWord::wait_isolated_slow() noexcept {
+  Worker* me = Worker::current();
+  // Off a worker (nothing to help with), in a forked child, or in the
+  // code a bounded shutdown's drain runs (which must drain as it waits):
+  // the ordinary wait.
+  if (!me || me->runtime().forked() || (cancellation_active() && draining_here() != nullptr)) {
+    wait_slow();
+    return;
+  }
+  for (unsigned idle = 0; !is_zero();) {
+    if (help_own_deque(me, &is_zero_fn, this)) return;
+    if (me->runtime().forked()) [[unlikely]] {  // a task it ran forked, and this is the child
+      wait_slow();
+      return;
+    }
+    if (me->reap_io_now()) {  // completions: their continuations run in help_own_deque
+      idle = 0;
+      continue;
+    }
+    if (is_zero()) return;
+    // One task from the injection queue: the way back of a child that
+    // moved to another runtime and returns (resume_on), which only a
+    // worker of this runtime takes, perhaps none but this one.
+    std::size_t k = 0;
+    if (Task* t = me->runtime().injection.pop_batch(1, &k)) {
+      me->execute(t);
+      idle = 0;
+      continue;
+    }
+    if (++idle <= 64) {
+      cpu_relax();
+    } else if (idle <= 128) {
+      sched_yield();
+    } else {
+      timespec ts{0, 50000};
+      nanosleep(&ts, nullptr);
+    }
+  }
 }
 
 }  // namespace parkway::detail

@@ -107,6 +107,10 @@ class alignas(64) Worker {
   // task of its own, so a batch of continuations and a deque task take
   // turns.
   bool io_point() noexcept;
+  // Reap the ring now (not only when it is time): true if completions
+  // became ready continuations. For a wait that runs only its own
+  // (CompletionWord::wait_isolated). Owner only.
+  bool reap_io_now() noexcept { return poll_io(); }
   // The ring's between-tasks work, and [Y1]: the slice's end, kept here
   // (kernel_slice.hpp). Workers with a ring only (io_ set).
   void between_tasks() noexcept;

@@ -20,13 +20,15 @@
 // The parent CASes nullptr -> its handle; the child exchanges in kDone and,
 // if it got a handle, resumes it. Exactly one of them sees the other.
 // Exceptions travel with the result: co_await / sync_wait rethrow them.
-// A Spawned<T> dropped without co_await waits for its child (helping if on
-// a worker), so a frame never outlives the scope that spawned it. Where a
-// coroutine can throw between a spawn and its join (the inline co_await
-// above), join on every path: keep the exception, co_await the Spawned,
-// rethrow (docs/guide.md, "Coroutines"). A Spawned dropped by the
-// unwinding waits with a helping wait, which can run, on the same stack, a
-// coroutine that then waits for the frame beneath it: nothing finishes.
+// A Spawned<T> dropped without co_await waits for its child, so a frame
+// never outlives the scope that spawned it; on a worker the wait steals
+// nothing (a stolen task could resume, on this stack, a coroutine that
+// waits for the frame beneath it: in the fib above, with leaves that
+// throw, nothing finished). Where a coroutine can throw between a spawn
+// and its join (the inline co_await above), join on every path all the
+// same: keep the exception, co_await the Spawned, rethrow; other shapes
+// still hang (docs/guide.md, "Coroutines"; docs/design/coroutines.md,
+// "A dropped Spawned").
 //
 // Cancellation: a coroutine belongs to the TaskGroup whose task spawned it
 // (spawn/sync_wait from inside a group's task; an inline co_await passes
@@ -420,7 +422,7 @@ class [[nodiscard]] Spawned {
   Spawned(const Spawned&) = delete;
   ~Spawned() {
     if (!h_) return;
-    h_.promise().finished.wait();  // a dropped handle waits for its child
+    h_.promise().finished.wait_isolated();  // a dropped handle waits for its child, running only its own
     if (h_.promise().result.error)
       detail::report_unobserved_exception(h_.promise().result.error,
                                           "a spawned coroutine threw, and its Spawned handle was dropped without co_await or get()");

@@ -210,10 +210,20 @@ class PARKWAY_API CompletionWord {
     if (!is_zero()) wait_slow();
   }
 
+  // wait() for the child of a Spawned dropped without a join (coro.hpp):
+  // on a worker it runs its own deque, its ring's ready continuations and
+  // the injection queue, never a task stolen from another worker, and
+  // otherwise waits without running anything (completion.cpp, "A dropped
+  // Spawned's wait").
+  void wait_isolated() noexcept {
+    if (!is_zero()) wait_isolated_slow();
+  }
+
   std::atomic<std::uint64_t>& raw() noexcept { return word_; }
 
  private:
   void wait_slow() noexcept;
+  void wait_isolated_slow() noexcept;
 
   std::atomic<std::uint64_t> word_{0};
 };
