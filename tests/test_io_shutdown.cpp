@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "io/ring.hpp"
@@ -101,6 +103,57 @@ TEST(IoShutdown, ShutdownEndsIoThatKeepsItsWorkerBusy) {
         ::close(p[1]);
       }
     }
+  }
+}
+
+namespace {
+std::atomic<int> g_sleeper_started{0}, g_sleeper_errno{-1};
+parkway::Task<int> sleeps_an_hour() {
+  g_sleeper_started.store(1);
+  auto r = co_await io::sleep_for(std::chrono::hours(1));
+  g_sleeper_errno.store(r ? 0 : r.error().value());
+  co_return 1;
+}
+// Spawns the sleeper and throws before its join: the dropped Spawned
+// waits for it (CompletionWord::wait_isolated), on the worker whose ring
+// holds the sleep when that worker ran the child itself.
+parkway::Task<void> drops_a_sleeper() {
+  parkway::Spawned<int> s = parkway::spawn(sleeps_an_hour());
+  throw std::runtime_error("fails before its join");
+  co_await std::move(s);
+}
+}  // namespace
+
+// A dropped Spawned's wait never parks, and a park is where a worker
+// cancels its ring's I/O once shutdown has begun: without the cancel in
+// the wait's own loop, ~Runtime waited for ever for a child sleeping an
+// hour on that worker's ring (1 and 2 workers; the build before: 0.30 s,
+// through the full helping wait's park). Now the sleep ends with
+// ECANCELED, the drop's wait ends, and the runtime goes.
+TEST(IoShutdown, ADroppedSpawnedWaitingForIoEndsAtShutdown) {
+  pwtest::Watchdog wd("IoShutdown.ADroppedSpawnedWaitingForIoEndsAtShutdown", 60);
+  for (unsigned workers : {1u, 2u}) {
+    SCOPED_TRACE(testing::Message() << workers << " worker(s)");
+    g_sleeper_started.store(0);
+    g_sleeper_errno.store(-1);
+    std::chrono::steady_clock::duration took{};
+    testing::internal::CaptureStderr();  // the detached coroutine's exception
+    {
+      parkway::Runtime rt(parkway::Options{.workers = workers});
+      parkway::detach(drops_a_sleeper(), rt);
+      const auto until = std::chrono::steady_clock::now() + 20s;
+      while (g_sleeper_started.load() == 0 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(50ms);  // the sleep submitted, the drop waiting
+      const auto t0 = std::chrono::steady_clock::now();
+      rt.shutdown();
+      took = std::chrono::steady_clock::now() - t0;
+    }
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(g_sleeper_started.load(), 1);
+    EXPECT_EQ(g_sleeper_errno.load(), ECANCELED);
+    EXPECT_LT(took, 10s);
+    EXPECT_NE(err.find("fails before its join"), std::string::npos) << err;
   }
 }
 

@@ -170,8 +170,10 @@ void CompletionWord::wait_slow() noexcept {
 // ring's ready continuations (the dropped child's I/O, when it ran here)
 // and the injection queue (the way back of a child that moved to another
 // runtime). With none of these, it waits for the child, which a thief is
-// running: it spins, then yields, then sleeps 50 us at a time, without
-// parking (a parked worker is one a waker counts on to take new work).
+// running: it spins, then yields, then sleeps 50 to 800 us at a time,
+// without parking (a parked worker is one a waker counts on to take new
+// work); a shutdown's cancel of its ring's I/O is made here, as a park
+// makes it.
 // Not an isolation of the child's subtree: other shapes still hang
 // (coroutines.md, "Limits"). Checked by
 // Coro.ADroppedSpawnedInAThrowingTreeWaitsForItsOwn (tests/test_coro.cpp).
@@ -190,6 +192,9 @@ void CompletionWord::wait_isolated_slow() noexcept {
       wait_slow();
       return;
     }
+    // Shutting down: the ring's operations are cancelled here, as a park
+    // would (the child may wait for I/O on this ring that nobody ends).
+    me->cancel_io_if_stopping();
     if (me->reap_io_now()) {  // completions: their continuations run in help_own_deque
       idle = 0;
       continue;
@@ -201,15 +206,23 @@ void CompletionWord::wait_isolated_slow() noexcept {
     std::size_t k = 0;
     if (Task* t = me->runtime().injection.pop_batch(1, &k)) {
       me->execute(t);
+      if (me->runtime().forked()) [[unlikely]] {
+        wait_slow();
+        return;
+      }
       idle = 0;
       continue;
     }
+    // Spin, yield, then sleep from 50 us, doubling up to 800 us: a long
+    // wait (a dropped child waiting for I/O on another worker) costs a
+    // few hundred look-ups a second, not 20,000.
     if (++idle <= 64) {
       cpu_relax();
     } else if (idle <= 128) {
       sched_yield();
     } else {
-      timespec ts{0, 50000};
+      const unsigned shift = idle - 129 < 4 ? idle - 129 : 4;
+      timespec ts{0, long(50000) << shift};
       nanosleep(&ts, nullptr);
     }
   }

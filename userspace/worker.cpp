@@ -82,6 +82,11 @@ bool Worker::poll_io() noexcept { return io_ && io_->poll() != 0; }
 // A ring cancels everything only once stop is set, so stop alone says it.
 bool Worker::io_cancelling_everything() const noexcept { return rt_.stop.load(std::memory_order_relaxed); }
 
+void Worker::cancel_io_if_stopping() noexcept {
+  if (io_ && rt_.stop.load(std::memory_order_relaxed)) [[unlikely]]
+    io_->cancel_everything();
+}
+
 void Worker::between_tasks() noexcept {
   io_now_streak_ = 0;
   io_->between_tasks();

@@ -111,6 +111,11 @@ class alignas(64) Worker {
   // became ready continuations. For a wait that runs only its own
   // (CompletionWord::wait_isolated). Owner only.
   bool reap_io_now() noexcept { return poll_io(); }
+  // Shutting down: cancel the ring's operations (their awaiters resume
+  // with ECANCELED), as a park does. For a wait that never parks
+  // (CompletionWord::wait_isolated), which a shutdown must not leave
+  // waiting for I/O nobody completes. Owner only.
+  void cancel_io_if_stopping() noexcept;
   // The ring's between-tasks work, and [Y1]: the slice's end, kept here
   // (kernel_slice.hpp). Workers with a ring only (io_ set).
   void between_tasks() noexcept;

@@ -104,15 +104,28 @@ const std::string kNoRequestLine = "-";
 struct SocketProgress {
   std::uint64_t acked, taken;
 };
-std::optional<SocketProgress> socket_progress(int fd) {
+// The two counts come from two system calls: an acknowledgement between
+// them moves bytes from the queue to `acked` unseen, and the sum comes
+// out short (by up to 93 KiB in a slow reader's stream). So acked is
+// read again after the queue, until it has not moved in between.
+std::optional<std::uint64_t> bytes_acked(int fd) {
   tcp_info ti{};
   socklen_t len = sizeof ti;
   if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
       len < offsetof(tcp_info, tcpi_bytes_acked) + sizeof ti.tcpi_bytes_acked)
     return std::nullopt;
-  int queued = 0;
-  if (::ioctl(fd, SIOCOUTQ, &queued) != 0) return std::nullopt;
-  return SocketProgress{ti.tcpi_bytes_acked, ti.tcpi_bytes_acked + std::uint64_t(queued)};
+  return ti.tcpi_bytes_acked;
+}
+std::optional<SocketProgress> socket_progress(int fd) {
+  std::optional<std::uint64_t> acked = bytes_acked(fd);
+  for (int tries = 0; acked && tries < 100; ++tries) {
+    int queued = 0;
+    if (::ioctl(fd, SIOCOUTQ, &queued) != 0) return std::nullopt;
+    const std::optional<std::uint64_t> again = bytes_acked(fd);
+    if (again && *again == *acked) return SocketProgress{*acked, *acked + std::uint64_t(queued)};
+    acked = again;
+  }
+  return std::nullopt;
 }
 std::optional<std::uint64_t> bytes_taken(int fd) {
   const std::optional<SocketProgress> p = socket_progress(fd);
