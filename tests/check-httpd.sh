@@ -726,9 +726,9 @@ PYEOF
   check "access log: a whole download logs the file's length" grep -q '"GET /big.bin HTTP/1.1" 200 16777216$' "$TMP/errlb"
   # Pipelined answers batched for one send, to a client that reset while
   # the /fib/34 among them was computed: their batch fails, and their
-  # lines say that none of their bodies went (they had the whole length,
-  # logged as each joined the batch). The answer before the /fib went
-  # out first, whole, before the reset.
+  # lines say that none of their bodies went (logged as each joined the
+  # batch, they would read the whole length). The answer before the /fib
+  # went out first, whole, before the reset.
   py - "$SPORT" <<'PYEOF'
 import socket, struct, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))

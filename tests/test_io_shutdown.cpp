@@ -126,10 +126,10 @@ parkway::Task<void> drops_a_sleeper() {
 
 // A dropped Spawned's wait never parks, and a park is where a worker
 // cancels its ring's I/O once shutdown has begun: without the cancel in
-// the wait's own loop, ~Runtime waited for ever for a child sleeping an
-// hour on that worker's ring (1 and 2 workers; the build before: 0.30 s,
-// through the full helping wait's park). Now the sleep ends with
-// ECANCELED, the drop's wait ends, and the runtime goes.
+// the wait's own loop, ~Runtime waits for ever for a child sleeping an
+// hour on that worker's ring (1 and 2 workers; the full helping wait,
+// whose park makes the cancel, ends in 0.30 s). With it the sleep ends
+// with ECANCELED, the drop's wait ends, and the runtime goes.
 TEST(IoShutdown, ADroppedSpawnedWaitingForIoEndsAtShutdown) {
   pwtest::Watchdog wd("IoShutdown.ADroppedSpawnedWaitingForIoEndsAtShutdown", 60);
   for (unsigned workers : {1u, 2u}) {
