@@ -120,15 +120,22 @@ TEST(Coro, ExceptionsPropagate) {
 }
 
 namespace {
-// A fib-like tree whose leaves each return 1, every `every`-th leaf (over
-// the whole test) throwing, and whose spawned half is joined on every
+// The trees below: 16 levels of 1,597 leaves, 12 of 233 under a sanitizer.
+constexpr int kTreeLevels = pwtest::kSanitized ? 12 : 16;
+constexpr long kTreeLeaves = kTreeLevels == 12 ? 233 : 1597;
+
+// A leaf of the trees below: 1, or, every `every`-th leaf over the whole
+// test, an exception.
+long a_leaf(std::atomic<long>* leaves, long every) {
+  if (leaves->fetch_add(1) % every == every - 1) throw std::runtime_error("a leaf failed");
+  return 1;
+}
+
+// A fib-like tree of such leaves whose spawned half is joined on every
 // path: the exception of the inline half is kept, the spawned half
 // joined, then the first rethrown (docs/guide.md, "Coroutines").
 parkway::Task<long> tree_joined(int n, std::atomic<long>* leaves, long every) {
-  if (n < 2) {
-    if (leaves->fetch_add(1) % every == every - 1) throw std::runtime_error("a leaf failed");
-    co_return 1;
-  }
+  if (n < 2) co_return a_leaf(leaves, every);
   parkway::Spawned<long> a = parkway::spawn(tree_joined(n - 1, leaves, every));
   std::exception_ptr failed;
   long b = 0;
@@ -151,8 +158,8 @@ parkway::Task<long> tree_joined(int n, std::atomic<long>* leaves, long every) {
 // if a join on the exception's path waits for ever.
 TEST(Coro, TreesThatThrowAndJoinOnEveryPathFinish) {
   pwtest::Watchdog w("Coro.TreesThatThrowAndJoinOnEveryPathFinish", 120);
-  const int levels = pwtest::kSanitized ? 12 : 16;  // 233 or 1,597 leaves
-  const long leaves_per_tree = levels == 12 ? 233 : 1597;
+  const int levels = kTreeLevels;
+  const long leaves_per_tree = kTreeLeaves;
   for (unsigned workers : {1u, 2u, 4u}) {
     parkway::Runtime rt(parkway::Options{.workers = workers});
     std::atomic<long> leaves{0};
@@ -177,10 +184,7 @@ namespace {
 // The same tree as the guide's fib: the spawned half is dropped, not
 // joined, when the inline half throws.
 parkway::Task<long> tree_dropped(int n, std::atomic<long>* leaves, long every) {
-  if (n < 2) {
-    if (leaves->fetch_add(1) % every == every - 1) throw std::runtime_error("a leaf failed");
-    co_return 1;
-  }
+  if (n < 2) co_return a_leaf(leaves, every);
   parkway::Spawned<long> a = parkway::spawn(tree_dropped(n - 1, leaves, every));
   const long b = co_await tree_dropped(n - 2, leaves, every);
   co_return co_await std::move(a) + b;
@@ -198,8 +202,8 @@ parkway::Task<long> tree_dropped(int n, std::atomic<long>* leaves, long every) {
 // unobserved, not lost.
 TEST(Coro, ADroppedSpawnedInAThrowingTreeWaitsForItsOwn) {
   pwtest::Watchdog w("Coro.ADroppedSpawnedInAThrowingTreeWaitsForItsOwn", 120);
-  const int levels = pwtest::kSanitized ? 12 : 16;  // 233 or 1,597 leaves
-  const long leaves_per_tree = levels == 12 ? 233 : 1597;
+  const int levels = kTreeLevels;
+  const long leaves_per_tree = kTreeLeaves;
   // Several throws a tree, so that dropped children throw too.
   const long every = levels == 12 ? 40 : 300;
   for (unsigned workers : {1u, 2u, 4u}) {
